@@ -1,0 +1,33 @@
+/**
+ * Shared wire primitives for every transport object (snake_case, spec field names).
+ *
+ * Guarantees: every object schema built from `strict` rejects unknown fields at every level;
+ * identifiers, digests and times are bounded before anything else looks at them.
+ * Never: coerces types, fills defaults for authority-bearing fields, or reads a clock.
+ */
+import { z } from 'zod';
+
+/** Lowercase hex SHA-256. Uppercase is rejected so one digest has one spelling. */
+export const Sha256 = z.string().regex(/^[0-9a-f]{64}$/, 'must be a lowercase hex sha-256');
+
+/** Opaque identifier: printable ASCII subset, bounded, no whitespace. */
+export const Identifier = z
+  .string()
+  .min(1)
+  .max(128)
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._:@/+=-]*$/, 'must be an identifier ([A-Za-z0-9._:@/+=-], 1-128 chars)');
+
+/** Milliseconds since the Unix epoch, a safe non-negative integer. */
+export const UnixMs = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+
+/** A count of bytes or items: safe non-negative integer. */
+export const Count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
+
+/** Short human or release label (release names, tool names). */
+export const Label = z
+  .string()
+  .min(1)
+  .max(200)
+  .regex(/^[^\u0000-\u001f\u007f]+$/, 'must not contain control characters');
+
+export const strict = z.strictObject;
