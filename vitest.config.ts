@@ -21,6 +21,9 @@ export default defineConfig(async () => {
     test: {
       setupFiles: ['./test/setup/apply-migrations.ts'],
       include: ['test/**/*.test.ts'],
+      // The Worker logs one JSON line per request (ids and digests, never bodies); keep them out
+      // of the test output unless a test fails.
+      onConsoleLog: (log: string) => !log.includes('"request_id"'),
     },
   };
 });

@@ -9,9 +9,9 @@
  * Never: reads a clock (`now` is an argument), does I/O, throws for a denial, caches a decision,
  * or takes tenant, principal, policy or time from anything but its arguments.
  */
-import { digestOf } from './canonical.js';
+import { digestOf, guardCanonical } from './canonical.js';
 import { contractDigest, validateContract } from './contract.js';
-import { cachedDigest } from './digest-cache.js';
+import { cachedDigest, isDeepFrozen } from './digest-cache.js';
 import { coreError, type CoreError, type FieldIssue } from './errors.js';
 import {
   type AuthorizationReceipt,
@@ -30,6 +30,16 @@ import {
 import { err, ok, type Result } from './result.js';
 
 export function authorizeToolCall(
+  contract: ToolContract,
+  grant: ToolGrant,
+  invocation: ToolInvocation,
+  now: number,
+  trusted: TrustedState = EMPTY_TRUSTED_STATE,
+): Result<AuthorizationReceipt, CoreError> {
+  return guardCanonical(() => authorizeToolCallUnchecked(contract, grant, invocation, now, trusted));
+}
+
+function authorizeToolCallUnchecked(
   contract: ToolContract,
   grant: ToolGrant,
   invocation: ToolInvocation,
@@ -123,7 +133,7 @@ export function authorizeToolCall(
     tool_contract_sha256: contractSha,
     grant_sha256: cachedDigest(grant),
     invocation_sha256: digestOf(invocation),
-    trusted_state_sha256: digestOf(trusted),
+    trusted_state_sha256: cachedDigest(trusted),
     invocation_id: invocation.invocation_id,
     run_envelope_sha256: invocation.run_envelope_sha256,
     input_sha256: invocation.input_sha256,
@@ -140,8 +150,12 @@ export function authorizeToolCall(
   return ok({ sha256: digestOf(body), body });
 }
 
+// Deep-frozen grants that passed validation: immutable, so the result cannot change.
+const validGrants = new WeakSet<object>();
+
 /** Grant metadata a reviewer must fix before any evaluation: these are not denials. */
 export function validateGrant(grant: ToolGrant): Result<ToolGrant, CoreError> {
+  if (validGrants.has(grant)) return ok(grant);
   const issues: FieldIssue[] = [];
   if (grant.expires_at_unix_ms <= grant.not_before_unix_ms) {
     issues.push({ path: 'grant.expires_at_unix_ms', message: 'must be after not_before_unix_ms' });
@@ -174,6 +188,7 @@ export function validateGrant(grant: ToolGrant): Result<ToolGrant, CoreError> {
     }),
   );
   if (issues.length > 0) return err(coreError('invalid_grant', 'grant is not valid', issues));
+  if (isDeepFrozen(grant)) validGrants.add(grant);
   return ok(grant);
 }
 

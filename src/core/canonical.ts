@@ -9,9 +9,48 @@
  *
  * Never: reads a clock or does I/O.
  */
+import { coreError, type CoreError } from './errors.js';
+import { utf8Encode } from './json.js';
+import { err, type Result } from './result.js';
 import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
-import { hasLoneSurrogate, utf8Encode } from './json.js';
+
+/** SHA-256 of a string's UTF-8 or of bytes, lowercase hex. */
+export type Sha256Impl = (data: string | Uint8Array) => string;
+
+// The portable implementation: audited @noble/hashes.
+const nobleSha256: Sha256Impl = (data) =>
+  bytesToHex(sha256(typeof data === 'string' ? utf8Encode(data) : data));
+let sha256Impl: Sha256Impl = nobleSha256;
+
+// Known answers an installed implementation must reproduce: FIPS 180-2 vectors, a multi-block
+// input and multi-byte UTF-8 (as text and as bytes).
+const KNOWN_ANSWERS: readonly (readonly [string | Uint8Array, string])[] = [
+  ['', 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855'],
+  ['abc', 'ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad'],
+  [
+    'abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq',
+    '248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1',
+  ],
+  ['é€😀'.repeat(40), nobleSha256('é€😀'.repeat(40))],
+  [utf8Encode('é€😀'.repeat(40)), nobleSha256('é€😀'.repeat(40))],
+];
+
+/**
+ * Let an adapter hash with the platform's native SHA-256 (`node:crypto` `createHash`, which
+ * workerd also provides under `nodejs_compat`); the core itself imports no platform API. The
+ * implementation must reproduce the known answers first, or it is refused and the pure one stays:
+ * an identity never depends on which implementation computed it. Returns whether it was installed.
+ */
+export function useSha256(impl: Sha256Impl): boolean {
+  try {
+    for (const [data, want] of KNOWN_ANSWERS) if (impl(data) !== want) return false;
+  } catch {
+    return false;
+  }
+  sha256Impl = impl;
+  return true;
+}
 
 export class CanonicalizationError extends Error {
   override readonly name = 'CanonicalizationError';
@@ -19,39 +58,32 @@ export class CanonicalizationError extends Error {
 
 /** RFC 8785 canonical JSON text. */
 export function canonicalize(value: unknown): string {
-  const parts: string[] = [];
-  write(value, parts);
-  return parts.join('');
+  return write(value);
 }
 
-function write(value: unknown, out: string[]): void {
+// Built by string concatenation (V8 ropes, flattened once when hashed): no parts array, no join.
+function write(value: unknown): string {
   switch (typeof value) {
     case 'string':
-      if (hasLoneSurrogate(value)) throw new CanonicalizationError('lone surrogate in string');
+      // isWellFormed is the native form of "has no lone surrogate".
+      if (!value.isWellFormed()) throw new CanonicalizationError('lone surrogate in string');
       // JSON.stringify escapes exactly as RFC 8785 §3.2.2.2 prescribes.
-      out.push(JSON.stringify(value));
-      return;
+      return JSON.stringify(value);
     case 'number':
       if (!Number.isFinite(value)) throw new CanonicalizationError('non-finite number');
       // ECMAScript Number::toString is the JCS number serialization (RFC 8785 §3.2.2.3); -0 -> "0".
-      out.push(JSON.stringify(value));
-      return;
+      return JSON.stringify(value);
     case 'boolean':
-      out.push(value ? 'true' : 'false');
-      return;
+      return value ? 'true' : 'false';
     case 'object': {
-      if (value === null) {
-        out.push('null');
-        return;
-      }
+      if (value === null) return 'null';
       if (Array.isArray(value)) {
-        out.push('[');
+        let out = '[';
         for (let i = 0; i < value.length; i++) {
-          if (i > 0) out.push(',');
-          write(value[i], out);
+          if (i > 0) out += ',';
+          out += write(value[i]);
         }
-        out.push(']');
-        return;
+        return out + ']';
       }
       // Only plain objects are JSON objects: a Map, Date, typed array or class instance read
       // through Object.keys would collide with another value (every Map would hash as "{}").
@@ -60,23 +92,63 @@ function write(value: unknown, out: string[]): void {
         throw new CanonicalizationError('cannot canonicalize an object that is not a plain object');
       }
       const obj = value as Record<string, unknown>;
-      // Default sort compares UTF-16 code units, which is RFC 8785 §3.2.3's order. A member whose
-      // value is undefined throws below rather than being dropped, so {a: undefined} and {} never
-      // share a digest.
-      const keys = Object.keys(obj).sort();
-      out.push('{');
+      // A member whose value is undefined throws below rather than being dropped, so
+      // {a: undefined} and {} never share a digest.
+      const keys = sortedKeys(obj);
+      let out = '{';
       for (let i = 0; i < keys.length; i++) {
         const k = keys[i] as string;
-        if (i > 0) out.push(',');
-        if (hasLoneSurrogate(k)) throw new CanonicalizationError('lone surrogate in key');
-        out.push(JSON.stringify(k), ':');
-        write(obj[k], out);
+        if (!k.isWellFormed()) throw new CanonicalizationError('lone surrogate in key');
+        if (i > 0) out += ',';
+        out += quotedKey(k) + write(obj[k]);
       }
-      out.push('}');
-      return;
+      return out + '}';
     }
     default:
       throw new CanonicalizationError(`cannot canonicalize a value of type ${typeof value}`);
+  }
+}
+
+// The quoted form of recently seen keys (`"tenant_id":`). Object keys come from a small, recurring
+// vocabulary (the model's field names), so this saves a JSON.stringify per member. Bounded in
+// entries and key length, so a flood of distinct or long keys costs speed, never memory;
+// correctness never depends on a hit.
+const QUOTED_KEY_LIMIT = 1024;
+const QUOTED_KEY_MAX_LENGTH = 64;
+const quotedKeys = new Map<string, string>();
+
+function quotedKey(k: string): string {
+  let q = quotedKeys.get(k);
+  if (q === undefined) {
+    q = JSON.stringify(k) + ':';
+    if (k.length <= QUOTED_KEY_MAX_LENGTH && quotedKeys.size < QUOTED_KEY_LIMIT) quotedKeys.set(k, q);
+  }
+  return q;
+}
+
+/**
+ * Own enumerable keys in RFC 8785 §3.2.3 order: `<` on strings compares UTF-16 code units.
+ * Insertion sort: Writ objects have at most a few dozen keys, often already nearly sorted, and
+ * this avoids the generic comparator of Array.prototype.sort.
+ */
+function sortedKeys(obj: object): string[] {
+  const keys = Object.keys(obj);
+  // Insertion sort is quadratic: only for the small objects Writ's own types are. A large
+  // untrusted object (tool input) takes the native O(n log n) sort, which has the same order.
+  if (keys.length <= 32) sortStrings(keys);
+  else keys.sort();
+  return keys;
+}
+
+function sortStrings(keys: string[]): void {
+  for (let i = 1; i < keys.length; i++) {
+    const k = keys[i] as string;
+    let j = i - 1;
+    while (j >= 0 && (keys[j] as string) > k) {
+      keys[j + 1] = keys[j] as string;
+      j--;
+    }
+    keys[j + 1] = k;
   }
 }
 
@@ -86,15 +158,32 @@ export function canonicalBytes(value: unknown): Uint8Array {
 
 /** Lowercase hex SHA-256 of raw bytes. */
 export function sha256Hex(bytes: Uint8Array): string {
-  return bytesToHex(sha256(bytes));
+  return sha256Impl(bytes);
 }
 
 /** Lowercase hex SHA-256 of a UTF-8 string. */
 export function sha256HexOfText(text: string): string {
-  return bytesToHex(sha256(utf8Encode(text)));
+  return sha256Impl(text);
 }
 
 /** SHA-256 over the RFC 8785 canonical bytes of `value`: Writ's content identity. */
 export function digestOf(value: unknown): string {
-  return sha256Hex(canonicalBytes(value));
+  // Hashes the canonical text directly: no intermediate byte array per digest.
+  return sha256Impl(canonicalize(value));
+}
+
+/**
+ * Run `f`, turning a `CanonicalizationError` (a value that has no canonical form, e.g. a lone
+ * surrogate that reached the core without passing a schema) into a typed "cannot evaluate" error.
+ * Any other exception propagates: it is a bug, and the adapter fails closed on it.
+ */
+export function guardCanonical<T>(f: () => Result<T, CoreError>): Result<T, CoreError> {
+  try {
+    return f();
+  } catch (e) {
+    if (e instanceof CanonicalizationError) {
+      return err(coreError('canonicalization_failed', `input has no canonical form: ${e.message}`));
+    }
+    throw e;
+  }
 }

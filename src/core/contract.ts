@@ -7,7 +7,7 @@
  * identity is the SHA-256 of its RFC 8785 bytes; a changed field is a different contract.
  * Never: merges, upgrades or "repairs" a contract, reads a clock, or does I/O.
  */
-import { cachedDigest, deepFreeze } from './digest-cache.js';
+import { cachedDigest, deepFreeze, isDeepFrozen } from './digest-cache.js';
 import { coreError, type CoreError, type FieldIssue } from './errors.js';
 import type { JsonValue } from './json.js';
 import {
@@ -19,8 +19,12 @@ import {
 } from './model.js';
 import { err, ok, type Result } from './result.js';
 
+// Deep-frozen contracts that passed validation: immutable, so the result cannot change.
+const validContracts = new WeakSet<object>();
+
 /** Validate contract metadata beyond its shape. Returns every problem, sorted by path. */
 export function validateContract(contract: ToolContract): Result<ToolContract, CoreError> {
+  if (validContracts.has(contract)) return ok(contract);
   const issues: FieldIssue[] = [];
   const add = (path: string, message: string) => issues.push({ path: `contract.${path}`, message });
 
@@ -70,6 +74,7 @@ export function validateContract(contract: ToolContract): Result<ToolContract, C
     issues.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
     return err(coreError('invalid_contract', 'contract metadata is not valid', issues));
   }
+  if (isDeepFrozen(contract)) validContracts.add(contract);
   return ok(contract);
 }
 

@@ -17,7 +17,8 @@ export function cachedDigest(value: object): string {
   return d;
 }
 
-function isDeepFrozen(v: unknown): boolean {
+/** True when `v` and everything reachable from it is frozen: it can never change again. */
+export function isDeepFrozen(v: unknown): boolean {
   if (v === null || typeof v !== 'object') return true;
   if (!Object.isFrozen(v)) return false;
   for (const k of Object.keys(v)) if (!isDeepFrozen((v as Record<string, unknown>)[k])) return false;
@@ -26,7 +27,8 @@ function isDeepFrozen(v: unknown): boolean {
 
 /** Recursively freeze a value so its digest can be cached. Returns the same object. */
 export function deepFreeze<T>(v: T): T {
-  if (v !== null && typeof v === 'object' && !Object.isFrozen(v)) {
+  if (v !== null && typeof v === 'object') {
+    // Recurse even into an already frozen object: a shallow freeze leaves its children mutable.
     Object.freeze(v);
     for (const k of Object.keys(v)) deepFreeze((v as Record<string, unknown>)[k]);
   }

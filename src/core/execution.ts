@@ -9,7 +9,7 @@
  * Never: infers authorization from a successful response, treats a timeout as "no effect",
  * reads a clock (times come from the observation and the receipt), or does I/O.
  */
-import { digestOf } from './canonical.js';
+import { digestOf, guardCanonical } from './canonical.js';
 import { contractDigest, validateContract } from './contract.js';
 import type { CoreError } from './errors.js';
 import {
@@ -26,6 +26,14 @@ import {
 import { ok, type Result } from './result.js';
 
 export function verifyExecution(
+  contract: ToolContract,
+  authorization: AuthorizationReceipt,
+  observation: ToolExecutionObservation,
+): Result<ExecutionReceipt, CoreError> {
+  return guardCanonical(() => verifyExecutionUnchecked(contract, authorization, observation));
+}
+
+function verifyExecutionUnchecked(
   contract: ToolContract,
   authorization: AuthorizationReceipt,
   observation: ToolExecutionObservation,

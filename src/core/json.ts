@@ -70,15 +70,7 @@ export function utf8Encode(text: string): Uint8Array {
 
 /** True when the string has an unpaired UTF-16 surrogate (not representable in UTF-8). */
 export function hasLoneSurrogate(text: string): boolean {
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c >= 0xd800 && c <= 0xdbff) {
-      const d = i + 1 < text.length ? text.charCodeAt(i + 1) : 0;
-      if (d >= 0xdc00 && d <= 0xdfff) i++;
-      else return true;
-    } else if (c >= 0xdc00 && c <= 0xdfff) return true;
-  }
-  return false;
+  return !text.isWellFormed();
 }
 
 /** Decode UTF-8 bytes strictly (bound first), then parse. */
@@ -191,7 +183,6 @@ class Parser {
     if (depth > this.maxDepth) this.fail('too_deep', `nesting deeper than ${this.maxDepth}`);
     this.i++;
     const out: JsonObject = {};
-    const seen = new Set<string>();
     this.ws();
     if (this.s.charCodeAt(this.i) === 0x7d) {
       this.i++;
@@ -206,11 +197,11 @@ class Parser {
         this.i = keyAt;
         this.fail('forbidden_key', `key "${key}" is not allowed`);
       }
-      if (seen.has(key)) {
+      // `__proto__` is refused above, so an own property of `out` is exactly a key already seen.
+      if (Object.hasOwn(out, key)) {
         this.i = keyAt;
         this.fail('duplicate_key', `duplicate key "${key}"`);
       }
-      seen.add(key);
       this.ws();
       if (this.s.charCodeAt(this.i) !== 0x3a) this.fail('syntax', 'expected ":"');
       this.i++;

@@ -7,6 +7,7 @@
  * Never: reads a clock, does I/O, or decides anything (deciding is `authorize.ts`).
  */
 import { z } from 'zod';
+import { deepFreeze } from './digest-cache.js';
 import { Count, Identifier, Label, Sha256, UnixMs, strict } from './schema.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -43,7 +44,8 @@ export const AttributeValue = z
   .string()
   .min(1)
   .max(128)
-  .regex(/^[^\u0000-\u001f\u007f*]+$/, 'must not contain control characters or "*"');
+  .regex(/^[^\u0000-\u001f\u007f*]+$/, 'must not contain control characters or "*"')
+  .refine((s) => s.isWellFormed(), 'must be well-formed unicode');
 
 /**
  * The concrete target of an invocation, e.g.
@@ -195,14 +197,15 @@ export const TrustedState = strict({
 });
 export type TrustedState = z.infer<typeof TrustedState>;
 
-export const EMPTY_TRUSTED_STATE: TrustedState = {
+/** Deep-frozen, so its digest is computed once (`cachedDigest`). */
+export const EMPTY_TRUSTED_STATE: TrustedState = deepFreeze({
   approval_required_effects: [],
   contract_quarantined: false,
   grant_revoked: false,
   approval_unusable: false,
   run_violations: [],
   principal_revoked: false,
-};
+});
 
 // ---------------------------------------------------------------------------------------------
 // Violations

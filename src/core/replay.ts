@@ -84,7 +84,8 @@ export function compare(
     const b = body as Record<string, unknown>;
     const f = fresh.body as Record<string, unknown>;
     for (const k of new Set([...Object.keys(b), ...Object.keys(f)])) {
-      if (!sameJson(b[k], f[k])) diffs.add(`body.${k}`);
+      // Own properties only: `b["__proto__"]` must never read through to a prototype.
+      if (!sameJson(own(b, k), own(f, k))) diffs.add(`body.${k}`);
     }
     // The body must also hash to the stored identity (catches a consistent re-hash of a forged body
     // only together with the field comparison above).
@@ -92,6 +93,10 @@ export function compare(
   }
   const differences = [...diffs].sort();
   return { ok: differences.length === 0, differences };
+}
+
+function own(o: Record<string, unknown>, k: string): unknown {
+  return Object.prototype.hasOwnProperty.call(o, k) ? o[k] : undefined;
 }
 
 function sameJson(a: unknown, b: unknown): boolean {

@@ -28,6 +28,8 @@ export const Label = z
   .string()
   .min(1)
   .max(200)
-  .regex(/^[^\u0000-\u001f\u007f]+$/, 'must not contain control characters');
+  .regex(/^[^\u0000-\u001f\u007f]+$/, 'must not contain control characters')
+  // A lone surrogate has no UTF-8 form: it could not be canonicalized or hashed.
+  .refine((s) => s.isWellFormed(), 'must be well-formed unicode');
 
 export const strict = z.strictObject;

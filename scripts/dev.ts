@@ -1,0 +1,143 @@
+/**
+ * `npm run dev`: the local service, end to end.
+ *
+ * 1. writes `.dev.vars` with a random platform admin token if it has none;
+ * 2. applies the D1 migrations to the local database (`wrangler d1 migrations apply DB --local`);
+ * 3. starts `wrangler dev` (local D1 and Durable Objects) on 127.0.0.1:8787 (`PORT` overrides);
+ * 4. waits for `/v1/healthz`, seeds a demo tenant (scripts/seed.ts) and prints its keys, also
+ *    written to `.wrangler/writ-demo.env` for `source`-ing (docs/walkthrough.md);
+ * 5. keeps running until Ctrl-C, then stops wrangler.
+ *
+ * `startLocalWorker` is also used by the HTTP benchmark (bench/http.bench.ts), with its own
+ * port and a throwaway state directory.
+ */
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { seedDemo, seedEnvLines } from './seed.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const WRANGLER = path.join(ROOT, 'node_modules', '.bin', 'wrangler');
+const DEV_VARS = path.join(ROOT, '.dev.vars');
+
+/** Ensure `.dev.vars` holds a `WRIT_ADMIN_TOKEN`; return the token. */
+export function ensureDevVars(): string {
+  const existing = existsSync(DEV_VARS) ? readFileSync(DEV_VARS, 'utf8') : '';
+  const m = /^WRIT_ADMIN_TOKEN=(.+)$/m.exec(existing);
+  if (m !== null && (m[1] as string).trim().length >= 32) return (m[1] as string).trim();
+  const token = randomBytes(32).toString('hex');
+  const prefix = existing.length > 0 && !existing.endsWith('\n') ? `${existing}\n` : existing;
+  writeFileSync(DEV_VARS, `${prefix.replace(/^WRIT_ADMIN_TOKEN=.*\n?/m, '')}WRIT_ADMIN_TOKEN=${token}\n`, {
+    mode: 0o600,
+  });
+  console.log('wrote a new WRIT_ADMIN_TOKEN to .dev.vars');
+  return token;
+}
+
+export interface LocalWorker {
+  readonly baseUrl: string;
+  readonly child: ChildProcess;
+  stop(): Promise<void>;
+}
+
+export interface StartOptions {
+  readonly port: number;
+  /** State directory for local D1 / Durable Objects; wrangler's default (.wrangler/state) if absent. */
+  readonly persistTo?: string;
+  /** Forward wrangler's output to this process's stdout/stderr. */
+  readonly inheritOutput: boolean;
+  /** wrangler's own log level (`info` prints a line per request). */
+  readonly logLevel?: 'debug' | 'info' | 'log' | 'warn' | 'error' | 'none';
+}
+
+/** Apply migrations, start `wrangler dev`, and wait until `/v1/healthz` answers. */
+export async function startLocalWorker(o: StartOptions): Promise<LocalWorker> {
+  const persist = o.persistTo === undefined ? [] : ['--persist-to', o.persistTo];
+  const env = { ...process.env, CI: 'true', WRANGLER_SEND_METRICS: 'false' };
+  const migrate = spawnSync(WRANGLER, ['d1', 'migrations', 'apply', 'DB', '--local', ...persist], {
+    cwd: ROOT,
+    env,
+    encoding: 'utf8',
+  });
+  if (migrate.status !== 0) {
+    throw new Error(`migrations failed:\n${migrate.stdout}\n${migrate.stderr}`);
+  }
+  if (o.inheritOutput) console.log(migrate.stdout.trim().split('\n').slice(-3).join('\n'));
+  const child = spawn(
+    WRANGLER,
+    [
+      'dev',
+      '--ip',
+      '127.0.0.1',
+      '--port',
+      String(o.port),
+      '--show-interactive-dev-session=false',
+      ...persist,
+    ],
+    { cwd: ROOT, env, stdio: o.inheritOutput ? ['ignore', 'inherit', 'inherit'] : 'ignore', detached: false },
+  );
+  const baseUrl = `http://127.0.0.1:${o.port}`;
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve();
+      child.once('exit', () => resolve());
+      child.kill('SIGTERM');
+      setTimeout(() => child.kill('SIGKILL'), 5_000).unref();
+    });
+  const deadline = Date.now() + 90_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`wrangler dev exited with ${child.exitCode}`);
+    try {
+      const r = await fetch(`${baseUrl}/v1/healthz`);
+      if (r.ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      await stop();
+      throw new Error('wrangler dev did not become healthy within 90 s');
+    }
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  return { baseUrl, child, stop };
+}
+
+async function main(): Promise<void> {
+  const adminToken = ensureDevVars();
+  const port = Number(process.env.PORT ?? 8787);
+  console.log('applying local D1 migrations and starting wrangler dev ...');
+  const worker = await startLocalWorker({ port, inheritOutput: true });
+  const shutdown = () => {
+    void worker.stop().then(() => process.exit(0));
+  };
+  process.on('SIGINT', shutdown);
+  process.on('SIGTERM', shutdown);
+  worker.child.once('exit', (code) => process.exit(code ?? 0));
+
+  const seeded = await seedDemo({ baseUrl: worker.baseUrl, adminToken, fetch, now: Date.now() });
+  const lines = seedEnvLines(worker.baseUrl, seeded);
+  mkdirSync(path.join(ROOT, '.wrangler'), { recursive: true });
+  writeFileSync(path.join(ROOT, '.wrangler', 'writ-demo.env'), `${lines.join('\n')}\n`, { mode: 0o600 });
+  console.log(
+    [
+      '',
+      `Writ is running at ${worker.baseUrl} (local D1 and Durable Objects).`,
+      `Seeded tenant "${seeded.tenant_name}" (${seeded.tenant_id}). Keys are shown once:`,
+      '',
+      ...lines.map((l) => `  ${l}`),
+      '',
+      'These lines are also in .wrangler/writ-demo.env: `source .wrangler/writ-demo.env`, then follow',
+      'docs/walkthrough.md. Ctrl-C stops the service.',
+      '',
+    ].join('\n'),
+  );
+}
+
+if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  main().catch((e: unknown) => {
+    console.error(e instanceof Error ? e.message : e);
+    process.exit(1);
+  });
+}

@@ -1,0 +1,551 @@
+/**
+ * The transport objects of observation validation (spec ch. 12), as strict zod schemas.
+ *
+ * Guarantees: every object rejects unknown fields at every level; an inline payload can never
+ * carry a lone surrogate (it would have two UTF-8 spellings and two digests); an observation
+ * carries exactly one of an inline payload or an artifact reference, never raw binary bytes; a
+ * locator is one of six closed, typed kinds; authority is the closed value
+ * `untrusted_evidence_only` and has no second member to be converted into.
+ * Never: decides anything (that is `validate.ts`), reads a clock, or does I/O.
+ */
+import { z } from 'zod';
+import { CanonicalizationError, canonicalize } from '../canonical.js';
+import { hasLoneSurrogate } from '../json.js';
+import { MediaType } from '../policy.js';
+import { Count, Identifier, Label, Sha256, UnixMs, strict } from '../schema.js';
+
+// ---------------------------------------------------------------------------------------------
+// Bounds that hold whatever a policy says (a policy can only narrow them)
+
+export const OBSERVATION_LIMITS = {
+  /** Inline payloads above this never reach a digest or a scanner, whatever the policy. */
+  maxInlinePayloadBytes: 4 * 1024 * 1024,
+  /** Artifacts are referenced, never inlined; this bounds what a reference may declare. */
+  maxArtifactBytes: 16 * 1024 * 1024 * 1024,
+  maxLocators: 256,
+  maxLocatorBytes: 4096,
+  maxPointerChars: 512,
+  maxErrorDetailBytes: 64 * 1024,
+  maxClockSkewMs: 10 * 60 * 1000,
+} as const;
+
+export const OBSERVATION_POLICY_VERSION = 1;
+
+// ---------------------------------------------------------------------------------------------
+// Primitives
+
+/** `type/subtype`, lowercase, no parameters: the tenant policy's own definition, so both agree. */
+export { MediaType };
+export type MediaType = z.infer<typeof MediaType>;
+
+/** Text that UTF-8 can represent exactly (no lone surrogates), so its digest is unambiguous. */
+const ExactText = (max: number) =>
+  z
+    .string()
+    .max(max)
+    .refine((s) => !hasLoneSurrogate(s), 'must not contain a lone surrogate');
+
+/** RFC 6901 JSON Pointer into the observed payload. Non-empty: a locator names a part, not the whole. */
+export const PayloadPointer = z
+  .string()
+  .max(OBSERVATION_LIMITS.maxPointerChars)
+  .regex(/^(\/([^~/]|~[01])*)+$/, 'must be a non-empty RFC 6901 JSON Pointer');
+
+// ---------------------------------------------------------------------------------------------
+// Authority and signals
+
+/**
+ * The only authority an observation, or anything derived from one, ever has. There is no
+ * trusted-instruction member: instruction authority comes from the control plane, never from
+ * tool output, and a closed one-member enum leaves no value to convert into.
+ */
+export const OBSERVATION_AUTHORITIES = ['untrusted_evidence_only'] as const;
+export const ObservationAuthority = z.enum(OBSERVATION_AUTHORITIES);
+export type ObservationAuthority = z.infer<typeof ObservationAuthority>;
+
+/** Routing hints over the payload. A signal never deletes evidence and its absence proves nothing. */
+export const OBSERVATION_SIGNALS = [
+  'authority_claim',
+  'credential_like_text',
+  'hidden_characters',
+  'instruction_like_text',
+  'unscanned_content',
+] as const;
+export const ObservationSignal = z.enum(OBSERVATION_SIGNALS);
+export type ObservationSignal = z.infer<typeof ObservationSignal>;
+
+/** The outermost encoding a signal was found under (`plain` is the payload as given). */
+export const SIGNAL_ENCODINGS = ['base64', 'escape', 'hex', 'html_entity', 'percent', 'plain'] as const;
+export const SignalEncoding = z.enum(SIGNAL_ENCODINGS);
+export type SignalEncoding = z.infer<typeof SignalEncoding>;
+
+/** Which rule fired, never the matched text (a matched secret must not reach a receipt or a log). */
+export const SignalHit = strict({
+  signal: ObservationSignal,
+  rule: z.string().regex(/^[a-z]+\.[a-z0-9_]+$/, 'must be a rule id'),
+  encoding: SignalEncoding,
+});
+export type SignalHit = z.infer<typeof SignalHit>;
+
+// ---------------------------------------------------------------------------------------------
+// Policy
+
+/**
+ * What the tenant's behaviour policy allows an observation to be. Supplied by the adapter from
+ * the tenant policy; its digest is bound into every observation receipt.
+ */
+export const ObservationPolicy = strict({
+  policy_version: z.literal(OBSERVATION_POLICY_VERSION),
+  /** Sorted, unique; empty allows nothing. Inline payloads must also be text (see `isTextMediaType`). */
+  allowed_media_types: z.array(MediaType).max(64),
+  max_payload_bytes: z.number().int().min(1).max(OBSERVATION_LIMITS.maxInlinePayloadBytes),
+  max_artifact_bytes: z.number().int().min(1).max(OBSERVATION_LIMITS.maxArtifactBytes),
+  max_locators: z.number().int().min(0).max(OBSERVATION_LIMITS.maxLocators),
+  max_locator_bytes: z.number().int().min(64).max(OBSERVATION_LIMITS.maxLocatorBytes),
+  require_locator: z.boolean(),
+  /** Oldest source state (now - source_as_of) the policy accepts. */
+  max_age_ms: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
+  /** How far an observation time may lie ahead of the validator's clock (executor clock skew). */
+  max_clock_skew_ms: z.number().int().min(0).max(OBSERVATION_LIMITS.maxClockSkewMs),
+  require_source_generation: z.boolean(),
+  /** Longest base64/hex-looking run an inline payload may carry (binary belongs in an artifact). */
+  max_inline_encoded_chars: z.number().int().min(64).max(OBSERVATION_LIMITS.maxInlinePayloadBytes),
+});
+export type ObservationPolicy = z.infer<typeof ObservationPolicy>;
+
+// ---------------------------------------------------------------------------------------------
+// Typed locators
+
+const LocatorId = Identifier;
+
+/** A JSON Pointer into the payload, with the source snapshot (ETag, resource version) it was read at. */
+export const JsonPointerLocator = strict({
+  kind: z.literal('json_pointer'),
+  locator_id: LocatorId,
+  pointer: PayloadPointer,
+  source_snapshot: Label,
+});
+
+/** A database row by primary key and the row version it was read at. */
+export const DatabaseRowLocator = strict({
+  kind: z.literal('database_row'),
+  locator_id: LocatorId,
+  database: Identifier,
+  table: Identifier,
+  primary_key: z
+    .record(Identifier, z.string().min(1).max(256))
+    .refine((r) => Object.keys(r).length > 0 && Object.keys(r).length <= 16, 'must name 1-16 key columns'),
+  row_version: Label,
+});
+
+/** A log event by id, with the time range the event lies in. */
+export const LogEventLocator = strict({
+  kind: z.literal('log_event'),
+  locator_id: LocatorId,
+  log_stream: Label,
+  event_id: Label,
+  start_unix_ms: UnixMs,
+  end_unix_ms: UnixMs,
+});
+
+/** Bytes `[byte_start, byte_end)` of the payload, which lie on lines `line_start..line_end` (1-based). */
+export const SourceSpanLocator = strict({
+  kind: z.literal('source_span'),
+  locator_id: LocatorId,
+  byte_start: Count,
+  byte_end: Count,
+  line_start: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
+  line_end: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
+});
+
+export const Region = strict({
+  x: Count,
+  y: Count,
+  width: z
+    .number()
+    .int()
+    .min(1)
+    .max(1 << 20),
+  height: z
+    .number()
+    .int()
+    .min(1)
+    .max(1 << 20),
+});
+export type Region = z.infer<typeof Region>;
+
+/**
+ * A pixel region of an image artifact, in the coordinate space of the stored image after the
+ * named rotation (`orientation_degrees`), under a named map (e.g. a page or tile id).
+ */
+export const ImageRegionLocator = strict({
+  kind: z.literal('image_region'),
+  locator_id: LocatorId,
+  region: Region,
+  orientation_degrees: z.union([z.literal(0), z.literal(90), z.literal(180), z.literal(270)]),
+  map_id: Label,
+});
+
+/** An audio/video interval in canonical milliseconds, optionally a track and a frame region. */
+export const MediaTimeRangeLocator = strict({
+  kind: z.literal('media_time_range'),
+  locator_id: LocatorId,
+  track: Label.nullable(),
+  start_ms: Count,
+  end_ms: Count,
+  frame_region: Region.nullable(),
+});
+
+export const LOCATOR_KINDS = [
+  'database_row',
+  'image_region',
+  'json_pointer',
+  'log_event',
+  'media_time_range',
+  'source_span',
+] as const;
+
+export const Locator = z.discriminatedUnion('kind', [
+  JsonPointerLocator,
+  DatabaseRowLocator,
+  LogEventLocator,
+  SourceSpanLocator,
+  ImageRegionLocator,
+  MediaTimeRangeLocator,
+]);
+export type Locator = z.infer<typeof Locator>;
+
+// ---------------------------------------------------------------------------------------------
+// Artifact references
+
+/** What a decoder release measured about a media artifact, so locators can be checked against it. */
+export const ArtifactMedia = z.discriminatedUnion('kind', [
+  strict({ kind: z.literal('image'), width_px: z.number().int().min(1), height_px: z.number().int().min(1) }),
+  strict({ kind: z.literal('audio'), duration_ms: z.number().int().min(1) }),
+  strict({
+    kind: z.literal('video'),
+    duration_ms: z.number().int().min(1),
+    width_px: z.number().int().min(1),
+    height_px: z.number().int().min(1),
+  }),
+]);
+export type ArtifactMedia = z.infer<typeof ArtifactMedia>;
+
+/**
+ * Large or binary output, published to tenant-scoped content-addressed storage. The reference
+ * carries identity and metadata only: there is no field that could hold the bytes.
+ */
+export const ArtifactReference = strict({
+  artifact_sha256: Sha256,
+  byte_size: z.number().int().min(1).max(OBSERVATION_LIMITS.maxArtifactBytes),
+  media_type: MediaType,
+  storage_tenant_id: Identifier,
+  decoder_release: Label.nullable(),
+  media: ArtifactMedia.nullable(),
+});
+export type ArtifactReference = z.infer<typeof ArtifactReference>;
+
+/** What the adapter found in the artifact store, looked up under the requesting tenant's scope. */
+export const StoredArtifactRecord = strict({
+  tenant_id: Identifier,
+  artifact_sha256: Sha256,
+  byte_size: Count,
+  media_type: MediaType,
+});
+export type StoredArtifactRecord = z.infer<typeof StoredArtifactRecord>;
+
+// ---------------------------------------------------------------------------------------------
+// Raw observation
+
+/**
+ * What an executor (or the adapter in front of it) reports it returned. The spec's fields, with
+ * typed `locators` in place of `locator_ids`, freshness fields, and an artifact alternative to
+ * the inline payload. Authority-free: every field is checked, none is believed.
+ */
+export const RawToolObservation = strict({
+  observation_id: Identifier,
+  tenant_id: Identifier,
+  policy_sha256: Sha256,
+  tool_contract_sha256: Sha256,
+  invocation_sha256: Sha256,
+  execution_receipt_sha256: Sha256,
+  source_release: Label,
+  /** Monotonic generation of the source state (resource version, index snapshot), if it has one. */
+  source_generation: Count.nullable(),
+  /** When the source state was current (event, commit or cache-creation time): freshness is measured from here. */
+  source_as_of_unix_ms: UnixMs,
+  media_type: MediaType,
+  /** Inline UTF-8 text, or `null` when `artifact` names the output. */
+  payload: ExactText(OBSERVATION_LIMITS.maxInlinePayloadBytes).nullable(),
+  artifact: ArtifactReference.nullable(),
+  payload_sha256: Sha256,
+  payload_bytes: Count,
+  locators: z.array(Locator).max(OBSERVATION_LIMITS.maxLocators),
+  observed_at_unix_ms: UnixMs,
+}).refine((o) => (o.payload === null) !== (o.artifact === null), {
+  message: 'exactly one of payload and artifact must be present',
+  path: ['payload'],
+});
+export type RawToolObservation = z.infer<typeof RawToolObservation>;
+
+/**
+ * Trusted context the adapter established and passes in: the authenticated tenant, its current
+ * policy identity, and storage lookups. Never taken from a request body.
+ */
+export const ObservationTrustedContext = strict({
+  tenant_id: Identifier,
+  policy_sha256: Sha256,
+  /** The observation id is already recorded for a different raw observation. */
+  observation_id_conflict: z.boolean(),
+  /** The source generation the decision needs at least (e.g. the deployment generation acted on). */
+  min_source_generation: Count.nullable(),
+  /** The artifact store entry for `artifact.artifact_sha256` under this tenant, or `null` if absent. */
+  artifact_record: StoredArtifactRecord.nullable(),
+});
+export type ObservationTrustedContext = z.infer<typeof ObservationTrustedContext>;
+
+// ---------------------------------------------------------------------------------------------
+// Violations
+
+/**
+ * Every reason a well-formed observation is rejected. Receipts list them sorted and unique; the
+ * list is stable (codes may be added, never change meaning).
+ */
+export const OBSERVATION_VIOLATIONS = [
+  'artifact_cross_tenant',
+  'artifact_media_type_mismatch',
+  'artifact_not_found',
+  'artifact_record_mismatch',
+  'contract_mismatch',
+  'duplicate_locator',
+  'execution_not_failed_no_effect',
+  'execution_not_succeeded',
+  'execution_receipt_mismatch',
+  'execution_receipt_replay_failed',
+  'inline_encoded_blob',
+  'inline_media_type_not_text',
+  'invocation_mismatch',
+  'locator_kind_mismatch',
+  'locator_missing',
+  'locator_out_of_range',
+  'locator_too_large',
+  'locator_unresolved',
+  'media_type_not_allowed',
+  'observation_id_conflict',
+  'observation_stale',
+  'observed_after_evaluation',
+  'observed_before_completion',
+  'payload_bytes_mismatch',
+  'payload_digest_mismatch',
+  'payload_malformed',
+  'payload_too_large',
+  'policy_mismatch',
+  'source_generation_missing',
+  'source_generation_stale',
+  'source_time_after_observation',
+  'tenant_mismatch',
+  'too_many_locators',
+] as const;
+export const ObservationViolation = z.enum(OBSERVATION_VIOLATIONS);
+export type ObservationViolation = z.infer<typeof ObservationViolation>;
+
+// ---------------------------------------------------------------------------------------------
+// Observation receipt and evidence candidate
+
+export const OBSERVATION_RECEIPT_VERSION = 1;
+
+export const ObservationDecision = z.enum(['accepted_untrusted_evidence', 'rejected']);
+export type ObservationDecision = z.infer<typeof ObservationDecision>;
+
+/** What is hashed. Any envelope (issuer, signature, log position) wraps it, never joins it. */
+export const ObservationReceiptBody = strict({
+  receipt_kind: z.literal('observation'),
+  receipt_version: z.literal(OBSERVATION_RECEIPT_VERSION),
+  observation_id: Identifier,
+  /** From trusted context: the tenant and policy the observation was validated for. */
+  tenant_id: Identifier,
+  policy_sha256: Sha256,
+  observation_policy_sha256: Sha256,
+  trusted_context_sha256: Sha256,
+  tool_contract_sha256: Sha256,
+  authorization_receipt_sha256: Sha256,
+  execution_receipt_sha256: Sha256,
+  invocation_sha256: Sha256,
+  /** The whole raw observation, payload included: every claimed field is bound. */
+  raw_observation_sha256: Sha256,
+  source_release: Label,
+  source_generation: Count.nullable(),
+  source_as_of_unix_ms: UnixMs,
+  media_type: MediaType,
+  content_kind: z.enum(['inline', 'artifact']),
+  payload_sha256: Sha256,
+  payload_bytes: Count,
+  locators_sha256: Sha256,
+  locator_count: Count,
+  observed_at_unix_ms: UnixMs,
+  evaluated_at_unix_ms: UnixMs,
+  decision: ObservationDecision,
+  /** `untrusted_evidence_only` when accepted; `null` when rejected (a rejection admits nothing). */
+  authority: ObservationAuthority.nullable(),
+  signals: z.array(ObservationSignal),
+  signal_hits: z.array(SignalHit),
+  violations: z.array(ObservationViolation),
+});
+export type ObservationReceiptBody = z.infer<typeof ObservationReceiptBody>;
+
+export const ObservationReceipt = strict({ sha256: Sha256, body: ObservationReceiptBody });
+export type ObservationReceipt = z.infer<typeof ObservationReceipt>;
+
+/** Exact content an evidence item carries: inline text with its identity, or an artifact reference. */
+export const EvidenceContent = z.discriminatedUnion('kind', [
+  strict({
+    kind: z.literal('inline'),
+    text: ExactText(OBSERVATION_LIMITS.maxInlinePayloadBytes),
+    sha256: Sha256,
+    bytes: Count,
+  }),
+  strict({ kind: z.literal('artifact'), artifact: ArtifactReference }),
+]);
+export type EvidenceContent = z.infer<typeof EvidenceContent>;
+
+/**
+ * An accepted observation: exact content, its provenance, its signals, and the closed authority
+ * `untrusted_evidence_only`. Never an instruction, permission, policy, approval or completion proof.
+ */
+export const ToolEvidenceCandidate = strict({
+  evidence_kind: z.literal('tool_observation'),
+  authority: ObservationAuthority,
+  observation_receipt_sha256: Sha256,
+  observation_id: Identifier,
+  tenant_id: Identifier,
+  policy_sha256: Sha256,
+  tool_contract_sha256: Sha256,
+  invocation_sha256: Sha256,
+  execution_receipt_sha256: Sha256,
+  source_release: Label,
+  source_generation: Count.nullable(),
+  source_as_of_unix_ms: UnixMs,
+  observed_at_unix_ms: UnixMs,
+  media_type: MediaType,
+  content: EvidenceContent,
+  locators: z.array(Locator),
+  signals: z.array(ObservationSignal),
+  signal_hits: z.array(SignalHit),
+});
+export type ToolEvidenceCandidate = z.infer<typeof ToolEvidenceCandidate>;
+
+// ---------------------------------------------------------------------------------------------
+// Failed-execution diagnostics: a distinct contract, never the success-output schema
+
+/** Error detail from a `failed_no_effect` execution. Not a `RawToolObservation`: it has no success shape. */
+export const RawToolErrorObservation = strict({
+  observation_id: Identifier,
+  tenant_id: Identifier,
+  policy_sha256: Sha256,
+  tool_contract_sha256: Sha256,
+  invocation_sha256: Sha256,
+  execution_receipt_sha256: Sha256,
+  source_release: Label,
+  error_code: Identifier,
+  media_type: MediaType,
+  detail: ExactText(OBSERVATION_LIMITS.maxErrorDetailBytes),
+  detail_sha256: Sha256,
+  detail_bytes: Count,
+  observed_at_unix_ms: UnixMs,
+});
+export type RawToolErrorObservation = z.infer<typeof RawToolErrorObservation>;
+
+export const ErrorObservationReceiptBody = strict({
+  receipt_kind: z.literal('error_observation'),
+  receipt_version: z.literal(OBSERVATION_RECEIPT_VERSION),
+  observation_id: Identifier,
+  tenant_id: Identifier,
+  policy_sha256: Sha256,
+  observation_policy_sha256: Sha256,
+  trusted_context_sha256: Sha256,
+  tool_contract_sha256: Sha256,
+  authorization_receipt_sha256: Sha256,
+  execution_receipt_sha256: Sha256,
+  invocation_sha256: Sha256,
+  raw_observation_sha256: Sha256,
+  source_release: Label,
+  error_code: Identifier,
+  media_type: MediaType,
+  detail_sha256: Sha256,
+  detail_bytes: Count,
+  observed_at_unix_ms: UnixMs,
+  evaluated_at_unix_ms: UnixMs,
+  decision: z.enum(['accepted_error_diagnostic', 'rejected']),
+  authority: ObservationAuthority.nullable(),
+  signals: z.array(ObservationSignal),
+  signal_hits: z.array(SignalHit),
+  violations: z.array(ObservationViolation),
+});
+export type ErrorObservationReceiptBody = z.infer<typeof ErrorObservationReceiptBody>;
+
+export const ErrorObservationReceipt = strict({ sha256: Sha256, body: ErrorObservationReceiptBody });
+export type ErrorObservationReceipt = z.infer<typeof ErrorObservationReceipt>;
+
+/** Operational evidence about a failed attempt. It is not tool output and not a success. */
+export const ToolErrorEvidence = strict({
+  evidence_kind: z.literal('execution_error_diagnostic'),
+  authority: ObservationAuthority,
+  error_observation_receipt_sha256: Sha256,
+  observation_id: Identifier,
+  tenant_id: Identifier,
+  tool_contract_sha256: Sha256,
+  invocation_sha256: Sha256,
+  execution_receipt_sha256: Sha256,
+  source_release: Label,
+  error_code: Identifier,
+  media_type: MediaType,
+  detail: ExactText(OBSERVATION_LIMITS.maxErrorDetailBytes),
+  detail_sha256: Sha256,
+  detail_bytes: Count,
+  signals: z.array(ObservationSignal),
+  signal_hits: z.array(SignalHit),
+});
+export type ToolErrorEvidence = z.infer<typeof ToolErrorEvidence>;
+
+// ---------------------------------------------------------------------------------------------
+// Media type classes
+
+const TEXT_APPLICATION_TYPES = new Set([
+  'application/json',
+  'application/x-ndjson',
+  'application/xml',
+  'application/yaml',
+  'application/x-yaml',
+  'application/csv',
+  'application/javascript',
+  'application/toml',
+]);
+
+/** Media types that may be carried inline as UTF-8 text. Everything else must be an artifact. */
+export function isTextMediaType(mediaType: string): boolean {
+  return (
+    mediaType.startsWith('text/') ||
+    TEXT_APPLICATION_TYPES.has(mediaType) ||
+    mediaType.endsWith('+json') ||
+    mediaType.endsWith('+xml')
+  );
+}
+
+/** Media types whose inline payload is parsed as strict JSON (so JSON Pointers can be resolved). */
+export function isJsonMediaType(mediaType: string): boolean {
+  return mediaType === 'application/json' || mediaType.endsWith('+json');
+}
+
+/**
+ * Whether `value` has an RFC 8785 form. Schema-valid strings can still hold a lone surrogate
+ * (labels allow any non-control text); such input must fail as a typed error before any digest.
+ */
+export function canonicalizable(value: unknown): boolean {
+  try {
+    canonicalize(value);
+    return true;
+  } catch (e) {
+    if (e instanceof CanonicalizationError) return false;
+    throw e;
+  }
+}

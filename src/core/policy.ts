@@ -1,0 +1,128 @@
+/**
+ * The tenant policy document: what a tenant adds on top of the contract and grant rules.
+ *
+ * Guarantees: a policy that passes `parsePolicy` has every bound in range, the write effects
+ * among its approval-required effects, and its lists sorted and unique, so a policy has exactly
+ * one canonical form and one digest (`policyDigest`). Every receipt binds the digest in force.
+ * Never: reads a clock, does I/O, or merges a document with defaults (a field left out is an
+ * error, not a default: what was reviewed is what is enforced).
+ */
+import { digestOf } from './canonical.js';
+import { coreError, fromZodError, type CoreError, type FieldIssue } from './errors.js';
+import type { JsonValue } from './json.js';
+import { ToolEffect, WRITE_EFFECTS } from './model.js';
+import { err, ok, type Result } from './result.js';
+import { Identifier, strict } from './schema.js';
+import { z } from 'zod';
+
+export const POLICY_VERSION = 1;
+
+const SECOND = 1000;
+const MINUTE = 60 * SECOND;
+const HOUR = 60 * MINUTE;
+const DAY = 24 * HOUR;
+
+/** Upper bounds: a policy above them turns a limit into no limit and is rejected. */
+export const POLICY_LIMITS = {
+  approvalMaxLifetimeMs: 7 * DAY,
+  authorizationMaxDispatchMs: HOUR,
+  observationMaxAgeMs: 7 * DAY,
+  reconciliationDeadlineMs: 30 * DAY,
+  runMaxCalls: 100_000,
+  runMaxExternalWrites: 10_000,
+  runMaxDurationMs: 30 * DAY,
+  observationMaxBytes: 1024 * 1024,
+  observationMaxClockSkewMs: 10 * MINUTE,
+  maxMediaTypes: 64,
+} as const;
+
+const Ms = (max: number) => z.number().int().min(1).max(max);
+
+/** `type/subtype`, lowercase, no parameters: compared for equality only. */
+export const MediaType = z
+  .string()
+  .max(127)
+  .regex(/^[a-z0-9][a-z0-9!#$&^_.+-]*\/[a-z0-9][a-z0-9!#$&^_.+-]*$/, 'must be a lowercase "type/subtype"');
+
+export const TenantPolicy = strict({
+  policy_version: z.literal(POLICY_VERSION),
+  /** Effects behind an exact approval. Must include the write effects; may add more. */
+  approval_required_effects: z.array(ToolEffect).max(4),
+  /** Longest lifetime an approver may give an approval. */
+  approval_max_lifetime_ms: Ms(POLICY_LIMITS.approvalMaxLifetimeMs),
+  /** How long after evaluation an authorization receipt may still be claimed for dispatch. */
+  authorization_max_dispatch_ms: Ms(POLICY_LIMITS.authorizationMaxDispatchMs),
+  /** Oldest execution observation that is still accepted. */
+  observation_max_age_ms: Ms(POLICY_LIMITS.observationMaxAgeMs),
+  /** Who owns an indeterminate outcome, and by when it must be resolved before escalation. */
+  reconciliation: strict({
+    owner: Identifier,
+    deadline_ms: Ms(POLICY_LIMITS.reconciliationDeadlineMs),
+  }),
+  /** Media types an observation's output may declare. */
+  allowed_media_types: z.array(MediaType).max(POLICY_LIMITS.maxMediaTypes),
+  /** Upper bounds for every run envelope created under this policy. */
+  run_budget_limits: strict({
+    max_calls: z.number().int().min(1).max(POLICY_LIMITS.runMaxCalls),
+    max_external_writes: z.number().int().min(0).max(POLICY_LIMITS.runMaxExternalWrites),
+    max_duration_ms: Ms(POLICY_LIMITS.runMaxDurationMs),
+  }),
+  observation_limits: strict({
+    max_observation_bytes: Ms(POLICY_LIMITS.observationMaxBytes),
+    max_clock_skew_ms: z.number().int().min(0).max(POLICY_LIMITS.observationMaxClockSkewMs),
+  }),
+});
+export type TenantPolicy = z.infer<typeof TenantPolicy>;
+
+/** The policy every tenant starts with, so a receipt always binds a policy digest. */
+export const DEFAULT_POLICY: TenantPolicy = Object.freeze({
+  policy_version: POLICY_VERSION,
+  approval_required_effects: ['external_write', 'irreversible'],
+  approval_max_lifetime_ms: 15 * MINUTE,
+  authorization_max_dispatch_ms: MINUTE,
+  observation_max_age_ms: 5 * MINUTE,
+  reconciliation: { owner: 'team:operations', deadline_ms: HOUR },
+  allowed_media_types: ['application/json'],
+  run_budget_limits: { max_calls: 100, max_external_writes: 10, max_duration_ms: HOUR },
+  observation_limits: { max_observation_bytes: 64 * 1024, max_clock_skew_ms: 5 * SECOND },
+}) as TenantPolicy;
+
+/** Shape (strict zod) then semantics; every problem is reported, sorted by path. */
+export function parsePolicy(value: JsonValue): Result<TenantPolicy, CoreError> {
+  const shaped = TenantPolicy.safeParse(value);
+  if (!shaped.success) return err(fromZodError('invalid_policy', 'policy', shaped.error));
+  return validatePolicy(shaped.data);
+}
+
+export function validatePolicy(policy: TenantPolicy): Result<TenantPolicy, CoreError> {
+  const issues: FieldIssue[] = [];
+  const effects = policy.approval_required_effects;
+  // A policy cannot waive approval for a write: that would let a grant alone change the world.
+  for (const w of WRITE_EFFECTS) {
+    if (!effects.includes(w)) {
+      issues.push({ path: 'policy.approval_required_effects', message: `must include "${w}"` });
+    }
+  }
+  // Unsorted or repeated lists would give one policy two digests.
+  sortedUnique(issues, 'policy.approval_required_effects', effects);
+  sortedUnique(issues, 'policy.allowed_media_types', policy.allowed_media_types);
+  if (issues.length > 0) {
+    issues.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
+    return err(coreError('invalid_policy', 'policy is not valid', issues));
+  }
+  return ok(policy);
+}
+
+function sortedUnique(issues: FieldIssue[], path: string, items: readonly string[]): void {
+  for (let i = 1; i < items.length; i++) {
+    const prev = items[i - 1] as string;
+    const cur = items[i] as string;
+    if (cur === prev) issues.push({ path: `${path}[${i}]`, message: `duplicate "${cur}"` });
+    else if (cur < prev) issues.push({ path: `${path}[${i}]`, message: 'must be listed in sorted order' });
+  }
+}
+
+/** SHA-256 over the policy's RFC 8785 bytes: the `policy_sha256` receipts bind. */
+export function policyDigest(policy: TenantPolicy): string {
+  return digestOf(policy);
+}

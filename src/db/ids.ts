@@ -1,0 +1,14 @@
+/**
+ * Randomness for stored identities: the only place the Worker draws random bytes. Formatting is
+ * pure and lives in src/core/identity.ts.
+ */
+import { API_KEY_BYTES, formatApiKey, formatId, ID_BYTES, type IdKind } from '../core/identity.js';
+
+export function newId(kind: IdKind): string {
+  return formatId(kind, crypto.getRandomValues(new Uint8Array(ID_BYTES)));
+}
+
+/** A fresh API key (256 random bits). Shown once; only `apiKeyDigest(key)` is stored. */
+export function newApiKey(): string {
+  return formatApiKey(crypto.getRandomValues(new Uint8Array(API_KEY_BYTES)));
+}

@@ -1,0 +1,83 @@
+/**
+ * Receipt storage shared by every route that issues receipts (authorization here; execution and
+ * reconciliation in the execution routes). Receipts are append-only (a trigger refuses update and
+ * delete) and stored under the issuing tenant, so another tenant's receipt is not found.
+ */
+import { and, eq } from 'drizzle-orm';
+import { digestOf } from '../core/canonical.js';
+import type { JsonValue } from '../core/json.js';
+import type { Db } from './client.js';
+import { parseStoredJson, toCanonicalText } from './documents.js';
+import { receipts } from './schema.js';
+
+export type ReceiptKind = 'authorization' | 'execution' | 'reconciliation' | (string & {});
+
+export interface NewReceipt {
+  readonly tenant_id: string;
+  readonly kind: ReceiptKind;
+  readonly receipt: { readonly sha256: string; readonly body: object };
+  /** `authorized` / `denied`, or an execution / reconciliation status. */
+  readonly outcome: string;
+  readonly principal_id?: string | null;
+  /** Canonical inputs for replay (digests and trusted state, never raw arguments). */
+  readonly evidence?: unknown;
+  readonly created_at_unix_ms: number;
+}
+
+export interface StoredReceipt {
+  readonly tenant_id: string;
+  readonly sha256: string;
+  readonly kind: string;
+  readonly receipt: { readonly sha256: string; readonly body: { readonly [key: string]: JsonValue } };
+  readonly evidence: JsonValue | null;
+  readonly outcome: string;
+  readonly principal_id: string | null;
+  readonly created_at_unix_ms: number;
+}
+
+/**
+ * Insert statements for `db.batch([...])`, so a receipt is written in the same transaction as the
+ * state change it records. Re-inserting identical content is a no-op (same digest, same bytes).
+ */
+export function insertReceiptStatements(db: Db, ...items: readonly NewReceipt[]) {
+  return items.map((r) => {
+    // A receipt whose identity is not its body's digest would be unverifiable evidence.
+    if (digestOf(r.receipt.body) !== r.receipt.sha256) {
+      throw new Error(`receipt ${r.receipt.sha256} does not hash to its identity`);
+    }
+    return db
+      .insert(receipts)
+      .values({
+        tenant_id: r.tenant_id,
+        sha256: r.receipt.sha256,
+        kind: r.kind,
+        receipt: toCanonicalText({ sha256: r.receipt.sha256, body: r.receipt.body }),
+        evidence: r.evidence === undefined || r.evidence === null ? null : toCanonicalText(r.evidence),
+        outcome: r.outcome,
+        principal_id: r.principal_id ?? null,
+        created_at_unix_ms: r.created_at_unix_ms,
+      })
+      .onConflictDoNothing();
+  });
+}
+
+/** The tenant's receipt with this digest, or null (also for another tenant's receipt). */
+export async function getReceipt(db: Db, tenant_id: string, sha256: string): Promise<StoredReceipt | null> {
+  const row = await db
+    .select()
+    .from(receipts)
+    .where(and(eq(receipts.tenant_id, tenant_id), eq(receipts.sha256, sha256)))
+    .get();
+  if (row === undefined) return null;
+  const receipt = parseStoredJson('receipt', row.receipt) as StoredReceipt['receipt'];
+  return {
+    tenant_id: row.tenant_id,
+    sha256: row.sha256,
+    kind: row.kind,
+    receipt,
+    evidence: row.evidence === null ? null : parseStoredJson('receipt evidence', row.evidence),
+    outcome: row.outcome,
+    principal_id: row.principal_id,
+    created_at_unix_ms: row.created_at_unix_ms,
+  };
+}

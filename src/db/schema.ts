@@ -1,0 +1,177 @@
+/**
+ * D1 schema (drizzle-orm). Every tenant-owned row carries `tenant_id`, and every lookup a request
+ * makes filters on the caller's tenant, so another tenant's rows are simply not found (404).
+ *
+ * JSON documents (policies, contracts, grants, envelopes, receipts) are stored as their RFC 8785
+ * canonical text: the stored bytes hash to the stored digest. Times are Unix milliseconds.
+ * Invariants SQLite must hold under concurrency (single use of an approval, run budgets) are
+ * triggers in migrations/0001_invariants.sql, so a lost race aborts the whole D1 batch.
+ * docs/storage.md describes every table.
+ */
+import { sql } from 'drizzle-orm';
+import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core';
+
+export const tenants = sqliteTable('tenants', {
+  tenant_id: text().primaryKey(),
+  name: text().notNull().unique(),
+  /** The policy in force; every receipt binds it. */
+  policy_sha256: text().notNull(),
+  created_at_unix_ms: integer().notNull(),
+});
+
+/** Every policy a tenant ever had, by digest, so a receipt's policy can always be read back. */
+export const policies = sqliteTable(
+  'policies',
+  {
+    tenant_id: text().notNull(),
+    policy_sha256: text().notNull(),
+    document: text().notNull(),
+    created_at_unix_ms: integer().notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.tenant_id, t.policy_sha256] })],
+);
+
+export const principals = sqliteTable(
+  'principals',
+  {
+    principal_id: text().primaryKey(),
+    tenant_id: text().notNull(),
+    name: text().notNull(),
+    /** JSON array of roles, sorted. */
+    roles: text().notNull(),
+    executor_release: text(),
+    /** SHA-256 (hex) of the API key; the key itself is never stored. */
+    key_sha256: text().notNull().unique(),
+    created_by: text(),
+    created_at_unix_ms: integer().notNull(),
+    revoked_at_unix_ms: integer(),
+  },
+  (t) => [index('principals_tenant').on(t.tenant_id, t.principal_id)],
+);
+
+export const contracts = sqliteTable(
+  'contracts',
+  {
+    tenant_id: text().notNull(),
+    tool_contract_sha256: text().notNull(),
+    document: text().notNull(),
+    tool_name: text().notNull(),
+    effect: text().notNull(),
+    pinned_by: text().notNull(),
+    pinned_at_unix_ms: integer().notNull(),
+    quarantined_at_unix_ms: integer(),
+    quarantine_reason: text(),
+  },
+  (t) => [primaryKey({ columns: [t.tenant_id, t.tool_contract_sha256] })],
+);
+
+export const grants = sqliteTable(
+  'grants',
+  {
+    grant_id: text().primaryKey(),
+    tenant_id: text().notNull(),
+    principal_id: text().notNull(),
+    grant_sha256: text().notNull(),
+    /** The canonical `ToolGrant`; immutable. Revocation is the separate column below. */
+    document: text().notNull(),
+    created_by: text().notNull(),
+    created_at_unix_ms: integer().notNull(),
+    revoked_at_unix_ms: integer(),
+  },
+  (t) => [index('grants_principal').on(t.tenant_id, t.principal_id, t.grant_id)],
+);
+
+export const APPROVAL_STATUSES = ['pending', 'approved', 'denied', 'consumed'] as const;
+export type ApprovalStatus = (typeof APPROVAL_STATUSES)[number];
+
+export const approvals = sqliteTable(
+  'approvals',
+  {
+    approval_id: text().primaryKey(),
+    tenant_id: text().notNull(),
+    requester_principal_id: text().notNull(),
+    policy_sha256: text().notNull(),
+    tool_contract_sha256: text().notNull(),
+    input_sha256: text().notNull(),
+    input_bytes: integer().notNull(),
+    /** Canonical input, shown to the approver: the exact bytes the executor will consume. */
+    input: text().notNull(),
+    /** Canonical target derived from the input by the contract. */
+    target: text().notNull(),
+    effect: text().notNull(),
+    status: text({ enum: APPROVAL_STATUSES }).notNull(),
+    created_at_unix_ms: integer().notNull(),
+    decided_by: text(),
+    decided_at_unix_ms: integer(),
+    expires_at_unix_ms: integer(),
+    decision_reason: text(),
+    consumed_at_unix_ms: integer(),
+    consumed_by_receipt_sha256: text(),
+  },
+  (t) => [index('approvals_status').on(t.tenant_id, t.status, t.created_at_unix_ms)],
+);
+
+export const runs = sqliteTable(
+  'runs',
+  {
+    run_id: text().primaryKey(),
+    tenant_id: text().notNull(),
+    principal_id: text().notNull(),
+    run_envelope_sha256: text().notNull(),
+    envelope: text().notNull(),
+    max_calls: integer().notNull(),
+    max_external_writes: integer().notNull(),
+    deadline_unix_ms: integer().notNull(),
+    calls_used: integer().notNull().default(0),
+    writes_used: integer().notNull().default(0),
+    created_at_unix_ms: integer().notNull(),
+  },
+  (t) => [index('runs_tenant').on(t.tenant_id, t.run_id)],
+);
+
+/** Every receipt kind (authorization, execution, reconciliation, ...), by content digest. */
+export const receipts = sqliteTable(
+  'receipts',
+  {
+    tenant_id: text().notNull(),
+    sha256: text().notNull(),
+    kind: text().notNull(),
+    /** Canonical `{ sha256, body }`; `sha256` is digestOf(body). */
+    receipt: text().notNull(),
+    /** Canonical inputs the receipt was computed from, for independent replay (no raw input). */
+    evidence: text(),
+    /** `authorized` / `denied` for authorizations, the status for execution receipts. */
+    outcome: text().notNull(),
+    principal_id: text(),
+    created_at_unix_ms: integer().notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.tenant_id, t.sha256] }),
+    index('receipts_kind').on(t.tenant_id, t.kind, t.created_at_unix_ms),
+  ],
+);
+
+/** Index of idempotency operations (the Durable Object is the source of truth; engineer B). */
+export const operations = sqliteTable(
+  'operations',
+  {
+    operation_id: text().primaryKey(),
+    tenant_id: text().notNull(),
+    tool_contract_sha256: text().notNull(),
+    idempotency_key: text().notNull(),
+    input_sha256: text().notNull(),
+    state: text().notNull(),
+    authorization_receipt_sha256: text().notNull(),
+    execution_receipt_sha256: text(),
+    reconciliation_owner: text(),
+    reconciliation_deadline_unix_ms: integer(),
+    escalated_at_unix_ms: integer(),
+    updated_at_unix_ms: integer().notNull(),
+  },
+  (t) => [
+    uniqueIndex('operations_key').on(t.tenant_id, t.tool_contract_sha256, t.idempotency_key),
+    index('operations_deadline')
+      .on(t.tenant_id, t.state, t.reconciliation_deadline_unix_ms)
+      .where(sql`${t.escalated_at_unix_ms} IS NULL`),
+  ],
+);

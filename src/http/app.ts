@@ -1,0 +1,75 @@
+/**
+ * The HTTP application: request context, logging, authentication, and every route under `/v1`.
+ *
+ * Order matters: `/v1/healthz` and `POST /v1/tenants` (platform admin token) are registered before
+ * `authenticate`, so they answer without a principal; every other `/v1` route requires a valid
+ * API key, and checks its role per route. There is one error handler (`onError`).
+ */
+import { Hono } from 'hono';
+import { matchedRoutes } from 'hono/route';
+import { newId } from '../db/ids.js';
+import { authenticate } from './auth.js';
+import type { AppEnv } from './env.js';
+import { ApiError, errorResponse, onError } from './errors.js';
+import { approvalRoutes } from './routes/approvals.js';
+import { authorizeRoutes } from './routes/authorize.js';
+import { contractRoutes } from './routes/contracts.js';
+import { executionRoutes } from './routes/executions.js';
+import { grantRoutes } from './routes/grants.js';
+import { observationRoutes } from './routes/observations.js';
+import { operationRoutes } from './routes/operations.js';
+import { policyRoutes } from './routes/policy.js';
+import { principalRoutes } from './routes/principals.js';
+import { receiptRoutes } from './routes/receipts.js';
+import { reconciliationRoutes } from './routes/reconciliations.js';
+import { runRoutes } from './routes/runs.js';
+import { tenantRoutes } from './routes/tenants.js';
+
+export function createApp(): Hono<AppEnv> {
+  const app = new Hono<AppEnv>();
+
+  app.use('*', async (c, next) => {
+    c.set('requestId', newId('request'));
+    // The only clock read of a request: every decision in it uses this instant.
+    c.set('now', Date.now());
+    c.set('log', {});
+    await next();
+    c.header('x-request-id', c.var.requestId);
+    // One line per request: ids, route pattern, status and digests, never bodies or arguments.
+    console.log(
+      JSON.stringify({
+        level: c.res.status >= 500 ? 'error' : 'info',
+        request_id: c.var.requestId,
+        method: c.req.method,
+        // The pattern of the handler that answered (`/v1/receipts/:sha256`), never the concrete path.
+        route: matchedRoutes(c).findLast((r) => r.method !== 'ALL')?.path ?? null,
+        status: c.res.status,
+        ...c.var.log,
+      }),
+    );
+  });
+
+  const v1 = new Hono<AppEnv>();
+  v1.get('/healthz', (c) => c.json({ status: 'ok' }));
+  v1.route('/', tenantRoutes);
+  v1.use('*', authenticate);
+  v1.route('/', principalRoutes);
+  v1.route('/', policyRoutes);
+  v1.route('/', contractRoutes);
+  v1.route('/', grantRoutes);
+  v1.route('/', approvalRoutes);
+  v1.route('/', runRoutes);
+  v1.route('/', authorizeRoutes);
+  v1.route('/', receiptRoutes);
+  v1.route('/', executionRoutes);
+  v1.route('/', reconciliationRoutes);
+  v1.route('/', operationRoutes);
+  v1.route('/', observationRoutes);
+  app.route('/v1', v1);
+
+  app.notFound((c) => errorResponse(c, new ApiError('not_found', 'no such route')));
+  app.onError(onError);
+  return app;
+}
+
+export const app = createApp();

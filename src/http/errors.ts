@@ -1,0 +1,149 @@
+/**
+ * The one mapping from every error reason to an HTTP status and wire code, and the app's single
+ * `onError`. Routes throw `ApiError`; core `CoreError`s are wrapped with `fromCoreError`.
+ *
+ * Wire shape: `{ "error": { "code", "message", "issues": [{ "path", "message" }], "request_id" } }`.
+ * An unexpected exception is always a 500 `internal` carrying the request id, never its message:
+ * internal detail (SQL, stack) stays in the log.
+ */
+import type { Context } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import type { ContentfulStatusCode } from 'hono/utils/http-status';
+import type { CoreError, CoreErrorReason, FieldIssue } from '../core/errors.js';
+import type { AppEnv } from './env.js';
+
+/** Failures that only exist at the HTTP edge. */
+export type HttpErrorReason =
+  | 'unauthenticated'
+  | 'forbidden_role'
+  | 'self_approval'
+  | 'tenant_mismatch'
+  | 'principal_mismatch'
+  | 'not_found'
+  | 'method_not_allowed'
+  | 'conflict'
+  | 'contract_quarantined'
+  | 'target_mismatch'
+  | 'payload_too_large'
+  | 'unsupported_media_type'
+  | 'internal';
+
+export type ErrorReason = CoreErrorReason | HttpErrorReason;
+
+export interface WireError {
+  readonly status: ContentfulStatusCode;
+  readonly code: string;
+}
+
+/** Exhaustive: adding a reason without a mapping is a compile error. */
+export function wireError(reason: ErrorReason): WireError {
+  switch (reason) {
+    case 'malformed_json':
+    case 'invalid_request':
+    case 'invalid_contract':
+    case 'invalid_grant':
+    case 'invalid_invocation':
+    case 'invalid_observation':
+    case 'invalid_policy':
+    case 'invalid_receipt':
+    case 'canonicalization_failed':
+    case 'target_mismatch':
+      return { status: 400, code: reason };
+    case 'unauthenticated':
+      return { status: 401, code: reason };
+    case 'forbidden_role':
+    case 'self_approval':
+    case 'tenant_mismatch':
+    case 'principal_mismatch':
+      return { status: 403, code: reason };
+    case 'not_found':
+      return { status: 404, code: reason };
+    case 'method_not_allowed':
+      return { status: 405, code: reason };
+    case 'conflict':
+    case 'contract_quarantined':
+      return { status: 409, code: reason };
+    case 'payload_too_large':
+      return { status: 413, code: reason };
+    case 'unsupported_media_type':
+      return { status: 415, code: reason };
+    case 'internal':
+      return { status: 500, code: reason };
+  }
+}
+
+export class ApiError extends Error {
+  override readonly name = 'ApiError';
+  constructor(
+    readonly reason: ErrorReason,
+    message: string,
+    readonly issues: readonly FieldIssue[] = [],
+  ) {
+    super(message);
+  }
+}
+
+export function fromCoreError(e: CoreError): ApiError {
+  return new ApiError(e.reason, e.message, e.issues);
+}
+
+/** 404 for anything missing or owned by another tenant: existence never leaks across tenants. */
+export function notFound(kind: string): ApiError {
+  return new ApiError('not_found', `${kind} not found`);
+}
+
+export function errorBody(
+  reason: ErrorReason,
+  message: string,
+  issues: readonly FieldIssue[],
+  requestId: string,
+) {
+  return { error: { code: wireError(reason).code, message, issues, request_id: requestId } };
+}
+
+export function errorResponse(c: Context<AppEnv>, e: ApiError): Response {
+  const { status } = wireError(e.reason);
+  return c.json(errorBody(e.reason, e.message, e.issues, c.var.requestId), status);
+}
+
+/** The app's only error handler. */
+export function onError(e: Error, c: Context<AppEnv>): Response {
+  if (e instanceof ApiError) {
+    c.set('log', { ...c.var.log, error: e.reason });
+    return errorResponse(c, e);
+  }
+  if (e instanceof HTTPException) {
+    const reason = httpExceptionReason(e.status);
+    c.set('log', { ...c.var.log, error: reason });
+    return errorResponse(c, new ApiError(reason, reason === 'internal' ? 'internal error' : e.message));
+  }
+  // Only the error's name and message are logged: never a request body or raw arguments.
+  console.error(
+    JSON.stringify({ level: 'error', request_id: c.var.requestId, error: e.name, message: e.message }),
+  );
+  c.set('log', { ...c.var.log, error: 'internal' });
+  return errorResponse(c, new ApiError('internal', 'internal error; quote the request id'));
+}
+
+function httpExceptionReason(status: number): ErrorReason {
+  switch (status) {
+    case 400:
+      return 'invalid_request';
+    case 401:
+      return 'unauthenticated';
+    case 403:
+      return 'forbidden_role';
+    case 404:
+      return 'not_found';
+    case 405:
+      return 'method_not_allowed';
+    case 409:
+      return 'conflict';
+    case 413:
+      return 'payload_too_large';
+    case 415:
+      return 'unsupported_media_type';
+    default:
+      return 'internal';
+  }
+}

@@ -1,0 +1,130 @@
+/**
+ * Helpers for the execution tests: a seeded tenant (through the public API, as a user would),
+ * an authorized rollback, and honest executor observations built from the receipt.
+ */
+import { env } from 'cloudflare:workers';
+import { operationStub } from '../../../durable-objects/idempotency.js';
+import { digestOf, sha256HexOfText } from '../../../src/core/canonical.js';
+import type { ToolExecutionObservation } from '../../../src/core/model.js';
+import type { Seeded } from '../../../scripts/seed.js';
+import { DEMO_EXECUTOR_RELEASE } from '../../../scripts/seed.js';
+import {
+  type Json,
+  type Reply,
+  ROLLBACK_INPUT,
+  approvedApproval,
+  authorize,
+  authorizeBody,
+  call,
+  createRun,
+  uniqueName,
+} from '../platform/harness.js';
+
+export { call, seedTenant, uniqueName, READ_INPUT, ROLLBACK_INPUT } from '../platform/harness.js';
+export type { Json, Reply } from '../platform/harness.js';
+
+export interface Authorized {
+  readonly receipt: Json;
+  readonly sha256: string;
+  readonly idempotency_key: string;
+}
+
+/** An authorized, approved rollback of `input` under `idempotency_key` (fresh unless given). */
+export async function authorizedRollback(
+  s: Seeded,
+  input: Record<string, unknown> = { ...ROLLBACK_INPUT },
+  idempotency_key = `rollback-${uniqueName('k')}`,
+): Promise<Authorized> {
+  const run = await createRun(s);
+  const approval_id = await approvedApproval(s, input);
+  const r = await authorize(s, authorizeBody(s, run, { input, approval_id, idempotency_key }));
+  if (r.status !== 200) throw new Error(`authorization failed: ${JSON.stringify(r.body)}`);
+  return { receipt: r.body.receipt, sha256: r.body.receipt.sha256 as string, idempotency_key };
+}
+
+export function claim(
+  s: Seeded,
+  authorization_receipt_sha256: string,
+  key = s.executor.api_key,
+): Promise<Reply> {
+  return call('POST', '/v1/executions/claim', { key, body: { authorization_receipt_sha256 } });
+}
+
+export function report(
+  s: Seeded,
+  operation_id: string,
+  fencing_token: string,
+  observation: ToolExecutionObservation,
+  key = s.executor.api_key,
+): Promise<Reply> {
+  return call('POST', '/v1/executions/report', { key, body: { operation_id, fencing_token, observation } });
+}
+
+export function reconcile(
+  s: Seeded,
+  operation_id: string,
+  observation: ToolExecutionObservation,
+  key = s.executor.api_key,
+): Promise<Reply> {
+  return call('POST', '/v1/reconciliations', { key, body: { operation_id, observation } });
+}
+
+export function stateDigest(version: string): string {
+  return digestOf({ deployment: 'api/production', version });
+}
+
+/**
+ * What an honest rollback executor reports for `receipt`: started after the authorization,
+ * completed `tookMs` later, effect-shaped fields only where the outcome proves them.
+ */
+export function observe(
+  receipt: Json,
+  outcome: ToolExecutionObservation['outcome'],
+  o: {
+    at?: number;
+    tookMs?: number;
+    effect_id?: string | null;
+    executor_release?: string;
+    read_only?: boolean;
+  } = {},
+): ToolExecutionObservation {
+  const body = receipt.body;
+  const started = o.at ?? (body.evaluated_at_unix_ms as number);
+  const output =
+    outcome === 'succeeded'
+      ? '{"generation":8,"status":"rolled_back"}'
+      : outcome === 'failed_no_effect'
+        ? '{"error":"conflict"}'
+        : '';
+  const write = o.read_only !== true;
+  return {
+    observation_id: `obs-${uniqueName(outcome)}`,
+    authorization_receipt_sha256: receipt.sha256,
+    invocation_sha256: body.invocation_sha256,
+    executor_release: o.executor_release ?? DEMO_EXECUTOR_RELEASE,
+    outcome,
+    started_at_unix_ms: started,
+    completed_at_unix_ms: started + (o.tookMs ?? 5),
+    output_sha256: output === '' ? null : sha256HexOfText(output),
+    output_bytes: new TextEncoder().encode(output).byteLength,
+    effect_id:
+      o.effect_id !== undefined ? o.effect_id : write && outcome === 'succeeded' ? 'rollout-7781' : null,
+    before_state_sha256: write && outcome !== 'indeterminate' ? stateDigest('v42') : null,
+    after_state_sha256: write && outcome === 'succeeded' ? stateDigest('v41') : null,
+    idempotency_key: body.idempotency_key,
+  };
+}
+
+export function stub(operation_id: string) {
+  return operationStub(env, operation_id);
+}
+
+/** An executor principal of `s` running `executor_release` (another release than the contract's). */
+export async function otherExecutor(s: Seeded, executor_release: string): Promise<string> {
+  const r = await call('POST', '/v1/principals', {
+    key: s.admin.api_key,
+    body: { name: uniqueName('executor'), roles: ['executor'], executor_release },
+  });
+  if (r.status !== 201) throw new Error(`principal creation failed: ${JSON.stringify(r.body)}`);
+  return r.body.api_key as string;
+}

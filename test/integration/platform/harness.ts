@@ -1,0 +1,119 @@
+/**
+ * Black-box harness for the platform tests: every call goes through the Worker's own `fetch`
+ * (`SELF`) against real D1 in workerd, exactly as a curl would.
+ */
+import { SELF } from 'cloudflare:test';
+import { seedDemo, type Seeded } from '../../../scripts/seed.js';
+
+export const ADMIN_TOKEN = 'test-admin-token-0123456789abcdef0123456789abcdef';
+export const BASE = 'https://writ.test';
+
+// Responses are asserted field by field; a precise type per endpoint would only restate the API.
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type Json = any;
+
+export interface Reply {
+  readonly status: number;
+  readonly body: Json;
+  readonly headers: Headers;
+}
+
+export interface CallOptions {
+  readonly key?: string;
+  readonly body?: unknown;
+  /** Raw body bytes or text, sent as is (with `content-type: application/json` unless overridden). */
+  readonly raw?: string | Uint8Array | ReadableStream<Uint8Array>;
+  readonly headers?: Record<string, string>;
+}
+
+export async function call(method: string, path: string, o: CallOptions = {}): Promise<Reply> {
+  const headers: Record<string, string> = {};
+  if (o.key !== undefined) headers.authorization = `Bearer ${o.key}`;
+  let body: BodyInit | undefined;
+  if (o.raw !== undefined) {
+    body = o.raw;
+    headers['content-type'] = 'application/json';
+  } else if (o.body !== undefined) {
+    body = JSON.stringify(o.body);
+    headers['content-type'] = 'application/json';
+  }
+  Object.assign(headers, o.headers ?? {});
+  const init: RequestInit = { method, headers };
+  if (body !== undefined) init.body = body;
+  const res = await SELF.fetch(`${BASE}${path}`, init);
+  const text = await res.text();
+  return { status: res.status, body: text.length > 0 ? JSON.parse(text) : null, headers: res.headers };
+}
+
+let counter = 0;
+export function uniqueName(prefix: string): string {
+  counter += 1;
+  return `${prefix}-${Date.now().toString(36)}-${counter}-${Math.floor(Math.random() * 1e6).toString(36)}`;
+}
+
+/** A fresh demo tenant (admin, agent, approver, executor, policy, contracts, grant). */
+export function seedTenant(prefix = 't'): Promise<Seeded> {
+  return seedDemo({
+    baseUrl: BASE,
+    adminToken: ADMIN_TOKEN,
+    fetch: (input, init) => SELF.fetch(input, init),
+    now: Date.now(),
+    name: uniqueName(prefix),
+  });
+}
+
+export const ROLLBACK_INPUT = {
+  service: 'api',
+  environment: 'production',
+  from_version: 'v42',
+  to_version: 'v41',
+} as const;
+
+export const READ_INPUT = { service: 'api', environment: 'production' } as const;
+
+export async function createRun(
+  s: Seeded,
+  budgets: { max_calls?: number; max_external_writes?: number; max_duration_ms?: number } = {},
+): Promise<string> {
+  const r = await call('POST', '/v1/runs', {
+    key: s.agent.api_key,
+    body: {
+      max_calls: budgets.max_calls ?? 10,
+      max_external_writes: budgets.max_external_writes ?? 5,
+      max_duration_ms: budgets.max_duration_ms ?? 600_000,
+    },
+  });
+  if (r.status !== 201) throw new Error(`run creation failed: ${JSON.stringify(r.body)}`);
+  return r.body.run_id as string;
+}
+
+/** Request and approve an approval for `input` on the rollback contract; returns its id. */
+export async function approvedApproval(s: Seeded, input: unknown = ROLLBACK_INPUT): Promise<string> {
+  const req = await call('POST', '/v1/approval-requests', {
+    key: s.agent.api_key,
+    body: { tool_contract_sha256: s.rollback_contract_sha256, input },
+  });
+  if (req.status !== 201) throw new Error(`approval request failed: ${JSON.stringify(req.body)}`);
+  const id = req.body.approval_id as string;
+  const ok = await call('POST', `/v1/approval-requests/${id}/approve`, { key: s.approver.api_key });
+  if (ok.status !== 200) throw new Error(`approve failed: ${JSON.stringify(ok.body)}`);
+  return id;
+}
+
+export function authorizeBody(
+  s: Seeded,
+  run_id: string,
+  extra: Record<string, unknown> = {},
+): Record<string, unknown> {
+  return {
+    tool_contract_sha256: s.rollback_contract_sha256,
+    input: ROLLBACK_INPUT,
+    idempotency_key: `rollback-${uniqueName('k')}`,
+    run_id,
+    ...extra,
+  };
+}
+
+export function authorize(s: Seeded, body: Record<string, unknown>): Promise<Reply> {
+  return call('POST', '/v1/authorize', { key: s.agent.api_key, body });
+}

@@ -1,0 +1,120 @@
+// Stored observation receipts are verified by recomputation: any change to any field, at any
+// depth, fails replay. Property-tested over every leaf of the stored receipt.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { canonicalize, digestOf } from '../../../../src/core/canonical.js';
+import { decodeJsonText, type JsonValue } from '../../../../src/core/json.js';
+import {
+  verifyErrorObservationReceipt,
+  verifyObservationReceipt,
+} from '../../../../src/core/observation/replay.js';
+import { validateErrorObservation } from '../../../../src/core/observation/validate.js';
+import { baseInput, errorInput, mustValidate } from './fixtures.js';
+
+const INPUT = baseInput();
+const RECEIPT = mustValidate(INPUT).receipt;
+
+/** The receipt as a verifier reads it from storage: canonical bytes, strictly decoded. */
+function stored(v: unknown): JsonValue {
+  const d = decodeJsonText(canonicalize(v));
+  if (!d.ok) throw new Error(d.error.message);
+  return d.value;
+}
+
+/** Every path to a leaf (or an empty container) of a JSON value. */
+function leaves(v: JsonValue, path: (string | number)[] = []): (string | number)[][] {
+  if (v !== null && typeof v === 'object') {
+    const entries: [string | number, JsonValue][] = Array.isArray(v)
+      ? v.map((x, i) => [i, x])
+      : Object.entries(v);
+    if (entries.length === 0) return [path];
+    return entries.flatMap(([k, x]) => leaves(x, [...path, k]));
+  }
+  return [path];
+}
+
+function setAt(root: JsonValue, path: (string | number)[], value: JsonValue): JsonValue {
+  const copy = structuredClone(root);
+  let cur = copy as Record<string | number, JsonValue>;
+  for (const k of path.slice(0, -1)) cur = cur[k] as Record<string | number, JsonValue>;
+  cur[path[path.length - 1] as string | number] = value;
+  return copy;
+}
+
+describe('observation receipt replay', () => {
+  it('verifies the stored baseline receipt', () => {
+    expect(verifyObservationReceipt(stored(RECEIPT), INPUT)).toEqual({ ok: true, differences: [] });
+  });
+
+  it('detects a consistently re-hashed forgery (rejection rewritten as acceptance)', () => {
+    const rejectedInput = baseInput();
+    rejectedInput.observation.tenant_id = 'globex';
+    const rejected = mustValidate(rejectedInput).receipt;
+    const body = {
+      ...rejected.body,
+      decision: 'accepted_untrusted_evidence',
+      authority: 'untrusted_evidence_only',
+      violations: [],
+    };
+    expect(verifyObservationReceipt(stored({ sha256: digestOf(body), body }), rejectedInput)).toEqual({
+      ok: false,
+      differences: ['body.authority', 'body.decision', 'body.violations', 'sha256'],
+    });
+  });
+
+  it('detects a removed field, an added field and a changed envelope digest', () => {
+    const r = stored(RECEIPT) as { sha256: string; body: Record<string, JsonValue> };
+    const { signals: _dropped, ...without } = r.body;
+    expect(verifyObservationReceipt({ ...r, body: without }, INPUT).differences).toContain('body.signals');
+    expect(
+      verifyObservationReceipt({ ...r, body: { ...r.body, trusted: true } }, INPUT).differences,
+    ).toContain('body.trusted');
+    expect(verifyObservationReceipt({ ...r, signature: 'x' }, INPUT).differences).toContain('signature');
+    expect(verifyObservationReceipt({ ...r, sha256: 'f'.repeat(64) }, INPUT).differences).toEqual(['sha256']);
+    expect(verifyObservationReceipt(null, INPUT)).toEqual({ ok: false, differences: ['receipt'] });
+  });
+
+  it('any single-field mutation of a stored receipt fails replay (property)', { timeout: 60_000 }, () => {
+    const base = stored(RECEIPT);
+    const paths = leaves(base);
+    expect(paths.length).toBeGreaterThan(30);
+    fc.assert(
+      fc.property(fc.constantFrom(...paths), fc.jsonValue({ maxDepth: 2 }), (path, value) => {
+        const before = path.reduce<JsonValue>(
+          (v, k) => (v as Record<string | number, JsonValue>)[k] as JsonValue,
+          base,
+        );
+        fc.pre(canonicalize(value) !== canonicalize(before));
+        const mutated = setAt(base, path, value as JsonValue);
+        const report = verifyObservationReceipt(mutated, INPUT);
+        expect(report.ok).toBe(false);
+        const top = path[0] === 'body' ? `body.${String(path[1])}` : String(path[0]);
+        expect(report.differences).toContain(top);
+      }),
+      { numRuns: 300 },
+    );
+  });
+
+  it('also for the error-observation receipt', () => {
+    const input = errorInput();
+    const r = validateErrorObservation(input);
+    if (!r.ok) throw new Error(r.error.message);
+    expect(verifyErrorObservationReceipt(stored(r.value.receipt), input)).toEqual({
+      ok: true,
+      differences: [],
+    });
+    const body = { ...r.value.receipt.body, error_code: 'ok' };
+    expect(verifyErrorObservationReceipt({ sha256: digestOf(body), body }, input).differences).toEqual([
+      'body.error_code',
+      'sha256',
+    ]);
+  });
+
+  it('reports inputs that cannot be evaluated instead of comparing against nothing', () => {
+    const bad = { ...INPUT, now: -1 };
+    expect(verifyObservationReceipt(RECEIPT, bad)).toEqual({
+      ok: false,
+      differences: ['recompute_failed: invalid_request'],
+    });
+  });
+});
