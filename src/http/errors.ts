@@ -26,6 +26,17 @@ export type HttpErrorReason =
   | 'target_mismatch'
   | 'payload_too_large'
   | 'unsupported_media_type'
+  // Execution dispatch and the idempotency state machine.
+  | 'authorization_denied'
+  | 'authorization_expired'
+  | 'authorization_revoked'
+  | 'executor_mismatch'
+  | 'in_progress'
+  | 'reconciliation_required'
+  | 'stale_fencing_token'
+  | 'not_reconcilable'
+  | 'idempotency_key_reused'
+  | 'reconciliation_rejected'
   | 'internal';
 
 export type ErrorReason = CoreErrorReason | HttpErrorReason;
@@ -55,6 +66,10 @@ export function wireError(reason: ErrorReason): WireError {
     case 'self_approval':
     case 'tenant_mismatch':
     case 'principal_mismatch':
+    case 'authorization_denied':
+    case 'authorization_expired':
+    case 'authorization_revoked':
+    case 'executor_mismatch':
       return { status: 403, code: reason };
     case 'not_found':
       return { status: 404, code: reason };
@@ -62,7 +77,14 @@ export function wireError(reason: ErrorReason): WireError {
       return { status: 405, code: reason };
     case 'conflict':
     case 'contract_quarantined':
+    case 'in_progress':
+    case 'reconciliation_required':
+    case 'stale_fencing_token':
+    case 'not_reconcilable':
       return { status: 409, code: reason };
+    case 'idempotency_key_reused':
+    case 'reconciliation_rejected':
+      return { status: 422, code: reason };
     case 'payload_too_large':
       return { status: 413, code: reason };
     case 'unsupported_media_type':
@@ -78,6 +100,8 @@ export class ApiError extends Error {
     readonly reason: ErrorReason,
     message: string,
     readonly issues: readonly FieldIssue[] = [],
+    /** Seconds for a `Retry-After` header (e.g. `in_progress`), or null. */
+    readonly retryAfterSeconds: number | null = null,
   ) {
     super(message);
   }
@@ -103,6 +127,7 @@ export function errorBody(
 
 export function errorResponse(c: Context<AppEnv>, e: ApiError): Response {
   const { status } = wireError(e.reason);
+  if (e.retryAfterSeconds !== null) c.header('retry-after', String(e.retryAfterSeconds));
   return c.json(errorBody(e.reason, e.message, e.issues, c.var.requestId), status);
 }
 

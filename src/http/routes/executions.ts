@@ -19,7 +19,6 @@
  *   have crashed after the effect (that is reconciliation, `POST /v1/reconciliations`).
  */
 import { and, eq, sql } from 'drizzle-orm';
-import type { Context } from 'hono';
 import { Hono } from 'hono';
 import { z } from 'zod';
 import {
@@ -58,50 +57,7 @@ import { approvals, grants, operations, policies, principals } from '../../db/sc
 import { requireRole } from '../auth.js';
 import { readJson } from '../body.js';
 import type { AppEnv } from '../env.js';
-import { ApiError, fromCoreError, notFound, onError } from '../errors.js';
-
-// ---------------------------------------------------------------------------------------------
-// Refusals of the execution routes.
-//
-// These codes belong in `src/http/errors.ts` (one exhaustive mapping); until they are there, the
-// execution routes map them here, with the same wire shape, and hand everything else to `onError`.
-
-export const REFUSAL_STATUS = {
-  authorization_denied: 403,
-  authorization_expired: 403,
-  authorization_revoked: 403,
-  executor_mismatch: 403,
-  in_progress: 409,
-  reconciliation_required: 409,
-  stale_fencing_token: 409,
-  not_reconcilable: 409,
-  idempotency_key_reused: 422,
-  reconciliation_rejected: 422,
-} as const;
-export type RefusalReason = keyof typeof REFUSAL_STATUS;
-
-export class Refusal extends Error {
-  override readonly name = 'Refusal';
-  constructor(
-    readonly reason: RefusalReason,
-    message: string,
-    readonly issues: readonly FieldIssue[] = [],
-    readonly retryAfterSeconds: number | null = null,
-  ) {
-    super(message);
-  }
-}
-
-/** `onError` for the execution route groups: refusals here, everything else to the app's mapping. */
-export function onExecutionError(e: Error, c: Context<AppEnv>): Response {
-  if (!(e instanceof Refusal)) return onError(e, c);
-  c.set('log', { ...c.var.log, error: e.reason });
-  if (e.retryAfterSeconds !== null) c.header('retry-after', String(e.retryAfterSeconds));
-  return c.json(
-    { error: { code: e.reason, message: e.message, issues: e.issues, request_id: c.var.requestId } },
-    REFUSAL_STATUS[e.reason],
-  );
-}
+import { ApiError, fromCoreError, notFound } from '../errors.js';
 
 const DISPATCH_MESSAGES: Record<DispatchRefusal, string> = {
   authorization_denied: 'the authorization receipt is a denial',
@@ -175,7 +131,7 @@ export function requireExecutorOf(principal: AppEnv['Variables']['principal'], p
     principal.executor_release === null ||
     principal.executor_release !== pinned.contract.executor_release
   ) {
-    throw new Refusal('executor_mismatch', DISPATCH_MESSAGES.executor_mismatch);
+    throw new ApiError('executor_mismatch', DISPATCH_MESSAGES.executor_mismatch);
   }
 }
 
@@ -214,7 +170,6 @@ const ReportBody = z.strictObject({
 });
 
 export const executionRoutes = new Hono<AppEnv>();
-executionRoutes.onError(onExecutionError);
 
 executionRoutes.post('/executions/claim', requireRole('executor'), async (c) => {
   const body = await readJson(c, ClaimBody);
@@ -284,7 +239,7 @@ executionRoutes.post('/executions/claim', requireRole('executor'), async (c) => 
     now,
   );
   c.set('log', { ...c.var.log, authorization_receipt_sha256: authorization.sha256 });
-  if (refusal !== null) throw new Refusal(refusal, DISPATCH_MESSAGES[refusal]);
+  if (refusal !== null) throw new ApiError(refusal, DISPATCH_MESSAGES[refusal]);
 
   const contract = pinned.contract;
   let key: OperationKey;
@@ -328,13 +283,13 @@ executionRoutes.post('/executions/claim', requireRole('executor'), async (c) => 
       switch (result.reason) {
         case 'idempotency_key_reused':
           // The reason only: neither the other input's digest nor how far its operation got.
-          throw new Refusal(
+          throw new ApiError(
             'idempotency_key_reused',
             'this idempotency key was already used for a different input; use a new key',
           );
         case 'in_progress': {
           const lease = result.operation?.lease_expires_at_unix_ms ?? now;
-          throw new Refusal(
+          throw new ApiError(
             'in_progress',
             'another executor holds this operation',
             [],
@@ -342,7 +297,7 @@ executionRoutes.post('/executions/claim', requireRole('executor'), async (c) => 
           );
         }
         case 'reconciliation_required':
-          throw new Refusal(
+          throw new ApiError(
             'reconciliation_required',
             'the outcome of this operation is unknown; it must be reconciled, not retried',
           );
@@ -379,7 +334,7 @@ executionRoutes.post('/executions/report', requireRole('executor'), async (c) =>
   });
   if (result.outcome === 'refused') {
     if (result.reason === 'not_found') throw notFound('operation');
-    throw new Refusal('stale_fencing_token', 'this fencing token no longer holds the operation');
+    throw new ApiError('stale_fencing_token', 'this fencing token no longer holds the operation');
   }
   const stored = result.execution_receipt ?? receipt;
   // A rejection is a receipted outcome, answered like a denial: 403 with the receipt.

@@ -44,7 +44,7 @@ import { requireRole } from '../auth.js';
 import { readJson } from '../body.js';
 import type { AppEnv } from '../env.js';
 import { fromCoreError, notFound } from '../errors.js';
-import { loadAuthorizationReceipt, onExecutionError, requireExecutorOf } from './executions.js';
+import { loadAuthorizationReceipt, requireExecutorOf } from './executions.js';
 
 const ObservationBody = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('output'), observation: RawToolObservation }),
@@ -66,7 +66,6 @@ const StoredObservationEvidence = strict({
 const RECEIPT_KIND = { output: 'observation', error: 'error_observation' } as const;
 
 export const observationRoutes = new Hono<AppEnv>();
-observationRoutes.onError(onExecutionError);
 
 observationRoutes.post('/observations', requireRole('executor'), async (c) => {
   const body = await readJson(c, ObservationBody);

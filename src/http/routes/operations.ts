@@ -19,7 +19,7 @@ import { operations } from '../../db/schema.js';
 import { requireRole } from '../auth.js';
 import type { AppEnv } from '../env.js';
 import { fromCoreError, notFound } from '../errors.js';
-import { findOperationRow, onExecutionError, snapshotBody } from './executions.js';
+import { findOperationRow, snapshotBody } from './executions.js';
 
 const ListQuery = z.strictObject({
   status: OperationStatus.optional(),
@@ -32,7 +32,6 @@ const ListQuery = z.strictObject({
 });
 
 export const operationRoutes = new Hono<AppEnv>();
-operationRoutes.onError(onExecutionError);
 
 operationRoutes.get('/operations', requireRole('tenant_admin', 'executor'), async (c) => {
   const parsed = ListQuery.safeParse(c.req.query());

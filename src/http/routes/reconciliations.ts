@@ -23,20 +23,12 @@ import { database } from '../../db/client.js';
 import { requireRole } from '../auth.js';
 import { readJson } from '../body.js';
 import type { AppEnv } from '../env.js';
-import { fromCoreError, notFound } from '../errors.js';
-import {
-  Refusal,
-  findOperationRow,
-  loadOperationContext,
-  onExecutionError,
-  requireExecutorOf,
-  snapshotBody,
-} from './executions.js';
+import { ApiError, fromCoreError, notFound } from '../errors.js';
+import { findOperationRow, loadOperationContext, requireExecutorOf, snapshotBody } from './executions.js';
 
 const ReconcileBody = z.strictObject({ operation_id: Sha256, observation: ToolExecutionObservation });
 
 export const reconciliationRoutes = new Hono<AppEnv>();
-reconciliationRoutes.onError(onExecutionError);
 
 reconciliationRoutes.post('/reconciliations', requireRole('executor', 'tenant_admin'), async (c) => {
   const body = await readJson(c, ReconcileBody);
@@ -63,7 +55,7 @@ reconciliationRoutes.post('/reconciliations', requireRole('executor', 'tenant_ad
   const state = snapshot.operation;
   const lapsed = state.status === 'pending' && now >= state.lease_expires_at_unix_ms;
   if (done !== null || !(UNRESOLVED_STATUSES.has(state.status) || lapsed)) {
-    throw new Refusal(
+    throw new ApiError(
       'not_reconcilable',
       `operation is ${state.status}; only an unresolved operation is reconciled`,
     );
@@ -83,7 +75,7 @@ reconciliationRoutes.post('/reconciliations', requireRole('executor', 'tenant_ad
   if (!outcome.value.ok) {
     const violations = outcome.value.refusal.violations;
     c.set('log', { ...c.var.log, violations: violations.join(',') });
-    throw new Refusal(
+    throw new ApiError(
       'reconciliation_rejected',
       'the observation does not settle the outcome',
       violations.map((v) => ({ path: 'observation', message: v })),
@@ -101,7 +93,7 @@ reconciliationRoutes.post('/reconciliations', requireRole('executor', 'tenant_ad
   });
   if (result.outcome === 'refused') {
     if (result.reason === 'not_found') throw notFound('operation');
-    throw new Refusal('not_reconcilable', 'the operation changed meanwhile; read it and try again');
+    throw new ApiError('not_reconcilable', 'the operation changed meanwhile; read it and try again');
   }
   return c.json(
     { status: receipt.body.resolution, ...snapshotBody(result) },
