@@ -231,7 +231,9 @@ export function evaluate(
     // A named tenant or principal is carried into the invocation so the core records the
     // mismatch against the trusted grant; lookups above only ever used the authenticated ones.
     tenant_id: body.tenant_id ?? p.tenant_id,
-    principal_id: body.principal_id ?? p.principal_id,
+    // A grant named by id may belong to another principal; naming that owner in the body must
+    // not make them agree, so such an invocation carries the authenticated principal.
+    principal_id: namesForeignGrant(state, body, p) ? p.principal_id : (body.principal_id ?? p.principal_id),
     policy_sha256: state.policy.policy_sha256,
     tool_contract_sha256: pinned.tool_contract_sha256,
     input_sha256: sha256Hex(input),
@@ -260,6 +262,12 @@ export function evaluate(
   }
   if (first === undefined) throw new ApiError('internal', 'no grant was evaluated');
   return first;
+}
+
+/** A grant named by `grant_id` that is not the authenticated principal's own. */
+function namesForeignGrant(state: State, body: AuthorizeBody, p: AuthenticatedPrincipal): boolean {
+  const named = body.grant_id === undefined ? undefined : state.grants[0];
+  return named !== undefined && named.principal_id !== p.principal_id;
 }
 
 /**
