@@ -13,7 +13,7 @@
  * Never: logs the input (only its digest), or lets a body field select a tenant, principal,
  * grant owner, policy or approval of another tenant.
  */
-import { and, asc, eq, isNotNull, sql } from 'drizzle-orm';
+import { and, asc, eq, getTableColumns, isNotNull, sql } from 'drizzle-orm';
 import type { BatchItem } from 'drizzle-orm/batch';
 import { Hono } from 'hono';
 import { z } from 'zod';
@@ -127,7 +127,8 @@ export interface State {
   readonly pinned: PinnedContract | null;
   readonly principalRevoked: boolean;
   readonly run: typeof runs.$inferSelect | undefined;
-  readonly approval: typeof approvals.$inferSelect | undefined;
+  readonly approval:
+    (typeof approvals.$inferSelect & { approver_revoked_at_unix_ms: number | null }) | undefined;
   readonly grants: readonly (typeof grants.$inferSelect)[];
 }
 
@@ -151,7 +152,13 @@ export async function loadState(db: Db, p: AuthenticatedPrincipal, body: Authori
       .from(runs)
       .where(and(eq(runs.tenant_id, t), eq(runs.run_id, body.run_id))),
     db
-      .select()
+      .select({
+        ...getTableColumns(approvals),
+        // An approval is only as good as its approver: a revoked approver's approvals stop working.
+        approver_revoked_at_unix_ms: sql<
+          number | null
+        >`(select p.revoked_at_unix_ms from principals p where p.tenant_id = ${approvals.tenant_id} and p.principal_id = ${approvals.decided_by})`,
+      })
       .from(approvals)
       .where(
         approvalId === null
@@ -221,7 +228,7 @@ export function evaluate(
     if (row === undefined || row.requester_principal_id !== p.principal_id) approval_unusable = true;
     else {
       approval = toToolApproval(row);
-      approval_unusable = row.status !== 'approved';
+      approval_unusable = row.status !== 'approved' || row.approver_revoked_at_unix_ms !== null;
     }
   }
 
