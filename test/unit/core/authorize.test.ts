@@ -18,7 +18,7 @@ import {
   EXECUTION_OUTCOMES,
   EXECUTION_VIOLATIONS,
   ToolContract,
-  type ToolGrant,
+  ToolGrant,
   ToolInvocation,
 } from '../../../src/core/model.js';
 import { verifyAuthorizationReceipt } from '../../../src/core/replay.js';
@@ -741,6 +741,31 @@ describe('malformed inputs are not evaluated', () => {
     ]);
   });
 
+  it('a grant validation is reused only for a deeply frozen grant', () => {
+    const mutable = buildGrant();
+    expect(validateGrant(mutable).ok).toBe(true);
+    mutable.allowed_tools.push(TOOL);
+    expect(validateGrant(mutable).ok).toBe(false);
+
+    const shallow = Object.freeze(buildGrant());
+    expect(validateGrant(shallow).ok).toBe(true);
+    selector(shallow, 0).type = 'database';
+    const r = validateGrant(shallow);
+    expect(r.ok ? [] : r.error.issues.map((i) => i.path)).toEqual([
+      'grant.capabilities[0].resources[0].type',
+    ]);
+
+    const frozenBad = deepFreeze({
+      ...buildGrant(),
+      allowed_effects: ['read_only', 'read_only'],
+    } as ToolGrant);
+    expect(validateGrant(frozenBad).ok).toBe(false);
+    expect(validateGrant(frozenBad).ok).toBe(false);
+    const frozenGood = deepFreeze(buildGrant());
+    expect(validateGrant(frozenGood)).toEqual({ ok: true, value: frozenGood });
+    expect(validateGrant(frozenGood)).toEqual({ ok: true, value: frozenGood });
+  });
+
   it.each([-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, Number.MAX_SAFE_INTEGER + 1])(
     'an evaluation time of %s is invalid_request',
     (now) => {
@@ -756,23 +781,32 @@ describe('malformed inputs are not evaluated', () => {
   it.each([
     ['a target attribute value', (s: Scenario) => (s.invocation.target.attributes.service = 'api\ud800')],
     ['a contract release label', (s: Scenario) => (s.contract.executor_release = 'rollback-executor \udc00')],
-  ])(
-    'a schema-valid input that cannot be canonicalized (%s) is refused without throwing',
-    (_name, mutate) => {
-      // FAILS TODAY. Bug: `AttributeValue` (src/core/model.ts:42) and `Label` (src/core/schema.ts:27)
-      // accept lone UTF-16 surrogates, and `digestOf` then throws `CanonicalizationError` from inside
-      // authorizeToolCall (src/core/authorize.ts:48 and :125), breaking "never throws for expected failures".
-      // Either fix passes: reject lone surrogates in the schemas, or return `canonicalization_failed`.
-      const s = buildScenario();
-      mutate(s);
-      const accepted =
-        ToolInvocation.safeParse(s.invocation).success && ToolContract.safeParse(s.contract).success;
-      if (accepted) {
-        expect(() => authorize(s)).not.toThrow();
-        expect(authorize(s).ok).toBe(false);
-      }
-    },
-  );
+    ['a grant identifier', (s: Scenario) => (s.grant.principal_id = 'user:\ud800')],
+  ])('a value with no canonical form (%s) is refused, never thrown', (_name, mutate) => {
+    // Regression: a lone UTF-16 surrogate has no UTF-8 form. The schemas refuse it at the boundary,
+    // and a caller that bypasses them gets a typed error instead of a CanonicalizationError.
+    const s = buildScenario();
+    mutate(s);
+    const accepted =
+      ToolInvocation.safeParse(s.invocation).success &&
+      ToolContract.safeParse(s.contract).success &&
+      ToolGrant.safeParse(s.grant).success;
+    expect(accepted).toBe(false);
+    expect(() => authorize(s)).not.toThrow();
+    const r = authorize(s);
+    expect(r.ok ? r.value.body.decision : r.error.reason).toBe('canonicalization_failed');
+  });
+
+  it('an exception that is not a canonicalization failure still propagates (fail closed)', () => {
+    const s = buildScenario();
+    Object.defineProperty(s.invocation, 'invocation_id', {
+      enumerable: true,
+      get: () => {
+        throw new RangeError('storage fault');
+      },
+    });
+    expect(() => authorize(s)).toThrow(RangeError);
+  });
 
   it('an invalid contract is reported before an invalid grant', () => {
     const e = errorOf((s) => {

@@ -218,6 +218,27 @@ describe('validateContract', () => {
     }
   });
 
+  it('a validation result is reused only for a deeply frozen contract', () => {
+    // An unfrozen (or only shallow-frozen) contract can change after it was validated: it must be
+    // validated again, never answered from the cache of valid contracts.
+    const mutable = buildContract();
+    expect(validateContract(mutable).ok).toBe(true);
+    mutable.required_capabilities.push('deployment:rollback');
+    expect(contractIssues(mutable)).toEqual(['contract.required_capabilities[2]']);
+
+    const shallow = Object.freeze(buildContract());
+    expect(validateContract(shallow).ok).toBe(true);
+    shallow.required_capabilities.unshift('deployment:rollback');
+    expect(contractIssues(shallow)).toEqual(['contract.required_capabilities[1]']);
+
+    const pinned = pinContract(buildContract());
+    expect(validateContract(pinned)).toEqual({ ok: true, value: pinned });
+    expect(validateContract(pinned)).toEqual({ ok: true, value: pinned });
+    const badPinned = pinContract(contractWith({ timeout_ms: 0 }));
+    expect(contractIssues(badPinned)).toEqual(['contract.timeout_ms']);
+    expect(contractIssues(badPinned)).toEqual(['contract.timeout_ms']);
+  });
+
   it('an invalid contract cannot be evaluated: authorize and verify return the error, not a receipt', () => {
     const { scenario, authorization, observation } = baselineRun();
     const bad = { ...scenario.contract, schema_version: 2 };
@@ -276,12 +297,7 @@ describe('contract identity', () => {
   });
 
   it('pinning a contract that is already shallow-frozen still freezes it deeply', () => {
-    // FAILS TODAY. Bug: `deepFreeze` (src/core/digest-cache.ts:29) stops at an object that is already
-    // frozen, so `pinContract(Object.freeze(c))` leaves `required_capabilities` and `resource` mutable:
-    // the "pinned" definition can still change after review (the digest follows the change, so no
-    // stale decision, but pinning no longer means immutable). Fix: recurse whether or not `v` itself is
-    // frozen (JSON values have no cycles), e.g. `if (v !== null && typeof v === 'object') {
-    // Object.freeze(v); for (const k of Object.keys(v)) deepFreeze(v[k]); }`.
+    // Regression: a shallow freeze used to stop `deepFreeze`, leaving the pinned definition mutable.
     const pinned = pinContract(Object.freeze(buildContract()));
     expect(Object.isFrozen(pinned.required_capabilities)).toBe(true);
     expect(Object.isFrozen(pinned.resource.attributes)).toBe(true);
@@ -338,6 +354,16 @@ describe('deriveTarget and resolvePointer', () => {
     expect(resolvePointer(doc, '/a~1b/~0k/-')).toBeUndefined();
     expect(resolvePointer(doc, '')).toBe(doc);
     expect(resolvePointer('scalar', '/x')).toBeUndefined();
+  });
+
+  it('never indexes into a string or through null', () => {
+    expect(resolvePointer({ s: 'abc' }, '/s/0')).toBeUndefined();
+    expect(resolvePointer({ s: 'abc' }, '/s/length')).toBeUndefined();
+    expect(resolvePointer({ a: null }, '/a/b')).toBeUndefined();
+    expect(resolvePointer({ n: 7 }, '/n/x')).toBeUndefined();
+    // So a contract pointer past a string value names no target rather than a character of it.
+    const c = contractWith({ resource: { type: 'deployment', attributes: { service: '/service/0' } } });
+    expect(deriveTarget(c, { service: 'api' }).ok).toBe(false);
   });
 
   it('never reaches the prototype chain', () => {

@@ -467,15 +467,14 @@ describe('receipt shape', () => {
     expect(execution.body.invocation_sha256).toBe(authorization.body.invocation_sha256);
   });
 
-  it('a schema-valid observation that cannot be canonicalized is refused without throwing', () => {
-    // FAILS TODAY. Bug: `Label` (src/core/schema.ts:27) accepts a lone UTF-16 surrogate, so
-    // `digestOf(o)` (src/core/execution.ts:106) throws `CanonicalizationError` out of verifyExecution.
-    // Either fix passes: reject lone surrogates in the schema, or return `canonicalization_failed`.
+  it('an observation with no canonical form is refused, never thrown', () => {
+    // Regression: a lone surrogate in a label is refused by the schema, and a caller that bypasses
+    // the schema gets `canonicalization_failed`, not an exception.
     const run = setup();
     run.observation.executor_release = 'rollback-executor \ud800';
-    if (ToolExecutionObservation.safeParse(run.observation).success) {
-      expect(() => verifyExecution(run.contract, run.authorization, run.observation)).not.toThrow();
-    }
+    expect(ToolExecutionObservation.safeParse(run.observation).success).toBe(false);
+    const r = verifyExecution(run.contract, run.authorization, run.observation);
+    expect(r.ok ? r.value.body.status : r.error.reason).toBe('canonicalization_failed');
   });
 
   it('an invalid contract cannot be evaluated', () => {
