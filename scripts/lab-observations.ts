@@ -7,29 +7,21 @@
  * The file holds exactly the report's RFC 8785 bytes (no trailing newline), so two runs can be
  * compared with `cmp`.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
-import { runObservationLab, type ObservationLab } from '../src/core/observation/lab.js';
+import { emitLab, runLab } from './lab-output.js';
+import { runObservationLab } from '../src/core/observation/lab.js';
 
 function main(): number {
-  let lab: ObservationLab;
-  try {
-    lab = runObservationLab();
-  } catch (e) {
-    console.error(`lab failed: ${e instanceof Error ? e.message : String(e)}`);
-    return 1;
-  }
+  const lab = runLab(runObservationLab);
+  if (lab === null) return 1;
   const r = lab.report;
 
-  const rows = r.cases.map((c) => [
-    c.passed ? 'ok' : 'MISMATCH',
-    c.id,
-    c.expected.class,
-    c.actual.class,
-    c.actual.violations.length === 0 ? (c.actual.error ?? '-') : c.actual.violations.join(','),
-  ]);
-  console.log(table([['', 'case', 'expected', 'actual', 'violations'], ...rows]));
-  console.log('');
+  const cases = r.cases.map((c) => ({
+    passed: c.passed,
+    id: c.id,
+    expected: c.expected.class,
+    actual: c.actual.class,
+    detail: c.actual.violations.length === 0 ? (c.actual.error ?? '-') : c.actual.violations.join(','),
+  }));
 
   const summary: [string, string][] = [
     ['baseline', r.baseline.class],
@@ -46,41 +38,16 @@ function main(): number {
     ['observation-policy SHA-256', r.digests.observation_policy_sha256],
     ['execution-receipt SHA-256', r.digests.execution_receipt_sha256],
     ['observation-receipt SHA-256', r.digests.observation_receipt_sha256],
-    ['report bytes', thousands(lab.bytes.byteLength)],
-    ['report SHA-256', lab.sha256],
   ];
-  for (const [k, v] of summary) console.log(`${k.padEnd(35)}${v}`);
-
-  const dir = path.join(import.meta.dirname, '..', 'target', 'labs', 'observations');
-  const file = path.join(dir, `${r.digests.observation_receipt_sha256}.json`);
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(file, lab.bytes);
-  console.log('');
-  console.log(`wrote ${path.relative(process.cwd(), file)}`);
-
-  if (r.summary.failures.length > 0) {
-    console.error(`\nlab mismatches: ${r.summary.failures.join('; ')}`);
-    return 1;
-  }
-  return 0;
-}
-
-function table(rows: readonly (readonly string[])[]): string {
-  const widths: number[] = [];
-  for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
-  return rows
-    .map((row) =>
-      row
-        .map((cell, i) => cell.padEnd(widths[i] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
-}
-
-/** `2122` -> `2,122`, independent of the host locale. */
-function thousands(n: number): string {
-  return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  return emitLab({
+    cases,
+    summary,
+    folder: 'observations',
+    name: r.digests.observation_receipt_sha256,
+    bytes: lab.bytes,
+    sha256: lab.sha256,
+    failures: r.summary.failures,
+  });
 }
 
 process.exitCode = main();

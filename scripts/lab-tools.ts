@@ -7,29 +7,21 @@
  * The file holds exactly the report's RFC 8785 bytes (no trailing newline), so two runs can be
  * compared with `cmp`.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
-import path from 'node:path';
-import { runToolLoopLab, type ToolLoopLab } from '../src/core/lab/tool-loop.js';
+import { emitLab, runLab } from './lab-output.js';
+import { runToolLoopLab } from '../src/core/lab/tool-loop.js';
 
 function main(): number {
-  let lab: ToolLoopLab;
-  try {
-    lab = runToolLoopLab();
-  } catch (e) {
-    console.error(`lab failed: ${e instanceof Error ? e.message : String(e)}`);
-    return 1;
-  }
+  const lab = runLab(runToolLoopLab);
+  if (lab === null) return 1;
   const r = lab.report;
 
-  const rows = r.cases.map((c) => [
-    c.passed ? 'ok' : 'MISMATCH',
-    c.id,
-    c.expected.class,
-    c.actual.class,
-    c.actual.violations.length === 0 ? '-' : c.actual.violations.join(','),
-  ]);
-  console.log(table([['', 'case', 'expected', 'actual', 'violations'], ...rows]));
-  console.log('');
+  const cases = r.cases.map((c) => ({
+    passed: c.passed,
+    id: c.id,
+    expected: c.expected.class,
+    actual: c.actual.class,
+    detail: c.actual.violations.length === 0 ? '-' : c.actual.violations.join(','),
+  }));
 
   const replayed = [r.replay.authorization_receipt, r.replay.execution_receipt].filter((x) => x.ok).length;
   const summary: [string, string][] = [
@@ -45,41 +37,16 @@ function main(): number {
     ['invocation SHA-256', r.digests.invocation_sha256],
     ['authorization-receipt SHA-256', r.digests.authorization_receipt_sha256],
     ['execution-receipt SHA-256', r.digests.execution_receipt_sha256],
-    ['report bytes', thousands(lab.bytes.byteLength)],
-    ['report SHA-256', lab.sha256],
   ];
-  for (const [k, v] of summary) console.log(`${k.padEnd(35)}${v}`);
-
-  const dir = path.join(import.meta.dirname, '..', 'target', 'labs', 'tool-loop');
-  const file = path.join(dir, `${r.digests.contract_sha256}.json`);
-  mkdirSync(dir, { recursive: true });
-  writeFileSync(file, lab.bytes);
-  console.log('');
-  console.log(`wrote ${path.relative(process.cwd(), file)}`);
-
-  if (r.summary.failures.length > 0) {
-    console.error(`\nlab mismatches: ${r.summary.failures.join('; ')}`);
-    return 1;
-  }
-  return 0;
-}
-
-function table(rows: readonly (readonly string[])[]): string {
-  const widths: number[] = [];
-  for (const row of rows) row.forEach((cell, i) => (widths[i] = Math.max(widths[i] ?? 0, cell.length)));
-  return rows
-    .map((row) =>
-      row
-        .map((cell, i) => cell.padEnd(widths[i] ?? 0))
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
-}
-
-/** `2122` -> `2,122`, independent of the host locale. */
-function thousands(n: number): string {
-  return String(n).replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  return emitLab({
+    cases,
+    summary,
+    folder: 'tool-loop',
+    name: r.digests.contract_sha256,
+    bytes: lab.bytes,
+    sha256: lab.sha256,
+    failures: r.summary.failures,
+  });
 }
 
 process.exitCode = main();
