@@ -357,10 +357,11 @@ export const OBSERVATION_RECEIPT_VERSION = 1;
 export const ObservationDecision = z.enum(['accepted_untrusted_evidence', 'rejected']);
 export type ObservationDecision = z.infer<typeof ObservationDecision>;
 
-/** What is hashed. Any envelope (issuer, signature, log position) wraps it, never joins it. */
-export const ObservationReceiptBody = strict({
-  receipt_kind: z.literal('observation'),
-  receipt_version: z.literal(OBSERVATION_RECEIPT_VERSION),
+/**
+ * The identities every observation receipt (output or error diagnostic) binds: the observation,
+ * the trusted tenant and policy it was validated for, and the whole upstream chain.
+ */
+const RECEIPT_JOIN_FIELDS = {
   observation_id: Identifier,
   /** From trusted context: the tenant and policy the observation was validated for. */
   tenant_id: Identifier,
@@ -374,6 +375,13 @@ export const ObservationReceiptBody = strict({
   /** The whole raw observation, payload included: every claimed field is bound. */
   raw_observation_sha256: Sha256,
   source_release: Label,
+} as const;
+
+/** What is hashed. Any envelope (issuer, signature, log position) wraps it, never joins it. */
+export const ObservationReceiptBody = strict({
+  receipt_kind: z.literal('observation'),
+  receipt_version: z.literal(OBSERVATION_RECEIPT_VERSION),
+  ...RECEIPT_JOIN_FIELDS,
   source_generation: Count.nullable(),
   source_as_of_unix_ms: UnixMs,
   media_type: MediaType,
@@ -458,17 +466,7 @@ export type RawToolErrorObservation = z.infer<typeof RawToolErrorObservation>;
 export const ErrorObservationReceiptBody = strict({
   receipt_kind: z.literal('error_observation'),
   receipt_version: z.literal(OBSERVATION_RECEIPT_VERSION),
-  observation_id: Identifier,
-  tenant_id: Identifier,
-  policy_sha256: Sha256,
-  observation_policy_sha256: Sha256,
-  trusted_context_sha256: Sha256,
-  tool_contract_sha256: Sha256,
-  authorization_receipt_sha256: Sha256,
-  execution_receipt_sha256: Sha256,
-  invocation_sha256: Sha256,
-  raw_observation_sha256: Sha256,
-  source_release: Label,
+  ...RECEIPT_JOIN_FIELDS,
   error_code: Identifier,
   media_type: MediaType,
   detail_sha256: Sha256,

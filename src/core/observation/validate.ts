@@ -171,17 +171,7 @@ export function validateObservation(
   const body: ObservationReceiptBody = {
     receipt_kind: 'observation',
     receipt_version: OBSERVATION_RECEIPT_VERSION,
-    observation_id: o.observation_id,
-    tenant_id: i.trusted.tenant_id,
-    policy_sha256: i.trusted.policy_sha256,
-    observation_policy_sha256: digestOf(i.policy),
-    trusted_context_sha256: digestOf(i.trusted),
-    tool_contract_sha256: contractSha,
-    authorization_receipt_sha256: i.authorization.sha256,
-    execution_receipt_sha256: i.execution.receipt.sha256,
-    invocation_sha256: o.invocation_sha256,
-    raw_observation_sha256: digestOf(o),
-    source_release: o.source_release,
+    ...receiptJoins(i, o, contractSha),
     source_generation: o.source_generation,
     source_as_of_unix_ms: o.source_as_of_unix_ms,
     media_type: o.media_type,
@@ -268,17 +258,7 @@ export function validateErrorObservation(
   const body: ErrorObservationReceiptBody = {
     receipt_kind: 'error_observation',
     receipt_version: OBSERVATION_RECEIPT_VERSION,
-    observation_id: o.observation_id,
-    tenant_id: i.trusted.tenant_id,
-    policy_sha256: i.trusted.policy_sha256,
-    observation_policy_sha256: digestOf(i.policy),
-    trusted_context_sha256: digestOf(i.trusted),
-    tool_contract_sha256: contractSha,
-    authorization_receipt_sha256: i.authorization.sha256,
-    execution_receipt_sha256: i.execution.receipt.sha256,
-    invocation_sha256: o.invocation_sha256,
-    raw_observation_sha256: digestOf(o),
-    source_release: o.source_release,
+    ...receiptJoins(i, o, contractSha),
     error_code: o.error_code,
     media_type: o.media_type,
     detail_sha256: o.detail_sha256,
@@ -329,6 +309,27 @@ interface Envelope {
 }
 
 type CommonInput = Omit<ObservationValidationInput, 'observation'>;
+
+/** The identity fields shared by the output and error-diagnostic receipt bodies. */
+function receiptJoins(
+  i: CommonInput,
+  o: Envelope & { readonly observation_id: string; readonly source_release: string },
+  contractSha: string,
+) {
+  return {
+    observation_id: o.observation_id,
+    tenant_id: i.trusted.tenant_id,
+    policy_sha256: i.trusted.policy_sha256,
+    observation_policy_sha256: digestOf(i.policy),
+    trusted_context_sha256: digestOf(i.trusted),
+    tool_contract_sha256: contractSha,
+    authorization_receipt_sha256: i.authorization.sha256,
+    execution_receipt_sha256: i.execution.receipt.sha256,
+    invocation_sha256: o.invocation_sha256,
+    raw_observation_sha256: digestOf(o),
+    source_release: o.source_release,
+  };
+}
 
 /** Upstream replay and identity joins, shared by the success and error contracts. */
 function checkUpstream(i: CommonInput, o: Envelope, contractSha: string): ObservationViolation[] {
