@@ -1,14 +1,17 @@
 /**
  * Worker entry point: the HTTP app and the Durable Object classes wrangler.toml binds.
  */
-import { createHash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import { useSha256 } from './core/canonical.js';
 import { app } from './http/app.js';
 
 // Hash with the runtime's native SHA-256 (BoringSSL under nodejs_compat) instead of the portable
-// @noble/hashes. The core installs it only after it reproduces the known answers; otherwise the
-// portable implementation stays. Either way every digest is byte-identical.
-useSha256((data) => createHash('sha256').update(data).digest('hex'));
+// @noble/hashes: the one-shot `hash`, else a `Hash` object. The core installs an implementation
+// only after it reproduces the known answers; otherwise the portable one stays. Either way every
+// digest is byte-identical.
+if (typeof hash !== 'function' || !useSha256((data) => hash('sha256', data, 'hex'))) {
+  useSha256((data) => createHash('sha256').update(data).digest('hex'));
+}
 
 export { IdempotencyObject } from '../durable-objects/idempotency.js';
 

@@ -9,7 +9,8 @@
  * Never: reads a clock (`now` is an argument), does I/O, throws for a denial, caches a decision,
  * or takes tenant, principal, policy or time from anything but its arguments.
  */
-import { digestOf, guardCanonical } from './canonical.js';
+import { guardCanonical, sha256HexOfText } from './canonical.js';
+import { authorizationBodyText, invocationText, isValidatedInvocation } from './canonical-forms.js';
 import { contractDigest, validateContract } from './contract.js';
 import { cachedDigest, isDeepFrozen } from './digest-cache.js';
 import { coreError, type CoreError, type FieldIssue } from './errors.js';
@@ -54,100 +55,107 @@ function authorizeToolCallUnchecked(
     return err(coreError('invalid_request', 'evaluation time must be a non-negative integer'));
   }
 
-  const v = new Set<AuthorizationViolation>();
+  // Every failed check, in check order; sorted and de-duplicated below.
+  const v: AuthorizationViolation[] = [];
   const contractSha = contractDigest(contract);
 
   // Tool, effect and capability are independent: holding one never implies another.
-  if (!grant.allowed_tools.includes(contract.tool_name)) v.add('tool_not_allowed');
-  if (!grant.allowed_effects.includes(contract.effect)) v.add('effect_not_allowed');
+  if (!grant.allowed_tools.includes(contract.tool_name)) v.push('tool_not_allowed');
+  if (!grant.allowed_effects.includes(contract.effect)) v.push('effect_not_allowed');
 
   // The target must have exactly the shape the contract names, or selectors cannot be trusted.
   const targetShapeOk = targetMatchesContract(contract, invocation.target);
-  if (!targetShapeOk) v.add('resource_type_mismatch');
+  if (!targetShapeOk) v.push('resource_type_mismatch');
   for (const cap of contract.required_capabilities) {
-    const held = grant.capabilities.filter((c) => c.capability === cap);
-    // A write must not pass because a supporting read capability is merely absent from the check.
-    if (held.length === 0) v.add('capability_not_granted');
-    // Cross-resource use of a held capability (the confused-deputy path).
-    else if (
-      !targetShapeOk ||
-      !held.some((c) => c.resources.some((s) => selectorMatches(s, invocation.target)))
-    ) {
-      v.add('resource_out_of_scope');
+    let held = false;
+    let inScope = false;
+    for (const c of grant.capabilities) {
+      if (c.capability !== cap) continue;
+      held = true;
+      // An ill-shaped target is in no selector's scope.
+      if (targetShapeOk && !inScope) inScope = c.resources.some((s) => selectorMatches(s, invocation.target));
     }
+    // A write must not pass because a supporting read capability is merely absent from the check.
+    if (!held) v.push('capability_not_granted');
+    // Cross-resource use of a held capability (the confused-deputy path).
+    else if (!inScope) v.push('resource_out_of_scope');
   }
 
   // Authority-bearing identities must agree with trusted state, never select it.
-  if (grant.tenant_id !== invocation.tenant_id) v.add('tenant_mismatch');
-  if (grant.principal_id !== invocation.principal_id) v.add('principal_mismatch');
-  if (grant.policy_sha256 !== invocation.policy_sha256) v.add('policy_mismatch');
+  if (grant.tenant_id !== invocation.tenant_id) v.push('tenant_mismatch');
+  if (grant.principal_id !== invocation.principal_id) v.push('principal_mismatch');
+  if (grant.policy_sha256 !== invocation.policy_sha256) v.push('policy_mismatch');
 
   // A plan made earlier does not preserve a grant that is not yet, or no longer, valid.
-  if (now < grant.not_before_unix_ms) v.add('grant_not_yet_valid');
-  if (now >= grant.expires_at_unix_ms) v.add('grant_expired');
+  if (now < grant.not_before_unix_ms) v.push('grant_not_yet_valid');
+  if (now >= grant.expires_at_unix_ms) v.push('grant_expired');
 
   // Approval of an old definition must not authorize a changed one (definition drift).
-  if (invocation.tool_contract_sha256 !== contractSha) v.add('contract_mismatch');
+  if (invocation.tool_contract_sha256 !== contractSha) v.push('contract_mismatch');
 
   // The contract's input bound is part of its denial-of-service behaviour.
-  if (invocation.input_bytes > contract.max_input_bytes) v.add('input_too_large');
-  if (invocation.input_bytes === 0) v.add('input_empty');
+  if (invocation.input_bytes > contract.max_input_bytes) v.push('input_too_large');
+  if (invocation.input_bytes === 0) v.push('input_empty');
 
   // A write without a stable retry key can repeat its effect after a lost response.
   if (contract.idempotency === 'key_required' && invocation.idempotency_key === null) {
-    v.add('idempotency_key_missing');
+    v.push('idempotency_key_missing');
   }
 
   const approvalRequired =
     WRITE_EFFECTS.has(contract.effect) || trusted.approval_required_effects.includes(contract.effect);
   const approval = invocation.approval;
   if (approval === null) {
-    if (approvalRequired) v.add('approval_missing');
+    if (approvalRequired) v.push('approval_missing');
   } else {
     // An approval is checked whenever present: a mismatched approval is evidence of tampering.
     // Each binding stops "I approved a rollback" from authorizing a different one.
-    if (approval.tenant_id !== invocation.tenant_id) v.add('approval_tenant_mismatch');
-    if (approval.policy_sha256 !== invocation.policy_sha256) v.add('approval_policy_mismatch');
-    if (approval.tool_contract_sha256 !== contractSha) v.add('approval_contract_mismatch');
-    if (approval.input_sha256 !== invocation.input_sha256) v.add('approval_input_mismatch');
-    if (approval.effect !== contract.effect) v.add('approval_effect_mismatch');
-    if (now >= approval.expires_at_unix_ms) v.add('approval_expired');
+    if (approval.tenant_id !== invocation.tenant_id) v.push('approval_tenant_mismatch');
+    if (approval.policy_sha256 !== invocation.policy_sha256) v.push('approval_policy_mismatch');
+    if (approval.tool_contract_sha256 !== contractSha) v.push('approval_contract_mismatch');
+    if (approval.input_sha256 !== invocation.input_sha256) v.push('approval_input_mismatch');
+    if (approval.effect !== contract.effect) v.push('approval_effect_mismatch');
+    if (now >= approval.expires_at_unix_ms) v.push('approval_expired');
     // A principal approving its own request is no independent review.
-    if (approval.approver_principal_id === invocation.principal_id) v.add('approval_self_approved');
-    if (trusted.approval_unusable) v.add('approval_unusable');
+    if (approval.approver_principal_id === invocation.principal_id) v.push('approval_self_approved');
+    if (trusted.approval_unusable) v.push('approval_unusable');
   }
 
   // Trusted state the adapter looked up: revocation and quarantine apply on the next call.
-  if (trusted.contract_quarantined) v.add('contract_quarantined');
-  if (trusted.grant_revoked) v.add('grant_revoked');
-  if (trusted.principal_revoked) v.add('principal_revoked');
-  for (const r of trusted.run_violations) v.add(r);
+  if (trusted.contract_quarantined) v.push('contract_quarantined');
+  if (trusted.grant_revoked) v.push('grant_revoked');
+  if (trusted.principal_revoked) v.push('principal_revoked');
+  for (const r of trusted.run_violations) v.push(r);
 
-  const violations = [...v].sort();
+  const violations = v.length === 0 ? v : [...new Set(v)].sort();
+  // Keys in RFC 8785 order: as authorizationBodyText writes them, and canonicalize of a stored body
+  // takes its fast path.
   const body: AuthorizationReceiptBody = {
+    approval_id: approval === null ? null : approval.approval_id,
+    decision: violations.length === 0 ? 'authorized' : 'denied',
+    effect: contract.effect,
+    evaluated_at_unix_ms: now,
+    grant_sha256: cachedDigest(grant),
+    idempotency_key: invocation.idempotency_key,
+    input_bytes: invocation.input_bytes,
+    input_sha256: invocation.input_sha256,
+    invocation_id: invocation.invocation_id,
+    invocation_sha256: sha256HexOfText(invocationText(invocation)),
+    policy_sha256: invocation.policy_sha256,
+    principal_id: invocation.principal_id,
     receipt_kind: 'authorization',
     receipt_version: RECEIPT_VERSION,
-    tenant_id: invocation.tenant_id,
-    principal_id: invocation.principal_id,
-    policy_sha256: invocation.policy_sha256,
-    tool_contract_sha256: contractSha,
-    grant_sha256: cachedDigest(grant),
-    invocation_sha256: digestOf(invocation),
-    trusted_state_sha256: cachedDigest(trusted),
-    invocation_id: invocation.invocation_id,
-    run_envelope_sha256: invocation.run_envelope_sha256,
-    input_sha256: invocation.input_sha256,
-    input_bytes: invocation.input_bytes,
-    effect: contract.effect,
-    target: invocation.target,
-    idempotency_key: invocation.idempotency_key,
-    approval_id: approval === null ? null : approval.approval_id,
     requested_at_unix_ms: invocation.requested_at_unix_ms,
-    evaluated_at_unix_ms: now,
-    decision: violations.length === 0 ? 'authorized' : 'denied',
+    run_envelope_sha256: invocation.run_envelope_sha256,
+    target: invocation.target,
+    tenant_id: invocation.tenant_id,
+    tool_contract_sha256: contractSha,
+    trusted_state_sha256: cachedDigest(trusted),
     violations,
   };
-  return ok({ sha256: digestOf(body), body });
+  // One-pass canonical text (canonical-forms.ts): the same bytes as canonicalize(body).
+  const text = authorizationBodyText(body, isValidatedInvocation(invocation));
+  return ok({ sha256: sha256HexOfText(text), body });
 }
 
 // Deep-frozen grants that passed validation: immutable, so the result cannot change.

@@ -58,7 +58,55 @@ export class CanonicalizationError extends Error {
 
 /** RFC 8785 canonical JSON text. */
 export function canonicalize(value: unknown): string {
+  // A JSON value whose object keys are already in RFC 8785 order at every level serializes to
+  // exactly its canonical text with the platform's JSON.stringify (RFC 8785 §3.2 is defined by
+  // ECMAScript's serialization of strings and numbers). Writ builds its receipts and parsed
+  // invocations in that order, so this is the common case; anything else takes `write`.
+  return inCanonicalOrder(value) ? JSON.stringify(value) : write(value);
+}
+
+/** The reference serializer, exported for the equivalence tests of the fast path. */
+export function canonicalizeReference(value: unknown): string {
   return write(value);
+}
+
+/**
+ * True when JSON.stringify(value) is the canonical text: only null, booleans, finite numbers,
+ * well-formed strings, arrays without holes and plain objects whose own keys are well-formed
+ * and strictly ascending by UTF-16 code units, and no object or array with a `toJSON` method.
+ * Anything else (including values that cannot be
+ * canonicalized at all) returns false, and `write` serializes it or throws the precise error.
+ */
+function inCanonicalOrder(value: unknown): boolean {
+  switch (typeof value) {
+    case 'string':
+      return value.isWellFormed();
+    case 'number':
+      return Number.isFinite(value);
+    case 'boolean':
+      return true;
+    case 'object': {
+      if (value === null) return true;
+      // JSON.stringify would call a toJSON method (own, hidden or inherited); `write` never does.
+      if (typeof (value as { toJSON?: unknown }).toJSON === 'function') return false;
+      if (Array.isArray(value)) {
+        for (let i = 0; i < value.length; i++) if (!inCanonicalOrder(value[i])) return false;
+        return true;
+      }
+      const proto: unknown = Object.getPrototypeOf(value);
+      if (proto !== Object.prototype && proto !== null) return false;
+      const obj = value as Record<string, unknown>;
+      const keys = Object.keys(obj);
+      for (let i = 0; i < keys.length; i++) {
+        const k = keys[i] as string;
+        if ((i > 0 && !((keys[i - 1] as string) < k)) || !k.isWellFormed()) return false;
+        if (!inCanonicalOrder(obj[k])) return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
 }
 
 // Built by string concatenation (V8 ropes, flattened once when hashed): no parts array, no join.

@@ -6,8 +6,17 @@
  * surrogates, no non-finite numbers, no integer literal outside the IEEE-754 safe range, and no
  * nesting deeper than the bound. Every failure is a typed `JsonDecodeError`.
  *
- * Never: reads a clock, does I/O, uses `JSON.parse` (which silently keeps the last duplicate
- * key and accepts `__proto__`), or throws for malformed input.
+ * Two paths, one answer. The reference parser (`parseReference`) is a strict recursive-descent
+ * parser that decides every input and names the offset of the first problem. The fast path runs
+ * the platform's `JSON.parse` and then proves, on the result and the text, that the reference
+ * parser would have accepted the same text with the same value: no key dropped as a duplicate
+ * (members counted in the text equal keys in the result), no forbidden key, only well-formed
+ * strings, finite numbers, no integer outside the safe range, depth within the bound. Whenever
+ * that proof fails, or `JSON.parse` throws, the reference parser decides. So `JSON.parse`'s own
+ * leniencies (last duplicate wins, `__proto__` as a key, `1e400` as Infinity) never reach a caller.
+ *
+ * Never: reads a clock, does I/O, returns a value the reference parser would refuse, or throws
+ * for malformed input.
  */
 import { err, ok, type Result } from './result.js';
 
@@ -99,14 +108,16 @@ export function decodeJsonText(
   text: string,
   limits: JsonLimits = DEFAULT_JSON_LIMITS,
 ): Result<JsonValue, JsonDecodeError> {
-  // Cheap pre-check: every UTF-16 unit is at least one UTF-8 byte, at most three.
-  if (
-    text.length > limits.maxBytes ||
-    (text.length * 3 > limits.maxBytes && utf8ByteLength(text) > limits.maxBytes)
-  ) {
+  if (exceedsBytes(text, limits.maxBytes)) {
     return err({ reason: 'too_large', message: `body exceeds ${limits.maxBytes} bytes`, offset: 0 });
   }
   return parse(text, limits.maxDepth);
+}
+
+/** Whether the UTF-8 form of `text` is longer than `maxBytes` (no allocation). */
+export function exceedsBytes(text: string, maxBytes: number): boolean {
+  // Cheap pre-check: every UTF-16 unit is at least one UTF-8 byte, at most three.
+  return text.length > maxBytes || (text.length * 3 > maxBytes && utf8ByteLength(text) > maxBytes);
 }
 
 class Fail {
@@ -114,6 +125,106 @@ class Fail {
 }
 
 function parse(text: string, maxDepth: number): Result<JsonValue, JsonDecodeError> {
+  const fast = parseFast(text, maxDepth);
+  return fast !== undefined ? ok(fast) : parseReference(text, maxDepth);
+}
+
+/**
+ * `JSON.parse`, accepted only when the reference parser provably gives the same value; otherwise
+ * `undefined` (never a value of JSON text), and the reference parser decides.
+ */
+function parseFast(text: string, maxDepth: number): JsonValue | undefined {
+  // The reference parser is recursive too: past a few hundred levels, whether it (or this walk)
+  // runs out of stack depends on the platform, so only the reference decides there.
+  if (maxDepth > MAX_FAST_DEPTH) return undefined;
+  // An escaped surrogate may pair with a raw one into a well-formed string that the reference
+  // refuses (`"\ud83d` + raw U+DE00): JSON.parse cannot tell, so the reference decides.
+  if (ESCAPED_SURROGATE.test(text)) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  keysSeen = 0;
+  try {
+    if (!acceptable(value, 0, maxDepth)) return undefined;
+  } catch {
+    // The walk is recursive: a stack overflow on deep nesting leaves the decision to the reference.
+    return undefined;
+  }
+  // JSON.parse keeps the last of duplicate keys: fewer keys than members means a duplicate.
+  if (keysSeen !== countMembers(text)) return undefined;
+  return value as JsonValue;
+}
+
+const MAX_FAST_DEPTH = 256;
+
+// `\uD800` to `\uDFFF` (any case); a false hit (an escaped backslash before `uD8..`) only costs speed.
+const ESCAPED_SURROGATE = /\\u[dD][89a-fA-F]/;
+
+// Keys counted by `acceptable` during one fast parse (single-threaded, never re-entered).
+let keysSeen = 0;
+
+/** Whether `v` (from JSON.parse) is exactly what the reference parser would produce. */
+function acceptable(v: unknown, depth: number, maxDepth: number): boolean {
+  switch (typeof v) {
+    case 'string':
+      return v.isWellFormed();
+    case 'number':
+      // An integer-valued number outside the safe range may come from an integer literal (which
+      // the reference refuses) or from an exponent or fraction (which it accepts): it decides.
+      return Number.isFinite(v) && (Number.isSafeInteger(v) || !Number.isInteger(v));
+    case 'boolean':
+      return true;
+    case 'object': {
+      if (v === null) return true;
+      if (++depth > maxDepth) return false;
+      if (Array.isArray(v)) {
+        for (let i = 0; i < v.length; i++) if (!acceptable(v[i], depth, maxDepth)) return false;
+        return true;
+      }
+      const obj = v as Record<string, unknown>;
+      const keys = Object.keys(obj);
+      keysSeen += keys.length;
+      for (let i = 0; i < keys.length; i++) {
+        const k = keys[i] as string;
+        if (FORBIDDEN_KEYS.has(k) || !k.isWellFormed()) return false;
+        if (!acceptable(obj[k], depth, maxDepth)) return false;
+      }
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+/** Object members in valid JSON text: the `:` characters outside strings. */
+function countMembers(s: string): number {
+  let n = 0;
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c === 0x3a) n++;
+    else if (c === 0x22) {
+      // Jump to the closing quote: the next `"` not escaped by an odd run of backslashes.
+      for (;;) {
+        const q = s.indexOf('"', i + 1);
+        if (q < 0) return -1; // unreachable for text JSON.parse accepted; fails closed anyway
+        let b = q - 1;
+        while (s.charCodeAt(b) === 0x5c) b--;
+        i = q;
+        if ((q - 1 - b) % 2 === 0) break;
+      }
+    }
+  }
+  return n;
+}
+
+/**
+ * The reference parser: decides every input, with the typed reason and offset of the first
+ * problem. Exported for the equivalence tests of the fast path.
+ */
+export function parseReference(text: string, maxDepth: number): Result<JsonValue, JsonDecodeError> {
   const p = new Parser(text, maxDepth);
   try {
     p.ws();

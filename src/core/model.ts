@@ -33,18 +33,27 @@ export type ToolCapability = z.infer<typeof ToolCapability>;
 export const IdempotencyMode = z.enum(['not_required', 'key_required']);
 export type IdempotencyMode = z.infer<typeof IdempotencyMode>;
 
+// Shared with the hand-written hot-path parser (`invocation.ts`).
+export const ATTRIBUTE_NAME_PATTERN = /^[a-z][a-z0-9_]*$/;
+export const ATTRIBUTE_NAME_MAX = 64;
+export const ATTRIBUTE_VALUE_PATTERN = /^[^\u0000-\u001f\u007f*]+$/;
+export const ATTRIBUTE_VALUE_MAX = 128;
+export const IDEMPOTENCY_KEY_PATTERN = /^[A-Za-z0-9._:-]+$/;
+export const IDEMPOTENCY_KEY_MIN = 8;
+export const IDEMPOTENCY_KEY_MAX = 128;
+
 /** Name of a resource attribute (`service`, `environment`, ...). */
 export const AttributeName = z
   .string()
-  .max(64)
-  .regex(/^[a-z][a-z0-9_]*$/, 'must be a lowercase attribute name');
+  .max(ATTRIBUTE_NAME_MAX)
+  .regex(ATTRIBUTE_NAME_PATTERN, 'must be a lowercase attribute name');
 
 /** A concrete attribute value. Exact-match only; never a pattern. */
 export const AttributeValue = z
   .string()
   .min(1)
-  .max(128)
-  .regex(/^[^\u0000-\u001f\u007f*]+$/, 'must not contain control characters or "*"')
+  .max(ATTRIBUTE_VALUE_MAX)
+  .regex(ATTRIBUTE_VALUE_PATTERN, 'must not contain control characters or "*"')
   .refine((s) => s.isWellFormed(), 'must be well-formed unicode');
 
 /**
@@ -154,9 +163,9 @@ export type ToolApproval = z.infer<typeof ToolApproval>;
 
 export const IdempotencyKey = z
   .string()
-  .min(8)
-  .max(128)
-  .regex(/^[A-Za-z0-9._:-]+$/, 'must be 8-128 chars of [A-Za-z0-9._:-]');
+  .min(IDEMPOTENCY_KEY_MIN)
+  .max(IDEMPOTENCY_KEY_MAX)
+  .regex(IDEMPOTENCY_KEY_PATTERN, 'must be 8-128 chars of [A-Za-z0-9._:-]');
 
 export const ToolInvocation = strict({
   invocation_id: Identifier,
@@ -199,12 +208,13 @@ export type TrustedState = z.infer<typeof TrustedState>;
 
 /** Deep-frozen, so its digest is computed once (`cachedDigest`). */
 export const EMPTY_TRUSTED_STATE: TrustedState = deepFreeze({
+  // Keys in RFC 8785 order, so canonicalization takes its fast path.
   approval_required_effects: [],
+  approval_unusable: false,
   contract_quarantined: false,
   grant_revoked: false,
-  approval_unusable: false,
-  run_violations: [],
   principal_revoked: false,
+  run_violations: [],
 });
 
 // ---------------------------------------------------------------------------------------------

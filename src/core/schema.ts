@@ -7,15 +7,21 @@
  */
 import { z } from 'zod';
 
+// The patterns and bounds are shared with the hand-written hot-path parser (`invocation.ts`), so
+// the two can never disagree about what a valid field is.
+export const SHA256_PATTERN = /^[0-9a-f]{64}$/;
+export const IDENTIFIER_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:@/+=-]*$/;
+export const IDENTIFIER_MAX = 128;
+
 /** Lowercase hex SHA-256. Uppercase is rejected so one digest has one spelling. */
-export const Sha256 = z.string().regex(/^[0-9a-f]{64}$/, 'must be a lowercase hex sha-256');
+export const Sha256 = z.string().regex(SHA256_PATTERN, 'must be a lowercase hex sha-256');
 
 /** Opaque identifier: printable ASCII subset, bounded, no whitespace. */
 export const Identifier = z
   .string()
   .min(1)
-  .max(128)
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._:@/+=-]*$/, 'must be an identifier ([A-Za-z0-9._:@/+=-], 1-128 chars)');
+  .max(IDENTIFIER_MAX)
+  .regex(IDENTIFIER_PATTERN, 'must be an identifier ([A-Za-z0-9._:@/+=-], 1-128 chars)');
 
 /** Milliseconds since the Unix epoch, a safe non-negative integer. */
 export const UnixMs = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);

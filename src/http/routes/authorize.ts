@@ -253,13 +253,14 @@ export function evaluate(
 
   let first: Evaluation | undefined;
   for (const candidate of grantCandidates(state, body, p)) {
+    // Keys in RFC 8785 order: its digest takes the canonicalizer's fast path.
     const trusted: TrustedState = {
       approval_required_effects: [...state.policy.policy.approval_required_effects],
+      approval_unusable,
       contract_quarantined: pinned.quarantined_at_unix_ms !== null,
       grant_revoked: candidate.revoked,
-      approval_unusable,
-      run_violations: [...run_violations].sort(),
       principal_revoked: state.principalRevoked,
+      run_violations: [...run_violations].sort(),
     };
     const decided = authorizeToolCall(contract, candidate.grant, invocation, now, trusted);
     if (!decided.ok) throw fromCoreError(decided.error);

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { digestOf, sha256HexOfText, useSha256 } from '../../../src/core/canonical.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
@@ -15,6 +15,14 @@ describe('useSha256: a pluggable SHA-256 must prove itself first', () => {
   it('installs an implementation that reproduces the known answers', () => {
     expect(useSha256((d) => createHash('sha256').update(d).digest('hex'))).toBe(true);
     expect(sha256HexOfText('abc')).toBe('ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad');
+    expect(digestOf({ b: 1, a: 'é€😀' })).toBe(noble('{"a":"é€😀","b":1}'));
+  });
+
+  it("installs the runtime's one-shot hash, as the Worker does, with identical digests", () => {
+    expect(useSha256((d) => hash('sha256', d, 'hex'))).toBe(true);
+    for (const text of ['', 'writ', 'é€😀'.repeat(100), '\u2028"\\'.repeat(999)]) {
+      expect(sha256HexOfText(text)).toBe(noble(text));
+    }
     expect(digestOf({ b: 1, a: 'é€😀' })).toBe(noble('{"a":"é€😀","b":1}'));
   });
 
