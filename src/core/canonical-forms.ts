@@ -143,5 +143,6 @@ function str(s: string): string {
 function num(n: number): string {
   if (typeof n !== 'number') return canonicalize(n);
   if (!Number.isFinite(n)) throw new CanonicalizationError('non-finite number');
-  return JSON.stringify(n);
+  // Number::toString, as JSON.stringify writes a finite number (both write -0 as "0").
+  return String(n);
 }

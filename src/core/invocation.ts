@@ -12,12 +12,24 @@
  * `parseToolInvocation` deep-freezes it and records it as validated (`canonical-forms.ts`), so the
  * invocation digest and the receipt are written in one pass, not walked and re-escaped.
  *
- * Never: accepts a value zod refuses, returns the caller's object (a later mutation of the input
+ * `decodeToolInvocation` starts from the JSON text: `JSON.parse` into the acceptor when the few
+ * properties the acceptor does not already imply hold (see `decodeInvocationFast`), else the
+ * strict decoder and `parseToolInvocation`; the tests hold the two routes to the same answer.
+ *
+ * Never: accepts a value zod refuses, accepts text the strict decoder refuses, returns the caller's object (a later mutation of the input
  * cannot change a parsed invocation), reads a clock or does I/O.
  */
 import { markValidatedInvocation } from './canonical-forms.js';
 import { fromJsonError, fromZodError, type CoreError } from './errors.js';
-import { decodeJsonText, DEFAULT_JSON_LIMITS, type JsonLimits } from './json.js';
+import {
+  countMembers,
+  decodeJsonText,
+  DEFAULT_JSON_LIMITS,
+  exceedsBytes,
+  hasEscapedSurrogate,
+  isForbiddenKey,
+  type JsonLimits,
+} from './json.js';
 import {
   ATTRIBUTE_NAME_MAX,
   ATTRIBUTE_NAME_PATTERN,
@@ -44,9 +56,41 @@ export function decodeToolInvocation(
   text: string,
   limits: JsonLimits = DEFAULT_JSON_LIMITS,
 ): Result<ToolInvocation, CoreError> {
+  const fast = decodeInvocationFast(text, limits);
+  if (fast !== undefined) return ok(markValidatedInvocation(fast));
   const decoded = decodeJsonText(text, limits);
   if (!decoded.ok) return err(fromJsonError(decoded.error));
   return parseToolInvocation(decoded.value);
+}
+
+/**
+ * `JSON.parse` straight into the acceptor, without the strict decoder's generic walk: what that
+ * walk proves is already implied by an accepted invocation (only known ASCII keys, strings that
+ * match their patterns or are checked well-formed, safe non-negative integers, depth 3), except
+ * what is checked here: the size bound, no key dropped as a duplicate (members in the text equal
+ * the keys of the accepted value), no escaped surrogate, and no attribute named `constructor` or
+ * `prototype`, keys the decoder refuses everywhere. Otherwise `undefined`: the general route
+ * decides, with its typed errors.
+ */
+function decodeInvocationFast(text: string, limits: JsonLimits): ToolInvocation | undefined {
+  if (limits.maxDepth < 3 || exceedsBytes(text, limits.maxBytes) || hasEscapedSurrogate(text)) {
+    return undefined;
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const inv = acceptToolInvocation(value);
+  if (inv === undefined) return undefined;
+  let keys = ACCEPTED_FIELDS.invocation.length + ACCEPTED_FIELDS.target.length;
+  if (inv.approval !== null) keys += ACCEPTED_FIELDS.approval.length;
+  for (const name in inv.target.attributes) {
+    if (isForbiddenKey(name)) return undefined;
+    keys++;
+  }
+  return keys === countMembers(text) ? inv : undefined;
 }
 
 /** Parse a decoded JSON value as a `ToolInvocation` ("cannot evaluate" on any invalid field). */

@@ -50,7 +50,9 @@ export const DEFAULT_JSON_LIMITS: JsonLimits = { maxBytes: 256 * 1024, maxDepth:
 
 // Keys that would reach Object.prototype through assignment or confuse prototype-aware code
 // downstream (prototype pollution).
-const FORBIDDEN_KEYS = new Set(['__proto__', 'constructor', 'prototype']);
+export function isForbiddenKey(k: string): boolean {
+  return k === '__proto__' || k === 'constructor' || k === 'prototype';
+}
 
 const utf8Decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 const utf8Encoder = new TextEncoder();
@@ -139,7 +141,7 @@ function parseFast(text: string, maxDepth: number): JsonValue | undefined {
   if (maxDepth > MAX_FAST_DEPTH) return undefined;
   // An escaped surrogate may pair with a raw one into a well-formed string that the reference
   // refuses (`"\ud83d` + raw U+DE00): JSON.parse cannot tell, so the reference decides.
-  if (ESCAPED_SURROGATE.test(text)) return undefined;
+  if (hasEscapedSurrogate(text)) return undefined;
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -163,6 +165,11 @@ const MAX_FAST_DEPTH = 256;
 // `\uD800` to `\uDFFF` (any case); a false hit (an escaped backslash before `uD8..`) only costs speed.
 const ESCAPED_SURROGATE = /\\u[dD][89a-fA-F]/;
 
+/** Whether the text has a `\uD800`-`\uDFFF` escape (or an escaped backslash before `uD8..`). */
+export function hasEscapedSurrogate(text: string): boolean {
+  return text.includes('\\u') && ESCAPED_SURROGATE.test(text);
+}
+
 // Keys counted by `acceptable` during one fast parse (single-threaded, never re-entered).
 let keysSeen = 0;
 
@@ -185,11 +192,11 @@ function acceptable(v: unknown, depth: number, maxDepth: number): boolean {
         return true;
       }
       const obj = v as Record<string, unknown>;
-      const keys = Object.keys(obj);
-      keysSeen += keys.length;
-      for (let i = 0; i < keys.length; i++) {
-        const k = keys[i] as string;
-        if (FORBIDDEN_KEYS.has(k) || !k.isWellFormed()) return false;
+      // for...in also visits inherited enumerable keys (a polluted prototype): they count as keys,
+      // so the member count no longer matches and the reference decides.
+      for (const k in obj) {
+        keysSeen++;
+        if (isForbiddenKey(k) || !k.isWellFormed()) return false;
         if (!acceptable(obj[k], depth, maxDepth)) return false;
       }
       return true;
@@ -199,8 +206,8 @@ function acceptable(v: unknown, depth: number, maxDepth: number): boolean {
   }
 }
 
-/** Object members in valid JSON text: the `:` characters outside strings. */
-function countMembers(s: string): number {
+/** Object members in valid JSON text (as JSON.parse accepted it): the `:` characters outside strings. */
+export function countMembers(s: string): number {
   let n = 0;
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
@@ -304,7 +311,7 @@ class Parser {
       if (this.s.charCodeAt(this.i) !== 0x22) this.fail('syntax', 'expected a string key');
       const keyAt = this.i;
       const key = this.string();
-      if (FORBIDDEN_KEYS.has(key)) {
+      if (isForbiddenKey(key)) {
         this.i = keyAt;
         this.fail('forbidden_key', `key "${key}" is not allowed`);
       }
