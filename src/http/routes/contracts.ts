@@ -7,12 +7,13 @@ import { and, eq, isNull } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { z } from 'zod';
 import { contractDigest, validateContract } from '../../core/contract.js';
+import { compareDiscovery } from '../../core/discovery.js';
 import { fromZodError } from '../../core/errors.js';
 import { ToolContract } from '../../core/model.js';
 import { Label, Sha256 } from '../../core/schema.js';
 import { database } from '../../db/client.js';
 import { toCanonicalText } from '../../db/documents.js';
-import { findContract, type PinnedContract } from '../../db/queries.js';
+import { findContract, type PinnedContract, toPinnedContract } from '../../db/queries.js';
 import { contracts } from '../../db/schema.js';
 import { requireRole } from '../auth.js';
 import { readJson, readJsonValue } from '../body.js';
@@ -77,6 +78,61 @@ contractRoutes.post('/contracts/:sha256/quarantine', requireRole('tenant_admin')
   if (after === null) throw new ApiError('internal', 'quarantined contract not found');
   c.set('log', { ...c.var.log, tool_contract_sha256: after.tool_contract_sha256, quarantined: true });
   return c.json(view(after));
+});
+
+const DiscoveryBody = z.strictObject({
+  /** A `DiscoverySnapshot` (src/core/discovery.ts); validated by the core. */
+  snapshot: z.unknown(),
+  /** Quarantine the pinned contracts of drifted tools (default). `false` only reports. */
+  quarantine: z.boolean().optional(),
+});
+
+/**
+ * Compare what a tool server advertises now with this tenant's pinned contracts. Drift is never
+ * merged: a drifted tool's unquarantined contracts are quarantined (one D1 batch) unless the body
+ * says `quarantine: false`, so no later authorization can use a definition the executor no longer
+ * runs. Re-review and pin the new definition to use the tool again.
+ */
+contractRoutes.post('/contracts/discovery', requireRole('tenant_admin'), async (c) => {
+  const body = await readJson(c, DiscoveryBody);
+  const tenant_id = c.var.principal.tenant_id;
+  const db = database(c.env);
+  const rows = await db.select().from(contracts).where(eq(contracts.tenant_id, tenant_id)).all();
+  const pinned = rows.map(toPinnedContract).map((p) => ({
+    tool_contract_sha256: p.tool_contract_sha256,
+    contract: p.contract,
+    quarantined: p.quarantined_at_unix_ms !== null,
+    pinned_at_unix_ms: p.pinned_at_unix_ms,
+  }));
+  const compared = compareDiscovery(body.snapshot, pinned);
+  if (!compared.ok) throw fromCoreError(compared.error);
+  const report = compared.value;
+  const apply = body.quarantine ?? true;
+  const [first, ...rest] = apply
+    ? report.quarantine.map((sha) =>
+        db
+          .update(contracts)
+          .set({
+            quarantined_at_unix_ms: c.var.now,
+            quarantine_reason: `discovery drift (snapshot ${report.snapshot_sha256})`,
+          })
+          .where(
+            and(
+              eq(contracts.tenant_id, tenant_id),
+              eq(contracts.tool_contract_sha256, sha),
+              isNull(contracts.quarantined_at_unix_ms),
+            ),
+          ),
+      )
+    : [];
+  if (first !== undefined) await db.batch([first, ...rest]);
+  c.set('log', {
+    ...c.var.log,
+    snapshot_sha256: report.snapshot_sha256,
+    drifted: report.tools.filter((t) => t.status === 'drifted').length,
+    quarantined: first === undefined ? 0 : report.quarantine.length,
+  });
+  return c.json({ ...report, quarantined: apply ? report.quarantine : [] });
 });
 
 async function lookup(env: Env, tenant_id: string, sha: string): Promise<PinnedContract> {
