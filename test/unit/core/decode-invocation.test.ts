@@ -35,9 +35,18 @@ import {
   utf8ByteLength,
 } from '../../../src/core/json.js';
 import { buildToolLoopFixture } from '../../../src/core/lab/tool-loop.js';
-import { TOOL_EFFECTS, type ToolInvocation } from '../../../src/core/model.js';
+import type { ToolInvocation } from '../../../src/core/model.js';
 import { err, type Result } from '../../../src/core/result.js';
 import { buildInvocation } from './fixtures.js';
+import {
+  approvalArb,
+  attributeNameArbWith,
+  countArb,
+  identifierArb,
+  idempotencyKeyArb,
+  sha256Arb,
+  targetArbOf,
+} from './invocation-arbitraries.js';
 
 const SEED = 0xdec0;
 const RUNS = { seed: SEED, endOnFailure: true } as const;
@@ -233,38 +242,14 @@ function render(root: Node, s: Style, rng: Rng): string {
 // ---------------------------------------------------------------------------------------------
 // Valid invocations
 
-const UPPER = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ';
-const LOWER = 'abcdefghijklmnopqrstuvwxyz';
-const DIGITS = '0123456789';
-const ID_FIRST = [...UPPER, ...LOWER, ...DIGITS];
-const ID_REST = [...ID_FIRST, ...'._:@/+=-'];
-const KEY_CHARS = [...UPPER, ...LOWER, ...DIGITS, ...'._:-'];
-const NAME_REST = [...LOWER, ...DIGITS, '_'];
-
-const chars = (alphabet: readonly string[], minLength: number, maxLength: number) =>
-  fc.string({ unit: fc.constantFrom(...alphabet), minLength, maxLength });
-
-const headed = (first: readonly string[], rest: readonly string[], maxRest: number) =>
-  fc
-    .oneof(
-      { weight: 4, arbitrary: fc.tuple(fc.constantFrom(...first), chars(rest, 0, 20)) },
-      { weight: 1, arbitrary: fc.tuple(fc.constantFrom(...first), chars(rest, maxRest - 8, maxRest)) },
-    )
-    .map(([a, b]) => a + b);
-
-/** `/^[A-Za-z0-9][A-Za-z0-9._:@/+=-]*$/`, 1 to 128 characters. */
-const identifierArb = headed(ID_FIRST, ID_REST, 127);
-const sha256Arb = chars([...'0123456789abcdef'], 64, 64);
-const countArb = fc.oneof(fc.nat(), fc.constantFrom(0, 1, Number.MAX_SAFE_INTEGER), fc.maxSafeNat());
-const idempotencyKeyArb = fc.oneof(chars(KEY_CHARS, 8, 30), chars(KEY_CHARS, 120, 128));
-/** `/^[a-z][a-z0-9_]*$/`, at most 64; names of Object.prototype members (lowercase) included. */
-const attributeNameArb = fc.oneof(
-  { weight: 5, arbitrary: headed([...LOWER], NAME_REST, 63) },
-  {
-    weight: 1,
-    arbitrary: fc.constantFrom('tostring', 'valueof', 'hasownproperty', 'proto', 'isprototypeof'),
-  },
-);
+/** Names of Object.prototype members (lowercase) included; `constructor`/`prototype` are the decoder's to refuse. */
+const attributeNameArb = attributeNameArbWith([
+  'tostring',
+  'valueof',
+  'hasownproperty',
+  'proto',
+  'isprototypeof',
+]);
 /** No control character, DEL or `*`; well-formed; 1 to 128 UTF-16 units. */
 const attributeValueArb = fc.oneof(
   { weight: 4, arbitrary: fc.stringMatching(/^[a-z0-9.@:/ -]{1,24}$/) },
@@ -294,23 +279,7 @@ const attributeValueArb = fc.oneof(
   },
 );
 
-const approvalArb = fc.record({
-  approval_id: identifierArb,
-  approver_principal_id: identifierArb,
-  tenant_id: identifierArb,
-  policy_sha256: sha256Arb,
-  tool_contract_sha256: sha256Arb,
-  input_sha256: sha256Arb,
-  effect: fc.constantFrom(...TOOL_EFFECTS),
-  expires_at_unix_ms: countArb,
-});
-
-const targetArb = fc.record({
-  type: attributeNameArb,
-  attributes: fc
-    .uniqueArray(fc.tuple(attributeNameArb, attributeValueArb), { maxLength: 5, selector: ([k]) => k })
-    .map((entries) => Object.fromEntries(entries) as Record<string, string>),
-});
+const targetArb = targetArbOf(attributeNameArb, attributeValueArb);
 
 const generatedInvocationArb: fc.Arbitrary<ToolInvocation> = fc.record({
   invocation_id: identifierArb,

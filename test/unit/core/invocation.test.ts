@@ -17,8 +17,17 @@ import { describe, expect, it } from 'vitest';
 import { canonicalize, canonicalizeReference } from '../../../src/core/canonical.js';
 import { ACCEPTED_FIELDS, acceptToolInvocation, parseToolInvocation } from '../../../src/core/invocation.js';
 import { buildToolLoopFixture } from '../../../src/core/lab/tool-loop.js';
-import { ResourceRef, TOOL_EFFECTS, ToolApproval, ToolInvocation } from '../../../src/core/model.js';
+import { ResourceRef, ToolApproval, ToolInvocation } from '../../../src/core/model.js';
 import { buildInvocation, buildReadOnlyContract, rollbackInput } from './fixtures.js';
+import {
+  approvalArb,
+  attributeNameArbWith,
+  countArb,
+  identifierArb,
+  idempotencyKeyArb,
+  sha256Arb,
+  targetArbOf,
+} from './invocation-arbitraries.js';
 
 const SEED = 0x1a70;
 const RUNS = { seed: SEED, endOnFailure: true } as const;
@@ -82,36 +91,8 @@ function mustAccept(v: unknown): ToolInvocation {
 // ---------------------------------------------------------------------------------------------
 // Valid invocations
 
-const UPPER = 'ABCDEFGHIJKLMNOPQRSTUVWXYZ';
-const LOWER = 'abcdefghijklmnopqrstuvwxyz';
-const DIGITS = '0123456789';
-const ID_FIRST = [...UPPER, ...LOWER, ...DIGITS];
-const ID_REST = [...ID_FIRST, ...'._:@/+=-'];
-const KEY_CHARS = [...UPPER, ...LOWER, ...DIGITS, ...'._:-'];
-const NAME_FIRST = [...LOWER];
-const NAME_REST = [...LOWER, ...DIGITS, '_'];
-
-const chars = (alphabet: readonly string[], minLength: number, maxLength: number) =>
-  fc.string({ unit: fc.constantFrom(...alphabet), minLength, maxLength });
-
-const headed = (first: readonly string[], rest: readonly string[], maxRest: number) =>
-  fc
-    .oneof(
-      { weight: 4, arbitrary: fc.tuple(fc.constantFrom(...first), chars(rest, 0, 20)) },
-      { weight: 1, arbitrary: fc.tuple(fc.constantFrom(...first), chars(rest, maxRest - 8, maxRest)) },
-    )
-    .map(([a, b]) => a + b);
-
-/** `/^[A-Za-z0-9][A-Za-z0-9._:@/+=-]*$/`, 1 to 128 characters. */
-const identifierArb = headed(ID_FIRST, ID_REST, 127);
-const sha256Arb = chars([...'0123456789abcdef'], 64, 64);
-const countArb = fc.oneof(fc.nat(), fc.constantFrom(0, 1, Number.MAX_SAFE_INTEGER), fc.maxSafeNat());
-const idempotencyKeyArb = fc.oneof(chars(KEY_CHARS, 8, 30), chars(KEY_CHARS, 120, 128));
-/** `/^[a-z][a-z0-9_]*$/`, at most 64 characters; names of Object.prototype members included. */
-const attributeNameArb = fc.oneof(
-  { weight: 5, arbitrary: headed(NAME_FIRST, NAME_REST, 63) },
-  { weight: 1, arbitrary: fc.constantFrom('constructor', 'prototype', 'tostring', 'valueof', 'proto') },
-);
+/** Names of Object.prototype members included: zod accepts them, and so must the acceptor. */
+const attributeNameArb = attributeNameArbWith(['constructor', 'prototype', 'tostring', 'valueof', 'proto']);
 const attributeValueArb = fc.oneof(
   { weight: 4, arbitrary: fc.stringMatching(/^[a-z0-9.@:/ -]{1,24}$/) },
   {
@@ -135,23 +116,7 @@ const attributeValueArb = fc.oneof(
   },
 );
 
-const approvalArb = fc.record({
-  approval_id: identifierArb,
-  approver_principal_id: identifierArb,
-  tenant_id: identifierArb,
-  policy_sha256: sha256Arb,
-  tool_contract_sha256: sha256Arb,
-  input_sha256: sha256Arb,
-  effect: fc.constantFrom(...TOOL_EFFECTS),
-  expires_at_unix_ms: countArb,
-});
-
-const targetArb = fc.record({
-  type: attributeNameArb,
-  attributes: fc
-    .uniqueArray(fc.tuple(attributeNameArb, attributeValueArb), { maxLength: 5, selector: ([k]) => k })
-    .map((entries) => Object.fromEntries(entries) as Record<string, string>),
-});
+const targetArb = targetArbOf(attributeNameArb, attributeValueArb);
 
 const invocationRecordArb = fc.record({
   invocation_id: identifierArb,
