@@ -20,7 +20,7 @@
  * and replay (`replay.ts`) recomputes every stored receipt's digest with the reference.
  * Never: reorders, drops or adds a member, or writes unescaped a string it has not validated.
  */
-import { canonicalize, CanonicalizationError } from './canonical.js';
+import { canonicalize, canonicalNumber, canonicalString } from './canonical.js';
 import type { AuthorizationReceiptBody, ResourceRef, ToolApproval, ToolInvocation } from './model.js';
 
 // Invocations the hand-written parser validated, deep-frozen by `markValidatedInvocation`.
@@ -132,17 +132,12 @@ function raw(s: string): string {
   return typeof s === 'string' ? `"${s}"` : canonicalize(s);
 }
 
-/** The reference serializer's rule for a string (canonical.ts); any other value as it would be. */
+/** The reference serializer's rule for a string; any other value as `canonicalize` writes it. */
 function str(s: string): string {
-  if (typeof s !== 'string') return canonicalize(s);
-  if (!s.isWellFormed()) throw new CanonicalizationError('lone surrogate in string');
-  return JSON.stringify(s);
+  return typeof s === 'string' ? canonicalString(s) : canonicalize(s);
 }
 
-/** The reference serializer's rule for a number; any other value as it would be. */
+/** The reference serializer's rule for a number; any other value as `canonicalize` writes it. */
 function num(n: number): string {
-  if (typeof n !== 'number') return canonicalize(n);
-  if (!Number.isFinite(n)) throw new CanonicalizationError('non-finite number');
-  // Number::toString, as JSON.stringify writes a finite number (both write -0 as "0").
-  return String(n);
+  return typeof n === 'number' ? canonicalNumber(n) : canonicalize(n);
 }

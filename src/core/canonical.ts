@@ -113,14 +113,9 @@ function inCanonicalOrder(value: unknown): boolean {
 function write(value: unknown): string {
   switch (typeof value) {
     case 'string':
-      // isWellFormed is the native form of "has no lone surrogate".
-      if (!value.isWellFormed()) throw new CanonicalizationError('lone surrogate in string');
-      // JSON.stringify escapes exactly as RFC 8785 §3.2.2.2 prescribes.
-      return JSON.stringify(value);
+      return canonicalString(value);
     case 'number':
-      if (!Number.isFinite(value)) throw new CanonicalizationError('non-finite number');
-      // ECMAScript Number::toString is the JCS number serialization (RFC 8785 §3.2.2.3); -0 -> "0".
-      return JSON.stringify(value);
+      return canonicalNumber(value);
     case 'boolean':
       return value ? 'true' : 'false';
     case 'object': {
@@ -155,6 +150,21 @@ function write(value: unknown): string {
     default:
       throw new CanonicalizationError(`cannot canonicalize a value of type ${typeof value}`);
   }
+}
+
+/** RFC 8785 form of a string (§3.2.2.2); throws for a lone surrogate. */
+export function canonicalString(value: string): string {
+  // isWellFormed is the native form of "has no lone surrogate".
+  if (!value.isWellFormed()) throw new CanonicalizationError('lone surrogate in string');
+  // JSON.stringify escapes exactly as RFC 8785 §3.2.2.2 prescribes.
+  return JSON.stringify(value);
+}
+
+/** RFC 8785 form of a number (§3.2.2.3); throws for a non-finite one. */
+export function canonicalNumber(value: number): string {
+  if (!Number.isFinite(value)) throw new CanonicalizationError('non-finite number');
+  // ECMAScript Number::toString is the JCS number serialization; -0 -> "0".
+  return String(value);
 }
 
 // The quoted form of recently seen keys (`"tenant_id":`). Object keys come from a small, recurring

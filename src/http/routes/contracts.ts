@@ -11,7 +11,7 @@ import { compareDiscovery } from '../../core/discovery.js';
 import { fromZodError } from '../../core/errors.js';
 import { ToolContract } from '../../core/model.js';
 import { Label, Sha256 } from '../../core/schema.js';
-import { database } from '../../db/client.js';
+import { database, type Db } from '../../db/client.js';
 import { toCanonicalText } from '../../db/documents.js';
 import { findContract, type PinnedContract, toPinnedContract } from '../../db/queries.js';
 import { contracts } from '../../db/schema.js';
@@ -63,16 +63,7 @@ contractRoutes.post('/contracts/:sha256/quarantine', requireRole('tenant_admin')
   const pinned = await lookup(c.env, tenant_id, c.req.param('sha256'));
   const db = database(c.env);
   if (pinned.quarantined_at_unix_ms === null) {
-    await db
-      .update(contracts)
-      .set({ quarantined_at_unix_ms: c.var.now, quarantine_reason: body.reason ?? null })
-      .where(
-        and(
-          eq(contracts.tenant_id, tenant_id),
-          eq(contracts.tool_contract_sha256, pinned.tool_contract_sha256),
-          isNull(contracts.quarantined_at_unix_ms),
-        ),
-      );
+    await quarantineStatement(db, tenant_id, pinned.tool_contract_sha256, c.var.now, body.reason ?? null);
   }
   const after = await findContract(db, tenant_id, pinned.tool_contract_sha256);
   if (after === null) throw new ApiError('internal', 'quarantined contract not found');
@@ -108,22 +99,9 @@ contractRoutes.post('/contracts/discovery', requireRole('tenant_admin'), async (
   if (!compared.ok) throw fromCoreError(compared.error);
   const report = compared.value;
   const apply = body.quarantine ?? true;
+  const reason = `discovery drift (snapshot ${report.snapshot_sha256})`;
   const [first, ...rest] = apply
-    ? report.quarantine.map((sha) =>
-        db
-          .update(contracts)
-          .set({
-            quarantined_at_unix_ms: c.var.now,
-            quarantine_reason: `discovery drift (snapshot ${report.snapshot_sha256})`,
-          })
-          .where(
-            and(
-              eq(contracts.tenant_id, tenant_id),
-              eq(contracts.tool_contract_sha256, sha),
-              isNull(contracts.quarantined_at_unix_ms),
-            ),
-          ),
-      )
+    ? report.quarantine.map((sha) => quarantineStatement(db, tenant_id, sha, c.var.now, reason))
     : [];
   if (first !== undefined) await db.batch([first, ...rest]);
   c.set('log', {
@@ -134,6 +112,20 @@ contractRoutes.post('/contracts/discovery', requireRole('tenant_admin'), async (
   });
   return c.json({ ...report, quarantined: apply ? report.quarantine : [] });
 });
+
+/** Quarantine one pinned contract if it is not already (a quarantine is final: never re-dated). */
+function quarantineStatement(db: Db, tenant_id: string, sha: string, now: number, reason: string | null) {
+  return db
+    .update(contracts)
+    .set({ quarantined_at_unix_ms: now, quarantine_reason: reason })
+    .where(
+      and(
+        eq(contracts.tenant_id, tenant_id),
+        eq(contracts.tool_contract_sha256, sha),
+        isNull(contracts.quarantined_at_unix_ms),
+      ),
+    );
+}
 
 async function lookup(env: Env, tenant_id: string, sha: string): Promise<PinnedContract> {
   // A malformed digest cannot name a pinned contract: the same 404 as an unknown one.
