@@ -17,7 +17,7 @@ export default tseslint.config(
   },
   {
     // The pure core: no Workers, Hono, drizzle, clock or network.
-    files: ['src/core/**/*.ts'],
+    files: ['src/core/**/*.ts', 'src/library/**/*.ts', 'src/lab/**/*.ts'],
     rules: {
       'no-restricted-imports': [
         'error',

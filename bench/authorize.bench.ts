@@ -20,20 +20,24 @@ import { readFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import * as cedar from '@cedar-policy/cedar-wasm/nodejs';
-import { authorizeToolCall, validateGrant } from '../src/core/authorize.js';
+import { authorizeToolCall, validateGrant } from '../src/core/authorization/authorize.js';
 import {
   canonicalize,
   canonicalizeReference,
   digestOf,
   sha256HexOfText,
   useSha256,
-} from '../src/core/canonical.js';
-import { contractDigest, pinContract, validateContract } from '../src/core/contract.js';
-import { authorizationBodyText, invocationText, isValidatedInvocation } from '../src/core/canonical-forms.js';
-import { deepFreeze } from '../src/core/digest-cache.js';
-import { decodeToolInvocation, parseToolInvocation } from '../src/core/invocation.js';
-import { DEFAULT_JSON_LIMITS, decodeJsonText, parseReference } from '../src/core/json.js';
-import { buildToolLoopFixture, LAB_CASES, type LoopInputs } from '../src/core/lab/tool-loop.js';
+} from '../src/core/canonical/canonical.js';
+import { contractDigest, pinContract, validateContract } from '../src/core/contracts/contract.js';
+import {
+  authorizationBodyText,
+  invocationText,
+  isValidatedInvocation,
+} from '../src/core/canonical/canonical-forms.js';
+import { deepFreeze } from '../src/core/canonical/digest-cache.js';
+import { decodeToolInvocation, parseToolInvocation } from '../src/library/invocation.js';
+import { DEFAULT_JSON_LIMITS, decodeJsonText, parseReference } from '../src/core/canonical/json.js';
+import { buildToolLoopFixture, LAB_CASES, type LoopInputs } from '../src/lab/tool-loop.js';
 import {
   type AuthorizationReceipt,
   EMPTY_TRUSTED_STATE,

@@ -1,6 +1,6 @@
 /**
  * `IdempotencyObject`: one Durable Object per logical operation, named by `operationId(...)`
- * (src/core/idempotency.ts). It is a thin adapter over the pure state machine: load the row,
+ * (src/core/execution/idempotency.ts). It is a thin adapter over the pure state machine: load the row,
  * call the core with `now`, write the row, answer. Every read-modify-write runs synchronously
  * inside the object's input gate (SQLite calls are synchronous and nothing is awaited between the
  * read and the write), so 64 concurrent claims see one another's writes and exactly one proceeds.
@@ -19,7 +19,7 @@ import { DurableObject } from 'cloudflare:workers';
 import { sql } from 'drizzle-orm';
 import { bytesToHex } from '@noble/hashes/utils.js';
 import { z } from 'zod';
-import { digestOf } from '../src/core/canonical.js';
+import { digestOf } from '../src/core/canonical/canonical.js';
 import {
   type ClaimRefusal,
   FencingToken,
@@ -34,9 +34,9 @@ import {
   report,
   tick,
   viewOf,
-} from '../src/core/idempotency.js';
+} from '../src/core/execution/idempotency.js';
 import { ExecutionReceipt, IdempotencyKey, ToolExecutionObservation } from '../src/core/model.js';
-import { ReconciliationReceipt } from '../src/core/reconciliation.js';
+import { ReconciliationReceipt } from '../src/core/execution/reconciliation.js';
 import { Identifier, Sha256, UnixMs, strict } from '../src/core/schema.js';
 import { type Db, database } from '../src/db/client.js';
 import { parseStoredJson, toCanonicalText } from '../src/db/documents.js';

@@ -1,6 +1,6 @@
 /**
  * `npm run lab:observations`: run the untrusted tool observation lab
- * (src/core/observation/lab.ts), print its cases and pinned summary, and write the canonical
+ * (src/lab/observations.ts), print its cases and pinned summary, and write the canonical
  * report to `target/labs/observations/<observation-receipt-sha256>.json`.
  *
  * Exits 1 when the baseline, a replay check or any case does not match its declared expectation.
@@ -8,7 +8,7 @@
  * compared with `cmp`.
  */
 import { emitLab, runLab } from './lab-output.js';
-import { runObservationLab } from '../src/core/observation/lab.js';
+import { runObservationLab } from '../src/lab/observations.js';
 
 function main(): number {
   const lab = runLab(runObservationLab);

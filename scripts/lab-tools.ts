@@ -1,5 +1,5 @@
 /**
- * `npm run lab:tools`: run the authorized tool loop lab (src/core/lab/tool-loop.ts), print its
+ * `npm run lab:tools`: run the authorized tool loop lab (src/lab/tool-loop.ts), print its
  * cases and pinned summary, and write the canonical report to
  * `target/labs/tool-loop/<contract-sha256>.json`.
  *
@@ -8,7 +8,7 @@
  * compared with `cmp`.
  */
 import { emitLab, runLab } from './lab-output.js';
-import { runToolLoopLab } from '../src/core/lab/tool-loop.js';
+import { runToolLoopLab } from '../src/lab/tool-loop.js';
 
 function main(): number {
   const lab = runLab(runToolLoopLab);

@@ -2,7 +2,7 @@
  * Worker entry point: the HTTP app and the Durable Object classes wrangler.toml binds.
  */
 import { createHash, hash } from 'node:crypto';
-import { useSha256 } from './core/canonical.js';
+import { useSha256 } from './core/canonical/canonical.js';
 import { app } from './http/app.js';
 
 // Hash with the runtime's native SHA-256 (BoringSSL under nodejs_compat) instead of the portable

@@ -3,7 +3,7 @@
  * Each reason maps to exactly one HTTP status and wire code in `src/http/errors.ts`.
  */
 import type { z } from 'zod';
-import type { JsonDecodeError } from './json.js';
+import type { JsonDecodeError } from './canonical/json.js';
 
 export type CoreErrorReason =
   | 'malformed_json'

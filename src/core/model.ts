@@ -7,7 +7,7 @@
  * Never: reads a clock, does I/O, or decides anything (deciding is `authorize.ts`).
  */
 import { z } from 'zod';
-import { deepFreeze } from './digest-cache.js';
+import { deepFreeze } from './canonical/digest-cache.js';
 import { Count, Identifier, Label, Sha256, UnixMs, strict } from './schema.js';
 
 // ---------------------------------------------------------------------------------------------

@@ -7,9 +7,9 @@
  * Never: reads a clock, does I/O, or merges a document with defaults (a field left out is an
  * error, not a default: what was reviewed is what is enforced).
  */
-import { digestOf } from './canonical.js';
+import { digestOf } from './canonical/canonical.js';
 import { coreError, fromZodError, type CoreError, type FieldIssue } from './errors.js';
-import type { JsonValue } from './json.js';
+import type { JsonValue } from './canonical/json.js';
 import { ToolEffect, WRITE_EFFECTS } from './model.js';
 import { err, ok, type Result } from './result.js';
 import { Identifier, strict } from './schema.js';

@@ -4,9 +4,9 @@
  * request closed (500), never "best effort".
  */
 import type { z } from 'zod';
-import { canonicalize, digestOf } from '../core/canonical.js';
-import { deepFreeze } from '../core/digest-cache.js';
-import { decodeJsonText, type JsonValue } from '../core/json.js';
+import { canonicalize, digestOf } from '../core/canonical/canonical.js';
+import { deepFreeze } from '../core/canonical/digest-cache.js';
+import { decodeJsonText, type JsonValue } from '../core/canonical/json.js';
 
 /** Limits for stored documents: they were bounded on the way in, so this is only a backstop. */
 const STORED_LIMITS = { maxBytes: 16 * 1024 * 1024, maxDepth: 64 } as const;

@@ -1,8 +1,8 @@
 /**
  * Randomness for stored identities: the only place the Worker draws random bytes. Formatting is
- * pure and lives in src/core/identity.ts.
+ * pure and lives in src/core/identity/identity.ts.
  */
-import { API_KEY_BYTES, formatApiKey, formatId, ID_BYTES, type IdKind } from '../core/identity.js';
+import { API_KEY_BYTES, formatApiKey, formatId, ID_BYTES, type IdKind } from '../core/identity/identity.js';
 
 export function newId(kind: IdKind): string {
   return formatId(kind, crypto.getRandomValues(new Uint8Array(ID_BYTES)));

@@ -4,8 +4,8 @@
  * delete) and stored under the issuing tenant, so another tenant's receipt is not found.
  */
 import { and, eq } from 'drizzle-orm';
-import { digestOf } from '../core/canonical.js';
-import type { JsonValue } from '../core/json.js';
+import { digestOf } from '../core/canonical/canonical.js';
+import type { JsonValue } from '../core/canonical/json.js';
 import type { Db } from './client.js';
 import { parseStoredJson, toCanonicalText } from './documents.js';
 import { receipts } from './schema.js';

@@ -11,7 +11,7 @@
 import { eq } from 'drizzle-orm';
 import { createMiddleware } from 'hono/factory';
 import { z } from 'zod';
-import { API_KEY_PATTERN, apiKeyDigest, Role, secretsEqual } from '../core/identity.js';
+import { API_KEY_PATTERN, apiKeyDigest, Role, secretsEqual } from '../core/identity/identity.js';
 import { database } from '../db/client.js';
 import { parseStored } from '../db/documents.js';
 import { principals } from '../db/schema.js';

@@ -11,7 +11,7 @@
 import type { Context } from 'hono';
 import type { z } from 'zod';
 import { fromJsonError, fromZodError } from '../core/errors.js';
-import { decodeJsonBytes, type JsonValue } from '../core/json.js';
+import { decodeJsonBytes, type JsonValue } from '../core/canonical/json.js';
 import type { AppEnv } from './env.js';
 import { ApiError, fromCoreError } from './errors.js';
 

@@ -3,9 +3,9 @@
  * variables. `principal`, `tenant_id` and `now` are the only sources of identity and time a route
  * may use; nothing authority-bearing is read from a request body.
  */
-import type { Role } from '../core/identity.js';
+import type { Role } from '../core/identity/identity.js';
 
-export type { Role } from '../core/identity.js';
+export type { Role } from '../core/identity/identity.js';
 
 /** The caller as established from `Authorization: Bearer <api key>` and trusted storage. */
 export interface AuthenticatedPrincipal {

@@ -3,11 +3,11 @@
  * Each `Expect<Equal<...>>` fails to compile if a type drifts, and each `@ts-expect-error` fails
  * to compile if the line it guards ever becomes valid (an unused directive is an error).
  */
-import type { EnvelopeRejection } from '../../src/core/approval-envelope.js';
-import { authorizeToolCall } from '../../src/core/authorize.js';
-import type { DiscoveryStatus } from '../../src/core/discovery.js';
+import type { EnvelopeRejection } from '../../src/library/approval-envelope.js';
+import { authorizeToolCall } from '../../src/core/authorization/authorize.js';
+import type { DiscoveryStatus } from '../../src/core/contracts/discovery.js';
 import type { CoreErrorReason } from '../../src/core/errors.js';
-import { type ACCEPTED_FIELDS, parseToolInvocation } from '../../src/core/invocation.js';
+import { type ACCEPTED_FIELDS, parseToolInvocation } from '../../src/library/invocation.js';
 import type {
   AuthorizationReceiptBody,
   AuthorizationViolation,

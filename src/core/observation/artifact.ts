@@ -10,7 +10,7 @@
  * Never: fetches or decodes the artifact (the adapter did the store lookup), reads a clock, or
  * does I/O.
  */
-import { sha256Hex } from '../canonical.js';
+import { sha256Hex } from '../canonical/canonical.js';
 import type {
   ArtifactMedia,
   ArtifactReference,

@@ -14,11 +14,11 @@
  * does I/O.
  */
 import { z } from 'zod';
-import { canonicalize, digestOf, sha256Hex } from '../canonical.js';
+import { canonicalize, digestOf, sha256Hex } from '../canonical/canonical.js';
 import { coreError, fromZodError, type CoreError } from '../errors.js';
-import { decodeJsonText, utf8Encode } from '../json.js';
-import type { ReplayReport } from '../replay.js';
-import { compare } from '../replay.js';
+import { decodeJsonText, utf8Encode } from '../canonical/json.js';
+import type { ReplayReport } from '../receipts/replay.js';
+import { compare } from '../receipts/replay.js';
 import { err, ok, type Result } from '../result.js';
 import { Count, Identifier, Label, Sha256, strict } from '../schema.js';
 import {

@@ -12,10 +12,10 @@
  * Never: parses a payload (the caller passes the already-bounded parse), follows a pointer through
  * a prototype, reads a clock, or does I/O.
  */
-import { canonicalize } from '../canonical.js';
-import { resolvePointer } from '../contract.js';
-import type { JsonValue } from '../json.js';
-import { utf8ByteLength } from '../json.js';
+import { canonicalize } from '../canonical/canonical.js';
+import { resolvePointer } from '../contracts/contract.js';
+import type { JsonValue } from '../canonical/json.js';
+import { utf8ByteLength } from '../canonical/json.js';
 import type {
   ArtifactReference,
   Locator,

@@ -7,7 +7,7 @@
  * is a deliberate fork and is expected to differ.
  * Never: trusts the stored decision, reads a clock, or does I/O.
  */
-import { compare, type ReplayReport } from '../replay.js';
+import { compare, type ReplayReport } from '../receipts/replay.js';
 import { ok } from '../result.js';
 import {
   type ErrorObservationValidationInput,

@@ -9,8 +9,8 @@
  * Never: decides anything (that is `validate.ts`), reads a clock, or does I/O.
  */
 import { z } from 'zod';
-import { CanonicalizationError, canonicalize } from '../canonical.js';
-import { hasLoneSurrogate } from '../json.js';
+import { CanonicalizationError, canonicalize } from '../canonical/canonical.js';
+import { hasLoneSurrogate } from '../canonical/json.js';
 import { MediaType } from '../policy.js';
 import { Count, Identifier, Label, Sha256, UnixMs, strict } from '../schema.js';
 

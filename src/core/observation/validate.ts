@@ -16,10 +16,10 @@
  * follows anything the payload says, or lets a payload choose its own authority.
  */
 import type { z } from 'zod';
-import { digestOf, sha256Hex } from '../canonical.js';
-import { contractDigest, validateContract } from '../contract.js';
+import { digestOf, sha256Hex } from '../canonical/canonical.js';
+import { contractDigest, validateContract } from '../contracts/contract.js';
 import { coreError, fromZodError, type CoreError, type CoreErrorReason } from '../errors.js';
-import { decodeJsonText, utf8ByteLength, utf8Encode, type JsonValue } from '../json.js';
+import { decodeJsonText, utf8ByteLength, utf8Encode, type JsonValue } from '../canonical/json.js';
 import {
   AuthorizationReceipt,
   type ExecutionStatus,
@@ -27,7 +27,7 @@ import {
   ToolContract,
   ToolExecutionObservation,
 } from '../model.js';
-import { verifyExecutionReceipt } from '../replay.js';
+import { verifyExecutionReceipt } from '../receipts/replay.js';
 import { err, ok, type Result } from '../result.js';
 import { UnixMs, strict } from '../schema.js';
 import { checkArtifact } from './artifact.js';

@@ -7,9 +7,9 @@
 import { and, asc, eq } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { canonicalize, sha256Hex } from '../../core/canonical.js';
-import { deriveTarget } from '../../core/contract.js';
-import { utf8Encode, type JsonValue } from '../../core/json.js';
+import { canonicalize, sha256Hex } from '../../core/canonical/canonical.js';
+import { deriveTarget } from '../../core/contracts/contract.js';
+import { utf8Encode, type JsonValue } from '../../core/canonical/json.js';
 import { ResourceRef, type ToolApproval, type ToolContract } from '../../core/model.js';
 import { Identifier, Label, Sha256 } from '../../core/schema.js';
 import { database } from '../../db/client.js';

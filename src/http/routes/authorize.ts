@@ -17,9 +17,9 @@ import { and, asc, eq, getTableColumns, isNotNull, sql } from 'drizzle-orm';
 import type { BatchItem } from 'drizzle-orm/batch';
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { authorizeToolCall } from '../../core/authorize.js';
-import { digestOf, sha256Hex } from '../../core/canonical.js';
-import { utf8Encode } from '../../core/json.js';
+import { authorizeToolCall } from '../../core/authorization/authorize.js';
+import { digestOf, sha256Hex } from '../../core/canonical/canonical.js';
+import { utf8Encode } from '../../core/canonical/json.js';
 import {
   type AuthorizationReceipt,
   IdempotencyKey,

@@ -6,8 +6,8 @@
 import { and, eq, isNull } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { contractDigest, validateContract } from '../../core/contract.js';
-import { compareDiscovery } from '../../core/discovery.js';
+import { contractDigest, validateContract } from '../../core/contracts/contract.js';
+import { compareDiscovery } from '../../core/contracts/discovery.js';
 import { fromZodError } from '../../core/errors.js';
 import { ToolContract } from '../../core/model.js';
 import { Label, Sha256 } from '../../core/schema.js';
@@ -72,7 +72,7 @@ contractRoutes.post('/contracts/:sha256/quarantine', requireRole('tenant_admin')
 });
 
 const DiscoveryBody = z.strictObject({
-  /** A `DiscoverySnapshot` (src/core/discovery.ts); validated by the core. */
+  /** A `DiscoverySnapshot` (src/core/contracts/discovery.ts); validated by the core. */
   snapshot: z.unknown(),
   /** Quarantine the pinned contracts of drifted tools (default). `false` only reports. */
   quarantine: z.boolean().optional(),

@@ -26,9 +26,9 @@ import {
   type OperationSnapshot,
   operationStub,
 } from '../../../durable-objects/idempotency.js';
-import { digestOf } from '../../core/canonical.js';
+import { digestOf } from '../../core/canonical/canonical.js';
 import type { FieldIssue } from '../../core/errors.js';
-import { verifyExecution } from '../../core/execution.js';
+import { verifyExecution } from '../../core/execution/execution.js';
 import {
   type DispatchRefusal,
   FencingToken,
@@ -36,7 +36,7 @@ import {
   dispatchRefusal,
   leaseMs,
   operationId,
-} from '../../core/idempotency.js';
+} from '../../core/execution/idempotency.js';
 import { AuthorizationReceipt, type ExecutionReceipt, ToolExecutionObservation } from '../../core/model.js';
 import type { TenantPolicy } from '../../core/policy.js';
 import { Sha256 } from '../../core/schema.js';

@@ -6,8 +6,8 @@
 import { and, eq, isNull } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { validateGrant } from '../../core/authorize.js';
-import { digestOf } from '../../core/canonical.js';
+import { validateGrant } from '../../core/authorization/authorize.js';
+import { digestOf } from '../../core/canonical/canonical.js';
 import { fromZodError } from '../../core/errors.js';
 import { CapabilityGrant, ToolEffect, ToolGrant } from '../../core/model.js';
 import { Identifier, Sha256, UnixMs } from '../../core/schema.js';

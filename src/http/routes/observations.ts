@@ -21,7 +21,7 @@
 import { and, eq, sql } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { digestOf } from '../../core/canonical.js';
+import { digestOf } from '../../core/canonical/canonical.js';
 import { ExecutionReceipt, ToolExecutionObservation } from '../../core/model.js';
 import {
   type ErrorObservationValidationInput,

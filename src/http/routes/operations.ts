@@ -13,7 +13,7 @@ import { Hono } from 'hono';
 import { z } from 'zod';
 import { SINGLE_USE_INDEX_PREFIX, operationStub } from '../../../durable-objects/idempotency.js';
 import { fromZodError } from '../../core/errors.js';
-import { OperationStatus } from '../../core/idempotency.js';
+import { OperationStatus } from '../../core/execution/idempotency.js';
 import { database } from '../../db/client.js';
 import { operations } from '../../db/schema.js';
 import { requireRole } from '../auth.js';

@@ -5,7 +5,7 @@
 import { and, eq, isNull } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { apiKeyDigest, Role, ROLES } from '../../core/identity.js';
+import { apiKeyDigest, Role, ROLES } from '../../core/identity/identity.js';
 import { Identifier, Label } from '../../core/schema.js';
 import { database } from '../../db/client.js';
 import { parseStored } from '../../db/documents.js';

@@ -7,7 +7,7 @@
 import { Hono } from 'hono';
 import { z } from 'zod';
 import { ToolGrant, ToolInvocation, TrustedState } from '../../core/model.js';
-import { verifyAuthorizationReceipt, type ReplayReport } from '../../core/replay.js';
+import { verifyAuthorizationReceipt, type ReplayReport } from '../../core/receipts/replay.js';
 import { Sha256, UnixMs } from '../../core/schema.js';
 import { database, type Db } from '../../db/client.js';
 import { findContract } from '../../db/queries.js';

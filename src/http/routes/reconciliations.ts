@@ -14,10 +14,10 @@
 import { Hono } from 'hono';
 import { z } from 'zod';
 import { operationStub } from '../../../durable-objects/idempotency.js';
-import { digestOf } from '../../core/canonical.js';
-import { UNRESOLVED_STATUSES } from '../../core/idempotency.js';
+import { digestOf } from '../../core/canonical/canonical.js';
+import { UNRESOLVED_STATUSES } from '../../core/execution/idempotency.js';
 import { ToolExecutionObservation } from '../../core/model.js';
-import { reconcileOperation } from '../../core/reconciliation.js';
+import { reconcileOperation } from '../../core/execution/reconciliation.js';
 import { Sha256 } from '../../core/schema.js';
 import { database } from '../../db/client.js';
 import { requireRole } from '../auth.js';

@@ -6,7 +6,7 @@
 import { and, eq } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { digestOf } from '../../core/canonical.js';
+import { digestOf } from '../../core/canonical/canonical.js';
 import { Identifier, Label, UnixMs } from '../../core/schema.js';
 import { database } from '../../db/client.js';
 import { parseStoredJson, toCanonicalText } from '../../db/documents.js';

@@ -5,7 +5,7 @@
 import { eq } from 'drizzle-orm';
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { apiKeyDigest } from '../../core/identity.js';
+import { apiKeyDigest } from '../../core/identity/identity.js';
 import { DEFAULT_POLICY, policyDigest } from '../../core/policy.js';
 import { Label } from '../../core/schema.js';
 import { database } from '../../db/client.js';

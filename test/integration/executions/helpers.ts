@@ -4,7 +4,7 @@
  */
 import { env } from 'cloudflare:workers';
 import { operationStub } from '../../../durable-objects/idempotency.js';
-import { digestOf, sha256HexOfText } from '../../../src/core/canonical.js';
+import { digestOf, sha256HexOfText } from '../../../src/core/canonical/canonical.js';
 import type { ToolExecutionObservation } from '../../../src/core/model.js';
 import type { Seeded } from '../../../scripts/seed.js';
 import { DEMO_EXECUTOR_RELEASE } from '../../../scripts/seed.js';

@@ -12,8 +12,8 @@ import {
   SCHEMA_VERSION,
   operationStub,
 } from '../../../durable-objects/idempotency.js';
-import { digestOf } from '../../../src/core/canonical.js';
-import { formatFencingToken, operationId } from '../../../src/core/idempotency.js';
+import { digestOf } from '../../../src/core/canonical/canonical.js';
+import { formatFencingToken, operationId } from '../../../src/core/execution/idempotency.js';
 import type { ExecutionReceipt, ToolExecutionObservation } from '../../../src/core/model.js';
 import { database } from '../../../src/db/client.js';
 import { operations, receipts } from '../../../src/db/schema.js';

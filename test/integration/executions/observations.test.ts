@@ -3,7 +3,7 @@
  * evidence, with a stored receipt; rejections as receipts; replay; tenant isolation.
  */
 import { describe, expect, it } from 'vitest';
-import { sha256HexOfText } from '../../../src/core/canonical.js';
+import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
 import type { RawToolErrorObservation, RawToolObservation } from '../../../src/core/observation/index.js';
 import type { Seeded } from '../../../scripts/seed.js';
 import {

@@ -3,7 +3,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { DEMO_POLICY, READ_CONTRACT, ROLLBACK_CONTRACT } from '../../../scripts/seed.js';
-import { digestOf } from '../../../src/core/canonical.js';
+import { digestOf } from '../../../src/core/canonical/canonical.js';
 import { DEFAULT_POLICY, policyDigest } from '../../../src/core/policy.js';
 import { call, seedTenant } from './harness.js';
 

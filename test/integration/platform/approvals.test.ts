@@ -3,7 +3,7 @@
  * single decision.
  */
 import { describe, expect, it } from 'vitest';
-import { canonicalize, digestOf } from '../../../src/core/canonical.js';
+import { canonicalize, digestOf } from '../../../src/core/canonical/canonical.js';
 import { call, ROLLBACK_INPUT, seedTenant } from './harness.js';
 
 describe('approval requests', () => {

@@ -3,7 +3,7 @@
  */
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
-import { apiKeyDigest } from '../../../src/core/identity.js';
+import { apiKeyDigest } from '../../../src/core/identity/identity.js';
 import { ADMIN_TOKEN, call, seedTenant, uniqueName } from './harness.js';
 
 describe('POST /v1/tenants (platform admin)', () => {

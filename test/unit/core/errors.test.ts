@@ -5,7 +5,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { fromZodError, MAX_ISSUE_TEXT, safeText } from '../../../src/core/errors.js';
-import { parseToolInvocation } from '../../../src/core/invocation.js';
+import { parseToolInvocation } from '../../../src/library/invocation.js';
 import { ToolInvocation } from '../../../src/core/model.js';
 import { buildInvocation } from './fixtures.js';
 

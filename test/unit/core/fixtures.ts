@@ -11,12 +11,17 @@
  * baseline scenario authorizes, and the baseline observation verifies as `verified_succeeded`.
  * Never: reads a clock, randomness or the network; never caches a decision.
  */
-import { authorizeToolCall } from '../../../src/core/authorize.js';
-import { canonicalBytes, digestOf, sha256Hex, sha256HexOfText } from '../../../src/core/canonical.js';
-import { contractDigest, deriveTarget } from '../../../src/core/contract.js';
+import { authorizeToolCall } from '../../../src/core/authorization/authorize.js';
+import {
+  canonicalBytes,
+  digestOf,
+  sha256Hex,
+  sha256HexOfText,
+} from '../../../src/core/canonical/canonical.js';
+import { contractDigest, deriveTarget } from '../../../src/core/contracts/contract.js';
 import { type CoreError, type CoreErrorReason, fromZodError } from '../../../src/core/errors.js';
-import { verifyExecution } from '../../../src/core/execution.js';
-import type { JsonObject, JsonValue } from '../../../src/core/json.js';
+import { verifyExecution } from '../../../src/core/execution/execution.js';
+import type { JsonObject, JsonValue } from '../../../src/core/canonical/json.js';
 import type { Result } from '../../../src/core/result.js';
 import {
   AuthorizationReceipt,

@@ -1,7 +1,7 @@
 // Artifact references: digest, size, media type and storage tenant; never bytes inline; never
 // another tenant's.
 import { describe, expect, it } from 'vitest';
-import { utf8Encode } from '../../../../src/core/json.js';
+import { utf8Encode } from '../../../../src/core/canonical/json.js';
 import { artifactReferenceFor } from '../../../../src/core/observation/artifact.js';
 import {
   ArtifactReference,

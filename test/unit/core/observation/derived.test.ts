@@ -3,8 +3,8 @@
 // the original's. Property tests with fast-check.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { canonicalize, digestOf, sha256HexOfText } from '../../../../src/core/canonical.js';
-import { decodeJsonText, utf8ByteLength } from '../../../../src/core/json.js';
+import { canonicalize, digestOf, sha256HexOfText } from '../../../../src/core/canonical/canonical.js';
+import { decodeJsonText, utf8ByteLength } from '../../../../src/core/canonical/json.js';
 import { toEvidencePart } from '../../../../src/core/observation/context.js';
 import {
   DerivedEvidence,

@@ -1,5 +1,5 @@
 /**
- * Builders for the observation tests, over the lab's baseline (src/core/observation/lab.ts): the
+ * Builders for the observation tests, over the lab's baseline (src/lab/observations.ts): the
  * rollback of tenant `acme`, service `api`, `production`, authorized and execution-verified with
  * the real core, its output observed as `application/json`.
  *
@@ -7,11 +7,11 @@
  * `verifyExecution` so executor, raw observation and receipts stay consistent after an edit.
  * Never: reads a clock or randomness.
  */
-import { sha256HexOfText } from '../../../../src/core/canonical.js';
-import { verifyExecution } from '../../../../src/core/execution.js';
-import { utf8ByteLength } from '../../../../src/core/json.js';
+import { sha256HexOfText } from '../../../../src/core/canonical/canonical.js';
+import { verifyExecution } from '../../../../src/core/execution/execution.js';
+import { utf8ByteLength } from '../../../../src/core/canonical/json.js';
 import type { ToolExecutionObservation } from '../../../../src/core/model.js';
-import { OBSERVATION_LAB_TIMES, buildObservationLabInput } from '../../../../src/core/observation/lab.js';
+import { OBSERVATION_LAB_TIMES, buildObservationLabInput } from '../../../../src/lab/observations.js';
 import type { ArtifactReference, RawToolObservation } from '../../../../src/core/observation/schema.js';
 import {
   type ErrorObservationValidationInput,

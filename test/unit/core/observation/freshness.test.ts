@@ -1,7 +1,7 @@
 // Time and freshness: completion ordering, clock skew, policy maximum age measured from the
 // source time, source generations, and strict replay at the original time.
 import { describe, expect, it } from 'vitest';
-import { LAB_TIMES } from '../../../../src/core/lab/tool-loop.js';
+import { LAB_TIMES } from '../../../../src/lab/tool-loop.js';
 import { verifyObservationReceipt } from '../../../../src/core/observation/replay.js';
 import { TIMES, baseInput, mustValidate, violationsAfter } from './fixtures.js';
 

@@ -1,8 +1,8 @@
 // Typed locators: bounds, uniqueness, and each kind checked against the acquired artifact.
 import { describe, expect, it } from 'vitest';
-import { utf8Encode } from '../../../../src/core/json.js';
+import { utf8Encode } from '../../../../src/core/canonical/json.js';
 import { checkLocators, type LocatorTarget } from '../../../../src/core/observation/locators.js';
-import { LAB_OBSERVATION_POLICY } from '../../../../src/core/observation/lab.js';
+import { LAB_OBSERVATION_POLICY } from '../../../../src/lab/observations.js';
 import {
   Locator,
   type ArtifactReference,

@@ -2,8 +2,8 @@
 // depth, fails replay. Property-tested over every leaf of the stored receipt.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { canonicalize, digestOf } from '../../../../src/core/canonical.js';
-import { decodeJsonText, type JsonValue } from '../../../../src/core/json.js';
+import { canonicalize, digestOf } from '../../../../src/core/canonical/canonical.js';
+import { decodeJsonText, type JsonValue } from '../../../../src/core/canonical/json.js';
 import {
   verifyErrorObservationReceipt,
   verifyObservationReceipt,

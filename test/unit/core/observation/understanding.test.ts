@@ -1,7 +1,7 @@
 // Spec ch. 12, "Check your understanding": every question answered by at least one executable test.
 import { describe, expect, it } from 'vitest';
-import { digestOf } from '../../../../src/core/canonical.js';
-import { verifyExecution } from '../../../../src/core/execution.js';
+import { digestOf } from '../../../../src/core/canonical/canonical.js';
+import { verifyExecution } from '../../../../src/core/execution/execution.js';
 import { toEvidencePart } from '../../../../src/core/observation/context.js';
 import { deriveObservation } from '../../../../src/core/observation/derived.js';
 import { observationMetrics } from '../../../../src/core/observation/metrics.js';
@@ -11,8 +11,8 @@ import {
   ToolEvidenceCandidate,
   type Locator,
 } from '../../../../src/core/observation/schema.js';
-import { resolvePointer } from '../../../../src/core/contract.js';
-import { decodeJsonText } from '../../../../src/core/json.js';
+import { resolvePointer } from '../../../../src/core/contracts/contract.js';
+import { decodeJsonText } from '../../../../src/core/canonical/json.js';
 import { baseInput, mustValidate, rebind, violationsOf } from './fixtures.js';
 
 describe('check your understanding (spec ch. 12)', () => {

@@ -2,10 +2,10 @@
 // decoding, duplicate identities, and the separate error-observation contract. Ordinary,
 // boundary and mutation cases for every check.
 import { describe, expect, it } from 'vitest';
-import { canonicalize, digestOf, sha256HexOfText } from '../../../../src/core/canonical.js';
-import { contractDigest } from '../../../../src/core/contract.js';
+import { canonicalize, digestOf, sha256HexOfText } from '../../../../src/core/canonical/canonical.js';
+import { contractDigest } from '../../../../src/core/contracts/contract.js';
 import { fromJsonError, fromZodError } from '../../../../src/core/errors.js';
-import { decodeJsonText, utf8ByteLength } from '../../../../src/core/json.js';
+import { decodeJsonText, utf8ByteLength } from '../../../../src/core/canonical/json.js';
 import {
   OBSERVATION_VIOLATIONS,
   RawToolErrorObservation,
