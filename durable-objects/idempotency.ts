@@ -16,17 +16,10 @@
  * docs/idempotency.md describes states, storage and alarms.
  */
 import { DurableObject } from 'cloudflare:workers';
-import { sql } from 'drizzle-orm';
 import { bytesToHex } from '@noble/hashes/utils.js';
-import { z } from 'zod';
 import { digestOf } from '../src/core/canonical/canonical.js';
 import {
-  type ClaimRefusal,
-  FencingToken,
   Operation,
-  type OperationView,
-  type ReconcileRefusal,
-  type ReportRefusal,
   type Transition,
   claim,
   nextAlarmAt,
@@ -35,81 +28,25 @@ import {
   tick,
   viewOf,
 } from '../src/core/execution/idempotency.js';
-import { ExecutionReceipt, IdempotencyKey, ToolExecutionObservation } from '../src/core/model.js';
 import { ReconciliationReceipt } from '../src/core/execution/reconciliation.js';
-import { Identifier, Sha256, UnixMs, strict } from '../src/core/schema.js';
-import { type Db, database } from '../src/db/client.js';
+import { ExecutionReceipt } from '../src/core/model.js';
+import { Identifier } from '../src/core/schema.js';
+import { database } from '../src/db/client.js';
 import { parseStoredJson, toCanonicalText } from '../src/db/documents.js';
-import { type NewReceipt, insertReceiptStatements } from '../src/db/receipts.js';
-import { operations } from '../src/db/schema.js';
+import { mirrorOperation } from '../src/db/operation-index.js';
+import type { TenantReceipt } from '../src/db/receipts.js';
+import {
+  ClaimRequest,
+  type ClaimResult,
+  type OperationSnapshot,
+  ReconcileRequest,
+  type ReconcileResult,
+  ReportRequest,
+  type ReportResult,
+} from '../src/services/operations.js';
 
 /** How long after a failed index write the object tries again. */
 export const INDEX_RETRY_MS = 5_000;
-
-// ---------------------------------------------------------------------------------------------
-// RPC requests and results (structured-cloned plain data)
-
-const Duration = z.number().int().min(1).max(Number.MAX_SAFE_INTEGER);
-
-export const ClaimRequest = strict({
-  operation_id: Sha256,
-  tenant_id: Identifier,
-  tool_contract_sha256: Sha256,
-  idempotency_key: IdempotencyKey.nullable(),
-  input_sha256: Sha256,
-  authorization_receipt_sha256: Sha256,
-  principal_id: Identifier,
-  lease_ms: Duration,
-  reconciliation_owner: Identifier,
-  reconciliation_window_ms: Duration,
-  now: UnixMs,
-});
-export type ClaimRequest = z.infer<typeof ClaimRequest>;
-
-export const ReportRequest = strict({
-  tenant_id: Identifier,
-  principal_id: Identifier,
-  fencing_token: FencingToken,
-  execution_receipt: ExecutionReceipt,
-  observation: ToolExecutionObservation,
-  now: UnixMs,
-});
-export type ReportRequest = z.infer<typeof ReportRequest>;
-
-export const ReconcileRequest = strict({
-  tenant_id: Identifier,
-  principal_id: Identifier,
-  reconciliation_receipt: ReconciliationReceipt,
-  observation: ToolExecutionObservation,
-  now: UnixMs,
-});
-export type ReconcileRequest = z.infer<typeof ReconcileRequest>;
-
-/** The operation as anyone but its owner may see it, with the receipts it links. */
-export interface OperationSnapshot {
-  readonly operation: OperationView;
-  readonly execution_receipt: ExecutionReceipt | null;
-  readonly reconciliation_receipt: ReconciliationReceipt | null;
-}
-
-export type ClaimResult =
-  | {
-      readonly outcome: 'proceed';
-      readonly operation: OperationView;
-      readonly fencing_token: string;
-      readonly lease_expires_at_unix_ms: number;
-    }
-  | ({ readonly outcome: 'replay' } & OperationSnapshot)
-  // `idempotency_key_reused` carries no operation: nothing about the other input leaves the object.
-  | { readonly outcome: 'refused'; readonly reason: ClaimRefusal; readonly operation: OperationView | null };
-
-export type ReportResult =
-  | ({ readonly outcome: 'recorded' | 'replay' } & OperationSnapshot)
-  | { readonly outcome: 'refused'; readonly reason: ReportRefusal };
-
-export type ReconcileResult =
-  | ({ readonly outcome: 'recorded' | 'replay' } & OperationSnapshot)
-  | { readonly outcome: 'refused'; readonly reason: ReconcileRefusal };
 
 // ---------------------------------------------------------------------------------------------
 // Storage schema: versioned, applied in order, each version once.
@@ -446,10 +383,9 @@ export class IdempotencyObject extends DurableObject<Env> {
 
   /** Mirror the operation and its receipts into D1. Returns false (and logs) when D1 failed. */
   async #syncIndex(op: Operation): Promise<boolean> {
-    const db = database(this.env);
     try {
-      const receipts = this.#receiptRows().map((r) => toNewReceipt(op.tenant_id, r));
-      await db.batch([upsertOperationStatement(db, op), ...insertReceiptStatements(db, ...receipts)]);
+      const receipts = this.#receiptRows().map((r) => toTenantReceipt(op.tenant_id, r));
+      await mirrorOperation(database(this.env), op, receipts);
     } catch (e) {
       console.error(
         JSON.stringify({
@@ -489,7 +425,7 @@ function checkReceipt(sha256: string, body: object, sameTenant: boolean): void {
   if (!sameTenant) throw new Error('receipt is for another tenant than this operation');
 }
 
-function toNewReceipt(tenantId: string, r: StoredReceiptRow): NewReceipt {
+function toTenantReceipt(tenantId: string, r: StoredReceiptRow): TenantReceipt {
   const receipt = parseStoredJson('receipt', r.receipt) as { sha256: string; body: { [k: string]: unknown } };
   const kind = r.kind as ReceiptKind;
   const body = receipt.body;
@@ -503,52 +439,6 @@ function toNewReceipt(tenantId: string, r: StoredReceiptRow): NewReceipt {
     evidence: parseStoredJson('receipt evidence', r.evidence),
     created_at_unix_ms: r.created_at_unix_ms,
   };
-}
-
-/**
- * A single-use operation has no client key; its `operations.idempotency_key` is
- * `single-use/<receipt digest>` so the unique (tenant, contract, key) index still holds one row per
- * operation. `/` never occurs in a client key (`IdempotencyKey`), so the two cannot collide.
- */
-export const SINGLE_USE_INDEX_PREFIX = 'single-use/';
-
-export function operationIndexKey(
-  op: Pick<Operation, 'idempotency_key' | 'authorization_receipt_sha256'>,
-): string {
-  return op.idempotency_key ?? `${SINGLE_USE_INDEX_PREFIX}${op.authorization_receipt_sha256}`;
-}
-
-/** Upsert that never moves the row backwards: D1 writes may land out of order, versions do not. */
-function upsertOperationStatement(db: Db, op: Operation) {
-  const row = {
-    operation_id: op.operation_id,
-    tenant_id: op.tenant_id,
-    tool_contract_sha256: op.tool_contract_sha256,
-    idempotency_key: operationIndexKey(op),
-    input_sha256: op.input_sha256,
-    state: op.status,
-    authorization_receipt_sha256: op.authorization_receipt_sha256,
-    execution_receipt_sha256: op.execution_receipt_sha256,
-    reconciliation_owner: op.reconciliation_owner,
-    reconciliation_deadline_unix_ms: op.reconciliation_deadline_unix_ms,
-    escalated_at_unix_ms: op.escalated_at_unix_ms,
-    updated_at_unix_ms: op.updated_at_unix_ms,
-  };
-  return db
-    .insert(operations)
-    .values(row)
-    .onConflictDoUpdate({
-      target: operations.operation_id,
-      set: {
-        state: row.state,
-        execution_receipt_sha256: row.execution_receipt_sha256,
-        reconciliation_owner: row.reconciliation_owner,
-        reconciliation_deadline_unix_ms: row.reconciliation_deadline_unix_ms,
-        escalated_at_unix_ms: row.escalated_at_unix_ms,
-        updated_at_unix_ms: row.updated_at_unix_ms,
-      },
-      setWhere: sql`${operations.tenant_id} = ${row.tenant_id} AND ${operations.updated_at_unix_ms} < excluded.updated_at_unix_ms`,
-    });
 }
 
 /** The stub for an operation. Names come only from `operationId(...)`. */

@@ -14,7 +14,11 @@ export type CoreErrorReason =
   | 'invalid_observation'
   | 'invalid_policy'
   | 'invalid_receipt'
-  | 'canonicalization_failed';
+  | 'canonicalization_failed'
+  // Stored state a request names does not exist (for the caller's tenant).
+  | 'not_found'
+  // A target named beside the input is not the one the contract derives from it.
+  | 'target_mismatch';
 
 export interface FieldIssue {
   /** JSON path of the offending field, e.g. `grant.capabilities[0].resources`. */

@@ -6,6 +6,7 @@
  * Never: coerces types, fills defaults for authority-bearing fields, or reads a clock.
  */
 import { z } from 'zod';
+import type { JsonValue } from './canonical/json.js';
 
 // The patterns and bounds are shared with the hand-written hot-path parser (`invocation.ts`), so
 // the two can never disagree about what a valid field is.
@@ -39,3 +40,6 @@ export const Label = z
   .refine((s) => s.isWellFormed(), 'must be well-formed unicode');
 
 export const strict = z.strictObject;
+
+/** Any JSON value; the strict decoder at the boundary already rejected everything that is not one. */
+export const JsonInput = z.custom<JsonValue>((v) => v !== undefined, 'is required');

@@ -1,45 +1,22 @@
 /**
- * Receipt storage shared by every route that issues receipts (authorization here; execution and
- * reconciliation in the execution routes). Receipts are append-only (a trigger refuses update and
- * delete) and stored under the issuing tenant, so another tenant's receipt is not found.
+ * Receipt rows shared by the tenant store and the idempotency object's index mirror. Receipts
+ * are append-only (a trigger refuses update and delete) and stored under the issuing tenant, so
+ * another tenant's receipt is not found.
  */
 import { and, eq } from 'drizzle-orm';
 import { digestOf } from '../core/canonical/canonical.js';
-import type { JsonValue } from '../core/canonical/json.js';
+import type { NewReceipt, StoredReceipt } from '../services/ports.js';
 import type { Db } from './client.js';
 import { parseStoredJson, toCanonicalText } from './documents.js';
 import { receipts } from './schema.js';
 
-export type ReceiptKind = 'authorization' | 'execution' | 'reconciliation' | (string & {});
-
-export interface NewReceipt {
-  readonly tenant_id: string;
-  readonly kind: ReceiptKind;
-  readonly receipt: { readonly sha256: string; readonly body: object };
-  /** `authorized` / `denied`, or an execution / reconciliation status. */
-  readonly outcome: string;
-  readonly principal_id?: string | null;
-  /** Canonical inputs for replay (digests and trusted state, never raw arguments). */
-  readonly evidence?: unknown;
-  readonly created_at_unix_ms: number;
-}
-
-export interface StoredReceipt {
-  readonly tenant_id: string;
-  readonly sha256: string;
-  readonly kind: string;
-  readonly receipt: { readonly sha256: string; readonly body: { readonly [key: string]: JsonValue } };
-  readonly evidence: JsonValue | null;
-  readonly outcome: string;
-  readonly principal_id: string | null;
-  readonly created_at_unix_ms: number;
-}
+export type TenantReceipt = NewReceipt & { readonly tenant_id: string };
 
 /**
  * Insert statements for `db.batch([...])`, so a receipt is written in the same transaction as the
  * state change it records. Re-inserting identical content is a no-op (same digest, same bytes).
  */
-export function insertReceiptStatements(db: Db, ...items: readonly NewReceipt[]) {
+export function insertReceiptStatements(db: Db, ...items: readonly TenantReceipt[]) {
   return items.map((r) => {
     // A receipt whose identity is not its body's digest would be unverifiable evidence.
     if (digestOf(r.receipt.body) !== r.receipt.sha256) {
@@ -62,7 +39,11 @@ export function insertReceiptStatements(db: Db, ...items: readonly NewReceipt[])
 }
 
 /** The tenant's receipt with this digest, or null (also for another tenant's receipt). */
-export async function getReceipt(db: Db, tenant_id: string, sha256: string): Promise<StoredReceipt | null> {
+export async function getReceiptRow(
+  db: Db,
+  tenant_id: string,
+  sha256: string,
+): Promise<StoredReceipt | null> {
   const row = await db
     .select()
     .from(receipts)

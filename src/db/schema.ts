@@ -10,6 +10,7 @@
  */
 import { sql } from 'drizzle-orm';
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core';
+import { APPROVAL_STATUSES } from '../services/ports.js';
 
 export const tenants = sqliteTable('tenants', {
   tenant_id: text().primaryKey(),
@@ -81,9 +82,6 @@ export const grants = sqliteTable(
   (t) => [index('grants_principal').on(t.tenant_id, t.principal_id, t.grant_id)],
 );
 
-export const APPROVAL_STATUSES = ['pending', 'approved', 'denied', 'consumed'] as const;
-export type ApprovalStatus = (typeof APPROVAL_STATUSES)[number];
-
 export const approvals = sqliteTable(
   'approvals',
   {
@@ -151,7 +149,7 @@ export const receipts = sqliteTable(
   ],
 );
 
-/** Index of idempotency operations (the Durable Object is the source of truth; engineer B). */
+/** Index of idempotency operations (the Durable Object is the source of truth; it mirrors here). */
 export const operations = sqliteTable(
   'operations',
   {

@@ -10,7 +10,8 @@ import { matchedRoutes } from 'hono/route';
 import { newId } from '../db/ids.js';
 import { authenticate } from './auth.js';
 import type { AppEnv } from './env.js';
-import { ApiError, errorResponse, onError } from './errors.js';
+import { errorResponse, onError } from './errors.js';
+import { ServiceError } from '../services/errors.js';
 import { approvalRoutes } from './routes/approvals.js';
 import { authorizeRoutes } from './routes/authorize.js';
 import { contractRoutes } from './routes/contracts.js';
@@ -67,7 +68,7 @@ export function createApp(): Hono<AppEnv> {
   v1.route('/', observationRoutes);
   app.route('/v1', v1);
 
-  app.notFound((c) => errorResponse(c, new ApiError('not_found', 'no such route')));
+  app.notFound((c) => errorResponse(c, new ServiceError('not_found', 'no such route')));
   app.onError(onError);
   return app;
 }

@@ -13,7 +13,7 @@ import type { z } from 'zod';
 import { fromJsonError, fromZodError } from '../core/errors.js';
 import { decodeJsonBytes, type JsonValue } from '../core/canonical/json.js';
 import type { AppEnv } from './env.js';
-import { ApiError, fromCoreError } from './errors.js';
+import { fromCoreError, ServiceError } from '../services/errors.js';
 
 export const DEFAULT_MAX_BODY_BYTES = 256 * 1024;
 export const MAX_JSON_DEPTH = 32;
@@ -33,18 +33,18 @@ export async function readJsonValue(c: Context<AppEnv>, options: ReadJsonOptions
   const bytes = await readBytes(c, maxBodyBytes(c.env));
   let value: JsonValue;
   if (bytes.byteLength === 0) {
-    if (!options.allowEmpty) throw new ApiError('malformed_json', 'a json body is required');
+    if (!options.allowEmpty) throw new ServiceError('malformed_json', 'a json body is required');
     value = {};
   } else {
     // A form or text body parsed as JSON would let a cross-site form post reach the API.
     const type = c.req.header('content-type') ?? '';
     if (!/^application\/json\s*(;|$)/i.test(type)) {
-      throw new ApiError('unsupported_media_type', 'content-type must be application/json');
+      throw new ServiceError('unsupported_media_type', 'content-type must be application/json');
     }
     const decoded = decodeJsonBytes(bytes, { maxBytes: maxBodyBytes(c.env), maxDepth: MAX_JSON_DEPTH });
     if (!decoded.ok) {
       if (decoded.error.reason === 'too_large')
-        throw new ApiError('payload_too_large', decoded.error.message);
+        throw new ServiceError('payload_too_large', decoded.error.message);
       throw fromCoreError(fromJsonError(decoded.error));
     }
     value = decoded.value;
@@ -70,9 +70,9 @@ async function readBytes(c: Context<AppEnv>, max: number): Promise<Uint8Array> {
   if (declared !== undefined) {
     const n = Number(declared);
     if (!/^[0-9]+$/.test(declared) || !Number.isSafeInteger(n)) {
-      throw new ApiError('invalid_request', 'content-length is not a valid length');
+      throw new ServiceError('invalid_request', 'content-length is not a valid length');
     }
-    if (n > max) throw new ApiError('payload_too_large', `body is ${n} bytes, limit is ${max}`);
+    if (n > max) throw new ServiceError('payload_too_large', `body is ${n} bytes, limit is ${max}`);
   }
   const stream = c.req.raw.body;
   if (stream === null) return new Uint8Array(0);
@@ -85,7 +85,7 @@ async function readBytes(c: Context<AppEnv>, max: number): Promise<Uint8Array> {
     total += value.byteLength;
     if (total > max) {
       await reader.cancel();
-      throw new ApiError('payload_too_large', `body exceeds ${max} bytes`);
+      throw new ServiceError('payload_too_large', `body exceeds ${max} bytes`);
     }
     chunks.push(value);
   }

@@ -1,6 +1,6 @@
 /**
  * The one mapping from every error reason to an HTTP status and wire code, and the app's single
- * `onError`. Routes throw `ApiError`; core `CoreError`s are wrapped with `fromCoreError`.
+ * `onError`. Services and routes throw `ServiceError` (src/services/errors.ts).
  *
  * Wire shape: `{ "error": { "code", "message", "issues": [{ "path", "message" }], "request_id" } }`.
  * An unexpected exception is always a 500 `internal` carrying the request id, never its message:
@@ -9,37 +9,9 @@
 import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import type { CoreError, CoreErrorReason, FieldIssue } from '../core/errors.js';
+import type { FieldIssue } from '../core/errors.js';
+import { type ErrorReason, ServiceError } from '../services/errors.js';
 import type { AppEnv } from './env.js';
-
-/** Failures that only exist at the HTTP edge. */
-export type HttpErrorReason =
-  | 'unauthenticated'
-  | 'forbidden_role'
-  | 'self_approval'
-  | 'tenant_mismatch'
-  | 'principal_mismatch'
-  | 'not_found'
-  | 'method_not_allowed'
-  | 'conflict'
-  | 'contract_quarantined'
-  | 'target_mismatch'
-  | 'payload_too_large'
-  | 'unsupported_media_type'
-  // Execution dispatch and the idempotency state machine.
-  | 'authorization_denied'
-  | 'authorization_expired'
-  | 'authorization_revoked'
-  | 'executor_mismatch'
-  | 'in_progress'
-  | 'reconciliation_required'
-  | 'stale_fencing_token'
-  | 'not_reconcilable'
-  | 'idempotency_key_reused'
-  | 'reconciliation_rejected'
-  | 'internal';
-
-export type ErrorReason = CoreErrorReason | HttpErrorReason;
 
 export interface WireError {
   readonly status: ContentfulStatusCode;
@@ -94,28 +66,6 @@ export function wireError(reason: ErrorReason): WireError {
   }
 }
 
-export class ApiError extends Error {
-  override readonly name = 'ApiError';
-  constructor(
-    readonly reason: ErrorReason,
-    message: string,
-    readonly issues: readonly FieldIssue[] = [],
-    /** Seconds for a `Retry-After` header (e.g. `in_progress`), or null. */
-    readonly retryAfterSeconds: number | null = null,
-  ) {
-    super(message);
-  }
-}
-
-export function fromCoreError(e: CoreError): ApiError {
-  return new ApiError(e.reason, e.message, e.issues);
-}
-
-/** 404 for anything missing or owned by another tenant: existence never leaks across tenants. */
-export function notFound(kind: string): ApiError {
-  return new ApiError('not_found', `${kind} not found`);
-}
-
 export function errorBody(
   reason: ErrorReason,
   message: string,
@@ -125,7 +75,7 @@ export function errorBody(
   return { error: { code: wireError(reason).code, message, issues, request_id: requestId } };
 }
 
-export function errorResponse(c: Context<AppEnv>, e: ApiError): Response {
+export function errorResponse(c: Context<AppEnv>, e: ServiceError): Response {
   const { status } = wireError(e.reason);
   if (e.retryAfterSeconds !== null) c.header('retry-after', String(e.retryAfterSeconds));
   return c.json(errorBody(e.reason, e.message, e.issues, c.var.requestId), status);
@@ -133,21 +83,21 @@ export function errorResponse(c: Context<AppEnv>, e: ApiError): Response {
 
 /** The app's only error handler. */
 export function onError(e: Error, c: Context<AppEnv>): Response {
-  if (e instanceof ApiError) {
+  if (e instanceof ServiceError) {
     c.set('log', { ...c.var.log, error: e.reason });
     return errorResponse(c, e);
   }
   if (e instanceof HTTPException) {
     const reason = httpExceptionReason(e.status);
     c.set('log', { ...c.var.log, error: reason });
-    return errorResponse(c, new ApiError(reason, reason === 'internal' ? 'internal error' : e.message));
+    return errorResponse(c, new ServiceError(reason, reason === 'internal' ? 'internal error' : e.message));
   }
   // Only the error's name and message are logged: never a request body or raw arguments.
   console.error(
     JSON.stringify({ level: 'error', request_id: c.var.requestId, error: e.name, message: e.message }),
   );
   c.set('log', { ...c.var.log, error: 'internal' });
-  return errorResponse(c, new ApiError('internal', 'internal error; quote the request id'));
+  return errorResponse(c, new ServiceError('internal', 'internal error; quote the request id'));
 }
 
 function httpExceptionReason(status: number): ErrorReason {

@@ -7,11 +7,11 @@ import { env } from 'cloudflare:workers';
 import { and, eq } from 'drizzle-orm';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
-  type ClaimRequest,
   type IdempotencyObject,
   SCHEMA_VERSION,
   operationStub,
 } from '../../../durable-objects/idempotency.js';
+import type { ClaimRequest } from '../../../src/services/operations.js';
 import { digestOf } from '../../../src/core/canonical/canonical.js';
 import { formatFencingToken, operationId } from '../../../src/core/execution/idempotency.js';
 import type { ExecutionReceipt, ToolExecutionObservation } from '../../../src/core/model.js';

@@ -8,10 +8,9 @@
  */
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
-import { database, invariantViolation } from '../../../src/db/client.js';
+import { type AuthorizeRequest, decideAuthorization } from '../../../src/core/authorization/decide.js';
 import { newId } from '../../../src/db/ids.js';
-import { type AuthorizeBody, evaluate, loadState, persist } from '../../../src/http/routes/authorize.js';
-import type { AuthenticatedPrincipal } from '../../../src/http/env.js';
+import { tenantStore } from '../../../src/platform/bindings.js';
 import type { Seeded } from '../../../scripts/seed.js';
 import {
   approvedApproval,
@@ -23,33 +22,23 @@ import {
   seedTenant,
 } from './harness.js';
 
-function agentOf(s: Seeded): AuthenticatedPrincipal {
-  return {
-    principal_id: s.agent.principal_id,
-    tenant_id: s.tenant_id,
-    roles: ['agent'],
-    executor_release: null,
-  };
-}
-
-/** Load and evaluate now; return a function that persists this (soon stale) evaluation. */
-async function staleAuthorization(s: Seeded, body: AuthorizeBody) {
-  const db = database(env);
-  const p = agentOf(s);
+/**
+ * Load and decide now, through the same store and core entry point as the service; return a
+ * function that commits this (soon stale) decision and answers which race it lost, if any.
+ */
+async function staleAuthorization(s: Seeded, body: AuthorizeRequest) {
+  const store = tenantStore(env, s.tenant_id);
   const now = Date.now();
-  const state = await loadState(db, p, body);
-  if (state.pinned === null) throw new Error('contract not pinned');
-  const evaluation = evaluate(state, state.pinned, body, p, newId('invocation'), now);
-  expect(evaluation.receipt.body.decision).toBe('authorized');
+  const state = await store.loadAuthorizationState(s.agent.principal_id, body);
+  const decided = decideAuthorization(body, state, { invocation_id: newId('invocation') }, now);
+  if (!decided.ok) throw new Error(decided.error.message);
+  const decision = decided.value;
+  expect(decision.receipt.body.decision).toBe('authorized');
   return {
-    sha256: evaluation.receipt.sha256,
-    persist: async (): Promise<unknown> => {
-      try {
-        await persist(db, p, state, evaluation, now);
-        return null;
-      } catch (e) {
-        return e;
-      }
+    sha256: decision.receipt.sha256,
+    persist: async (): Promise<string | null> => {
+      const committed = await store.commitAuthorization(decision, s.agent.principal_id, now);
+      return committed.ok ? null : committed.lost;
     },
   };
 }
@@ -61,7 +50,7 @@ async function receiptExists(tenant_id: string, sha256: string): Promise<boolean
   return row !== null;
 }
 
-const readBody = (s: Seeded, run_id: string): AuthorizeBody => ({
+const readBody = (s: Seeded, run_id: string): AuthorizeRequest => ({
   tool_contract_sha256: s.read_contract_sha256,
   input: READ_INPUT,
   run_id,
@@ -72,11 +61,11 @@ describe('lost races abort the whole batch', () => {
     const s = await seedTenant();
     const run = await createRun(s);
     const approval_id = await approvedApproval(s);
-    const body = authorizeBody(s, run, { approval_id }) as AuthorizeBody;
+    const body = authorizeBody(s, run, { approval_id }) as AuthorizeRequest;
     const stale = await staleAuthorization(s, body);
     expect((await authorize(s, { ...body, idempotency_key: 'rollback-winner-0001' })).status).toBe(200);
     const e = await stale.persist();
-    expect(invariantViolation(e)).toBe('approval_unusable');
+    expect(e).toBe('approval_unusable');
     expect(await receiptExists(s.tenant_id, stale.sha256)).toBe(false);
     const r = await call('GET', `/v1/runs/${run}`, { key: s.agent.api_key });
     expect(r.body).toMatchObject({ calls_used: 1, writes_used: 1 });
@@ -88,7 +77,7 @@ describe('lost races abort the whole batch', () => {
     const stale = await staleAuthorization(s, readBody(s, run));
     expect((await authorize(s, readBody(s, run))).status).toBe(200);
     const e = await stale.persist();
-    expect(invariantViolation(e)).toBe('run_budget_spent');
+    expect(e).toBe('run_budget_spent');
     expect(await receiptExists(s.tenant_id, stale.sha256)).toBe(false);
   });
 
@@ -99,7 +88,7 @@ describe('lost races abort the whole batch', () => {
     expect((await call('POST', `/v1/grants/${s.grant_id}/revoke`, { key: s.admin.api_key })).status).toBe(
       200,
     );
-    expect(invariantViolation(await stale.persist())).toBe('grant_revoked');
+    expect(await stale.persist()).toBe('grant_revoked');
     expect(await receiptExists(s.tenant_id, stale.sha256)).toBe(false);
     const r = await call('GET', `/v1/runs/${run}`, { key: s.agent.api_key });
     expect(r.body).toMatchObject({ calls_used: 0 });
@@ -110,7 +99,7 @@ describe('lost races abort the whole batch', () => {
     const run = await createRun(s);
     const stale = await staleAuthorization(s, readBody(s, run));
     await call('POST', `/v1/contracts/${s.read_contract_sha256}/quarantine`, { key: s.admin.api_key });
-    expect(invariantViolation(await stale.persist())).toBe('contract_quarantined');
+    expect(await stale.persist()).toBe('contract_quarantined');
     expect(await receiptExists(s.tenant_id, stale.sha256)).toBe(false);
   });
 
@@ -119,7 +108,7 @@ describe('lost races abort the whole batch', () => {
     const run = await createRun(s);
     const stale = await staleAuthorization(s, readBody(s, run));
     await call('POST', `/v1/principals/${s.agent.principal_id}/revoke`, { key: s.admin.api_key });
-    expect(invariantViolation(await stale.persist())).toBe('principal_revoked');
+    expect(await stale.persist()).toBe('principal_revoked');
     expect(await receiptExists(s.tenant_id, stale.sha256)).toBe(false);
   });
 

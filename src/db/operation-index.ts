@@ -1,0 +1,68 @@
+/**
+ * The D1 mirror of the idempotency Durable Objects: the `operations` index and the receipts an
+ * operation recorded. The object is the source of truth and calls `mirrorOperation` after every
+ * change (and again from its alarm when that write failed), so the index converges.
+ *
+ * Guarantees: an index row never moves backwards (writes may land out of order, versions do not);
+ * receipts are append-only and re-inserting identical content is a no-op.
+ */
+import { sql } from 'drizzle-orm';
+import type { Operation } from '../core/execution/idempotency.js';
+import type { Db } from './client.js';
+import { insertReceiptStatements, type TenantReceipt } from './receipts.js';
+import { operations } from './schema.js';
+
+/**
+ * A single-use operation has no client key; its `operations.idempotency_key` is
+ * `single-use/<receipt digest>` so the unique (tenant, contract, key) index still holds one row per
+ * operation. `/` never occurs in a client key (`IdempotencyKey`), so the two cannot collide.
+ */
+export const SINGLE_USE_INDEX_PREFIX = 'single-use/';
+
+export function operationIndexKey(
+  op: Pick<Operation, 'idempotency_key' | 'authorization_receipt_sha256'>,
+): string {
+  return op.idempotency_key ?? `${SINGLE_USE_INDEX_PREFIX}${op.authorization_receipt_sha256}`;
+}
+
+/** Upsert that never moves the row backwards: D1 writes may land out of order, versions do not. */
+function upsertOperationStatement(db: Db, op: Operation) {
+  const row = {
+    operation_id: op.operation_id,
+    tenant_id: op.tenant_id,
+    tool_contract_sha256: op.tool_contract_sha256,
+    idempotency_key: operationIndexKey(op),
+    input_sha256: op.input_sha256,
+    state: op.status,
+    authorization_receipt_sha256: op.authorization_receipt_sha256,
+    execution_receipt_sha256: op.execution_receipt_sha256,
+    reconciliation_owner: op.reconciliation_owner,
+    reconciliation_deadline_unix_ms: op.reconciliation_deadline_unix_ms,
+    escalated_at_unix_ms: op.escalated_at_unix_ms,
+    updated_at_unix_ms: op.updated_at_unix_ms,
+  };
+  return db
+    .insert(operations)
+    .values(row)
+    .onConflictDoUpdate({
+      target: operations.operation_id,
+      set: {
+        state: row.state,
+        execution_receipt_sha256: row.execution_receipt_sha256,
+        reconciliation_owner: row.reconciliation_owner,
+        reconciliation_deadline_unix_ms: row.reconciliation_deadline_unix_ms,
+        escalated_at_unix_ms: row.escalated_at_unix_ms,
+        updated_at_unix_ms: row.updated_at_unix_ms,
+      },
+      setWhere: sql`${operations.tenant_id} = ${row.tenant_id} AND ${operations.updated_at_unix_ms} < excluded.updated_at_unix_ms`,
+    });
+}
+
+/** Mirror one operation and its receipts in one batch. Throws when D1 fails (the object retries). */
+export async function mirrorOperation(
+  db: Db,
+  op: Operation,
+  receipts: readonly TenantReceipt[],
+): Promise<void> {
+  await db.batch([upsertOperationStatement(db, op), ...insertReceiptStatements(db, ...receipts)]);
+}

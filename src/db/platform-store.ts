@@ -1,0 +1,70 @@
+/**
+ * The D1 adapter of `PlatformStore`: what is not one tenant's (API-key lookup, tenant creation).
+ *
+ * Guarantees: a tenant, its first policy and its first admin are written in one batch; a name
+ * race is decided by the unique index (the loser wrote nothing).
+ */
+import { eq } from 'drizzle-orm';
+import type { PlatformStore, NewPrincipal, PrincipalRow } from '../services/ports.js';
+import type { TenantPolicy } from '../core/policy.js';
+import type { Db } from './client.js';
+import { toCanonicalText } from './documents.js';
+import { principals, policies, tenants } from './schema.js';
+import { principalValues, toPrincipalRow } from './tenant-store.js';
+
+export function d1PlatformStore(db: Db): PlatformStore {
+  return {
+    async principalByKeyDigest(key_sha256: string) {
+      const row = await db.select().from(principals).where(eq(principals.key_sha256, key_sha256)).get();
+      return row === undefined ? null : { ...toPrincipalRow(row), key_sha256: row.key_sha256 };
+    },
+
+    async tenantNameTaken(name: string) {
+      const row = await db
+        .select({ id: tenants.tenant_id })
+        .from(tenants)
+        .where(eq(tenants.name, name))
+        .get();
+      return row !== undefined;
+    },
+
+    async createTenant(t: {
+      readonly tenant_id: string;
+      readonly name: string;
+      readonly policy: TenantPolicy;
+      readonly policy_sha256: string;
+      readonly admin: NewPrincipal;
+      readonly now: number;
+    }) {
+      try {
+        await db.batch([
+          db.insert(policies).values({
+            tenant_id: t.tenant_id,
+            policy_sha256: t.policy_sha256,
+            document: toCanonicalText(t.policy),
+            created_at_unix_ms: t.now,
+          }),
+          db.insert(tenants).values({
+            tenant_id: t.tenant_id,
+            name: t.name,
+            policy_sha256: t.policy_sha256,
+            created_at_unix_ms: t.now,
+          }),
+          db.insert(principals).values(principalValues(t.admin)),
+        ]);
+        return 'created';
+      } catch (e) {
+        // Two creations of one name racing: the unique index decides, the loser wrote nothing.
+        if (
+          e instanceof Error &&
+          /UNIQUE constraint failed: tenants\.name/.test(`${e.message} ${String(e.cause)}`)
+        ) {
+          return 'name_taken';
+        }
+        throw e;
+      }
+    },
+  };
+}
+
+export type { PrincipalRow };

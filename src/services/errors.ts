@@ -1,0 +1,66 @@
+/**
+ * The typed failures of every service, whatever door called it. A door maps each reason to its
+ * own wire form exactly once (HTTP: `src/http/errors.ts`); a denial is never one of these: it is
+ * a receipt.
+ *
+ * Guarantees: every reason is a closed union member, so a door's mapping is exhaustive at
+ * compile time; a message never quotes raw input unescaped (quoted input goes through
+ * `safeText`).
+ */
+import type { CoreError, CoreErrorReason, FieldIssue } from '../core/errors.js';
+import type { Result } from '../core/result.js';
+
+/** Failures that are not core "cannot evaluate" errors. */
+export type ServiceErrorReason =
+  | 'unauthenticated'
+  | 'forbidden_role'
+  | 'self_approval'
+  | 'tenant_mismatch'
+  | 'principal_mismatch'
+  | 'method_not_allowed'
+  | 'conflict'
+  | 'contract_quarantined'
+  | 'payload_too_large'
+  | 'unsupported_media_type'
+  // Execution dispatch and the idempotency state machine.
+  | 'authorization_denied'
+  | 'authorization_expired'
+  | 'authorization_revoked'
+  | 'executor_mismatch'
+  | 'in_progress'
+  | 'reconciliation_required'
+  | 'stale_fencing_token'
+  | 'not_reconcilable'
+  | 'idempotency_key_reused'
+  | 'reconciliation_rejected'
+  | 'internal';
+
+export type ErrorReason = CoreErrorReason | ServiceErrorReason;
+
+export class ServiceError extends Error {
+  override readonly name = 'ServiceError';
+  constructor(
+    readonly reason: ErrorReason,
+    message: string,
+    readonly issues: readonly FieldIssue[] = [],
+    /** Seconds for a `Retry-After` answer (e.g. `in_progress`), or null. */
+    readonly retryAfterSeconds: number | null = null,
+  ) {
+    super(message);
+  }
+}
+
+export function fromCoreError(e: CoreError): ServiceError {
+  return new ServiceError(e.reason, e.message, e.issues);
+}
+
+/** Anything missing or owned by another tenant: existence never leaks across tenants. */
+export function notFound(kind: string): ServiceError {
+  return new ServiceError('not_found', `${kind} not found`);
+}
+
+/** The value of a core `Result`, or its error as a `ServiceError`. */
+export function unwrap<T>(r: Result<T, CoreError>): T {
+  if (!r.ok) throw fromCoreError(r.error);
+  return r.value;
+}

@@ -1,0 +1,401 @@
+/**
+ * Claim, report and reconcile: dispatch one authorized call at most once, record what its
+ * execution proves, and settle an unknown outcome (spec ch. 11, "Idempotency is a
+ * logical-operation contract", "Verify the effect, not only the response").
+ *
+ * Guarantees:
+ * - a claim names a stored authorization receipt of the caller's tenant whose body hashes to its
+ *   identity; a denied, expired, revoked or other executor's receipt is refused before the
+ *   operation is touched;
+ * - the operation's Durable Object decides: exactly one claim ever proceeds, with a fencing token;
+ *   the same input replays the stored outcome; another input under the same key is
+ *   `idempotency_key_reused` whatever the state, and the answer carries nothing of the other input;
+ * - a report is verified by the pure core against the operation's own contract and authorization,
+ *   and recorded only with the current owner's fencing token, inside its lease; the operation's
+ *   object stores the receipt and mirrors it into D1;
+ * - a reconciliation is verified by the core; a still-indeterminate or violating observation is
+ *   refused with every violation and changes nothing; an operation resolves once.
+ * Never: trusts a receipt digest it did not recompute, takes tenant, principal, time or the
+ *   authorization from the body, or hands out a second `proceed` for an operation whose owner may
+ *   have crashed after the effect (that is reconciliation).
+ */
+import { z } from 'zod';
+import { digestOf } from '../core/canonical/canonical.js';
+import type { FieldIssue } from '../core/errors.js';
+import { verifyExecution } from '../core/execution/execution.js';
+import {
+  type DispatchRefusal,
+  FencingToken,
+  type OperationKey,
+  OperationStatus,
+  UNRESOLVED_STATUSES,
+  dispatchRefusal,
+  leaseMs,
+  operationId,
+} from '../core/execution/idempotency.js';
+import { reconcileOperation } from '../core/execution/reconciliation.js';
+import { AuthorizationReceipt, type ExecutionReceipt, ToolExecutionObservation } from '../core/model.js';
+import type { TenantPolicy } from '../core/policy.js';
+import { Sha256 } from '../core/schema.js';
+import { StoredDocumentError } from '../db/documents.js';
+import { SINGLE_USE_INDEX_PREFIX } from '../db/operation-index.js';
+import { type Caller, type TenantContext, ROLES_FOR, requireRole } from './context.js';
+import { ServiceError, notFound, unwrap } from './errors.js';
+import type { OperationSnapshot } from './operations.js';
+import type { OperationRow, PinnedContract, TenantStore } from './ports.js';
+
+export const ClaimBody = z.strictObject({ authorization_receipt_sha256: Sha256 });
+export type ClaimBody = z.infer<typeof ClaimBody>;
+export const ReportBody = z.strictObject({
+  operation_id: Sha256,
+  fencing_token: FencingToken,
+  observation: ToolExecutionObservation,
+});
+export type ReportBody = z.infer<typeof ReportBody>;
+export const ReconcileBody = z.strictObject({ operation_id: Sha256, observation: ToolExecutionObservation });
+export type ReconcileBody = z.infer<typeof ReconcileBody>;
+
+export const OperationListQuery = z.strictObject({
+  status: OperationStatus.optional(),
+  limit: z
+    .string()
+    .regex(/^[1-9][0-9]{0,2}$/, 'must be an integer from 1 to 100')
+    .transform(Number)
+    .pipe(z.number().int().min(1).max(100))
+    .optional(),
+});
+export type OperationListQuery = z.infer<typeof OperationListQuery>;
+
+const DISPATCH_MESSAGES: Record<DispatchRefusal, string> = {
+  authorization_denied: 'the authorization receipt is a denial',
+  authorization_expired: 'the authorization receipt is past its dispatch deadline, grant or approval expiry',
+  authorization_revoked: 'the grant, contract, principal or policy changed since the authorization',
+  executor_mismatch: 'the contract names another executor release',
+};
+
+// ---------------------------------------------------------------------------------------------
+// Shared lookups (tenant-scoped; every stored receipt is re-hashed before it is believed)
+
+/** The tenant's authorization receipt, verified, or null (also for another kind or tenant). */
+export async function loadAuthorizationReceipt(
+  store: TenantStore,
+  sha256: string,
+): Promise<AuthorizationReceipt | null> {
+  const stored = await store.getReceipt(sha256);
+  if (stored === null || stored.kind !== 'authorization') return null;
+  const parsed = AuthorizationReceipt.safeParse(stored.receipt);
+  // A stored receipt that does not parse or hash to its key is corruption: fail closed (500).
+  if (
+    !parsed.success ||
+    parsed.data.sha256 !== sha256 ||
+    digestOf(parsed.data.body) !== sha256 ||
+    parsed.data.body.tenant_id !== store.tenant_id
+  ) {
+    throw new StoredDocumentError('stored authorization receipt does not verify');
+  }
+  return parsed.data;
+}
+
+/** The tenant's index row for an operation, or null. A malformed id names nothing. */
+async function findOperationRow(store: TenantStore, operation_id: string): Promise<OperationRow | null> {
+  if (!Sha256.safeParse(operation_id).success) return null;
+  return store.getOperation(operation_id);
+}
+
+/** Everything a report or reconciliation checks an observation against, from trusted storage. */
+interface OperationContext {
+  readonly authorization: AuthorizationReceipt;
+  readonly pinned: PinnedContract;
+  readonly policy: TenantPolicy;
+}
+
+async function loadOperationContext(store: TenantStore, row: OperationRow): Promise<OperationContext> {
+  const [authorization, pinned, policy] = await Promise.all([
+    loadAuthorizationReceipt(store, row.authorization_receipt_sha256),
+    store.getContract(row.tool_contract_sha256),
+    store.currentPolicy(),
+  ]);
+  // An operation exists only for a stored receipt and pinned contract; anything else is corruption.
+  if (authorization === null || pinned === null) {
+    throw new StoredDocumentError('operation refers to a missing receipt or contract');
+  }
+  return { authorization, pinned, policy: policy.policy };
+}
+
+/** `executor_mismatch` unless the caller runs the contract's executor release. */
+export function requireExecutorOf(caller: Caller, pinned: PinnedContract): void {
+  if (caller.executor_release === null || caller.executor_release !== pinned.contract.executor_release) {
+    throw new ServiceError('executor_mismatch', DISPATCH_MESSAGES.executor_mismatch);
+  }
+}
+
+/**
+ * An observation dated in the future (beyond the policy's clock skew) or older than the policy
+ * accepts did not come from this execution as reported: refused, nothing recorded.
+ */
+function checkObservationTime(o: ToolExecutionObservation, policy: TenantPolicy, now: number): void {
+  const issues: FieldIssue[] = [];
+  if (o.completed_at_unix_ms > now + policy.observation_limits.max_clock_skew_ms) {
+    issues.push({ path: 'observation.completed_at_unix_ms', message: 'is in the future' });
+  }
+  if (now - o.completed_at_unix_ms > policy.observation_max_age_ms) {
+    issues.push({ path: 'observation.completed_at_unix_ms', message: 'is older than the policy accepts' });
+  }
+  if (issues.length > 0) throw new ServiceError('invalid_observation', 'observation is not valid', issues);
+}
+
+/** The wire form of an operation and the receipts it links. */
+export function snapshotBody(s: OperationSnapshot) {
+  return {
+    operation: s.operation,
+    execution_receipt: s.execution_receipt,
+    reconciliation_receipt: s.reconciliation_receipt,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Claim
+
+export async function claimExecution(ctx: TenantContext, body: ClaimBody) {
+  const { caller, store, now } = ctx;
+  requireRole(caller, ROLES_FOR.claim);
+  const t = caller.tenant_id;
+  const authorization = await loadAuthorizationReceipt(store, body.authorization_receipt_sha256);
+  if (authorization === null) throw notFound('authorization receipt');
+  const a = authorization.body;
+  const d = await store.loadDispatchState(a);
+  if (d.contract === null || d.receipt_policy === null) {
+    throw new StoredDocumentError('authorization receipt refers to a missing contract or policy');
+  }
+  const pinned = d.contract;
+  const refusal = dispatchRefusal(
+    {
+      receipt: a,
+      authorization_max_dispatch_ms: d.receipt_policy.authorization_max_dispatch_ms,
+      current_policy_sha256: d.policy.policy_sha256,
+      // An authorized receipt whose grant row is gone cannot be re-checked: treat it as revoked.
+      grant_expires_at_unix_ms: d.grant?.grant.expires_at_unix_ms ?? Number.MAX_SAFE_INTEGER,
+      grant_revoked: d.grant === null || d.grant.revoked,
+      approval_expires_at_unix_ms:
+        a.approval_id === null ? null : (d.approval_expires_at_unix_ms ?? Number.MIN_SAFE_INTEGER),
+      contract_quarantined: pinned.quarantined_at_unix_ms !== null,
+      // The authorized agent's row gone is as good as revoked.
+      principal_revoked: d.agent_revoked,
+      contract_executor_release: pinned.contract.executor_release,
+      executor_release: caller.executor_release,
+    },
+    now,
+  );
+  ctx.log({ authorization_receipt_sha256: authorization.sha256 });
+  if (refusal !== null) throw new ServiceError(refusal, DISPATCH_MESSAGES[refusal]);
+
+  const contract = pinned.contract;
+  let key: OperationKey;
+  if (contract.idempotency === 'key_required') {
+    // The authorizer denies a keyless call to such a contract; an authorized one without a key is corruption.
+    if (a.idempotency_key === null)
+      throw new StoredDocumentError('authorized receipt without its idempotency key');
+    key = { kind: 'idempotency_key', idempotency_key: a.idempotency_key };
+  } else {
+    key = { kind: 'authorization', authorization_receipt_sha256: authorization.sha256 };
+  }
+  const operation_id = operationId(t, a.tool_contract_sha256, key);
+  ctx.log({ operation_id });
+
+  const result = await ctx.operations.claim({
+    operation_id,
+    tenant_id: t,
+    tool_contract_sha256: a.tool_contract_sha256,
+    idempotency_key: key.kind === 'idempotency_key' ? key.idempotency_key : null,
+    input_sha256: a.input_sha256,
+    authorization_receipt_sha256: authorization.sha256,
+    principal_id: caller.principal_id,
+    lease_ms: leaseMs(contract),
+    reconciliation_owner: d.policy.policy.reconciliation.owner,
+    reconciliation_window_ms: d.policy.policy.reconciliation.deadline_ms,
+    now,
+  });
+  ctx.log({ claim: result.outcome === 'refused' ? result.reason : result.outcome });
+  switch (result.outcome) {
+    case 'proceed':
+      return {
+        status: 'proceed' as const,
+        operation_id,
+        fencing_token: result.fencing_token,
+        lease_expires_at_unix_ms: result.lease_expires_at_unix_ms,
+        operation: result.operation,
+      };
+    case 'replay':
+      return { status: 'replayed' as const, operation_id, ...snapshotBody(result) };
+    case 'refused':
+      switch (result.reason) {
+        case 'idempotency_key_reused':
+          // The reason only: neither the other input's digest nor how far its operation got.
+          throw new ServiceError(
+            'idempotency_key_reused',
+            'this idempotency key was already used for a different input; use a new key',
+          );
+        case 'in_progress': {
+          const lease = result.operation?.lease_expires_at_unix_ms ?? now;
+          throw new ServiceError(
+            'in_progress',
+            'another executor holds this operation',
+            [],
+            Math.max(1, Math.ceil((lease - now) / 1000)),
+          );
+        }
+        case 'reconciliation_required':
+          throw new ServiceError(
+            'reconciliation_required',
+            'the outcome of this operation is unknown; it must be reconciled, not retried',
+          );
+      }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+
+export async function reportExecution(ctx: TenantContext, body: ReportBody) {
+  const { caller, store, now } = ctx;
+  requireRole(caller, ROLES_FOR.report);
+  ctx.log({ operation_id: body.operation_id });
+  const row = await findOperationRow(store, body.operation_id);
+  if (row === null) throw notFound('operation');
+  const opCtx = await loadOperationContext(store, row);
+  requireExecutorOf(caller, opCtx.pinned);
+  checkObservationTime(body.observation, opCtx.policy, now);
+
+  const receipt: ExecutionReceipt = unwrap(
+    verifyExecution(opCtx.pinned.contract, opCtx.authorization, body.observation),
+  );
+  ctx.log({ execution_receipt_sha256: receipt.sha256, status: receipt.body.status });
+
+  const result = await ctx.operations.report(body.operation_id, {
+    tenant_id: caller.tenant_id,
+    principal_id: caller.principal_id,
+    fencing_token: body.fencing_token,
+    execution_receipt: receipt,
+    observation: body.observation,
+    now,
+  });
+  if (result.outcome === 'refused') {
+    if (result.reason === 'not_found') throw notFound('operation');
+    throw new ServiceError('stale_fencing_token', 'this fencing token no longer holds the operation');
+  }
+  const stored = result.execution_receipt ?? receipt;
+  return {
+    status: stored.body.status,
+    violations: stored.body.violations,
+    rejected: stored.body.status === 'rejected',
+    ...snapshotBody(result),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reconcile
+
+export async function reconcileExecution(ctx: TenantContext, body: ReconcileBody) {
+  const { caller, store, now } = ctx;
+  requireRole(caller, ROLES_FOR.reconcile);
+  ctx.log({ operation_id: body.operation_id });
+  const row = await findOperationRow(store, body.operation_id);
+  if (row === null) throw notFound('operation');
+  const opCtx = await loadOperationContext(store, row);
+  // An executor observes the target with its own release; an admin relays such an observation.
+  if (!caller.roles.includes('tenant_admin')) requireExecutorOf(caller, opCtx.pinned);
+
+  const snapshot = await ctx.operations.read(body.operation_id, caller.tenant_id);
+  if (snapshot === null) throw notFound('operation');
+  const done = snapshot.reconciliation_receipt;
+  // A retry whose answer was lost gets the resolution it made, not a conflict.
+  if (done !== null && done.body.target_observation_sha256 === digestOf(body.observation)) {
+    return { status: done.body.resolution, recorded: false, ...snapshotBody(snapshot) };
+  }
+  const state = snapshot.operation;
+  const lapsed = state.status === 'pending' && now >= state.lease_expires_at_unix_ms;
+  if (done !== null || !(UNRESOLVED_STATUSES.has(state.status) || lapsed)) {
+    throw new ServiceError(
+      'not_reconcilable',
+      `operation is ${state.status}; only an unresolved operation is reconciled`,
+    );
+  }
+
+  const outcome = unwrap(
+    reconcileOperation({
+      contract: opCtx.pinned.contract,
+      authorization: opCtx.authorization,
+      operation_id: body.operation_id,
+      original: snapshot.execution_receipt,
+      observation: body.observation,
+      reconciled_by: caller.principal_id,
+      now,
+      max_clock_skew_ms: opCtx.policy.observation_limits.max_clock_skew_ms,
+    }),
+  );
+  if (!outcome.ok) {
+    const violations = outcome.refusal.violations;
+    ctx.log({ violations: violations.join(',') });
+    throw new ServiceError(
+      'reconciliation_rejected',
+      'the observation does not settle the outcome',
+      violations.map((v) => ({ path: 'observation', message: v })),
+    );
+  }
+  const receipt = outcome.receipt;
+  ctx.log({ reconciliation_receipt_sha256: receipt.sha256 });
+
+  const result = await ctx.operations.reconcile(body.operation_id, {
+    tenant_id: caller.tenant_id,
+    principal_id: caller.principal_id,
+    reconciliation_receipt: receipt,
+    observation: body.observation,
+    now,
+  });
+  if (result.outcome === 'refused') {
+    if (result.reason === 'not_found') throw notFound('operation');
+    throw new ServiceError('not_reconcilable', 'the operation changed meanwhile; read it and try again');
+  }
+  return {
+    status: receipt.body.resolution,
+    recorded: result.outcome === 'recorded',
+    ...snapshotBody(result),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operations (read)
+
+export async function listOperations(ctx: TenantContext, q: OperationListQuery) {
+  requireRole(ctx.caller, ROLES_FOR.readOperations);
+  const rows = await ctx.store.listOperations(q.status, q.limit ?? 50);
+  return {
+    operations: rows.map((r) => ({
+      operation_id: r.operation_id,
+      status: r.state,
+      tool_contract_sha256: r.tool_contract_sha256,
+      // A single-use operation's index key is not a client key.
+      idempotency_key: r.idempotency_key.startsWith(SINGLE_USE_INDEX_PREFIX) ? null : r.idempotency_key,
+      input_sha256: r.input_sha256,
+      authorization_receipt_sha256: r.authorization_receipt_sha256,
+      execution_receipt_sha256: r.execution_receipt_sha256,
+      reconciliation_owner: r.reconciliation_owner,
+      reconciliation_deadline_unix_ms: r.reconciliation_deadline_unix_ms,
+      escalated_at_unix_ms: r.escalated_at_unix_ms,
+      updated_at_unix_ms: r.updated_at_unix_ms,
+    })),
+  };
+}
+
+/**
+ * A single operation, read from its Durable Object (the source of truth) once the tenant's D1
+ * index has shown it exists, so a guessed id never instantiates an object.
+ */
+export async function getOperation(ctx: TenantContext, operation_id: string) {
+  requireRole(ctx.caller, ROLES_FOR.readOperations);
+  const row = await findOperationRow(ctx.store, operation_id);
+  if (row === null) throw notFound('operation');
+  const snapshot = await ctx.operations.read(operation_id, ctx.caller.tenant_id);
+  if (snapshot === null) throw notFound('operation');
+  return snapshotBody(snapshot);
+}

@@ -1,0 +1,279 @@
+/**
+ * The storage and coordination ports the services run over. A service sees one tenant's store
+ * (`TenantStore`), never a database handle: every method is scoped to the tenant the store was
+ * opened for, so no service can name another tenant's row. The D1 adapter is
+ * `src/db/tenant-store.ts`; the idempotency Durable Object sits behind `OperationsPort`. Sharding
+ * swaps what `tenantStore(...)` opens (src/platform/bindings.ts), not the services.
+ *
+ * Stored documents come back validated and deep-frozen (contracts, grants, policies, receipts are
+ * re-hashed against their keys by the adapter); corruption is a thrown `StoredDocumentError`.
+ */
+import type {
+  AuthorizationDecision,
+  AuthorizationState,
+  AuthorizeRequest,
+  PolicyRecord,
+} from '../core/authorization/decide.js';
+import type { JsonValue } from '../core/canonical/json.js';
+import type { Role } from '../core/identity/identity.js';
+import type { ToolContract, ToolGrant } from '../core/model.js';
+import type { TenantPolicy } from '../core/policy.js';
+import type {
+  ClaimRequest,
+  ClaimResult,
+  OperationSnapshot,
+  ReconcileRequest,
+  ReconcileResult,
+  ReportRequest,
+  ReportResult,
+} from './operations.js';
+
+export type { PolicyRecord } from '../core/authorization/decide.js';
+
+export interface PinnedContract {
+  readonly tool_contract_sha256: string;
+  readonly contract: ToolContract;
+  readonly pinned_by: string;
+  readonly pinned_at_unix_ms: number;
+  readonly quarantined_at_unix_ms: number | null;
+  readonly quarantine_reason: string | null;
+}
+
+export interface PrincipalRow {
+  readonly principal_id: string;
+  readonly tenant_id: string;
+  readonly name: string;
+  readonly roles: readonly Role[];
+  readonly executor_release: string | null;
+  readonly created_at_unix_ms: number;
+  readonly revoked_at_unix_ms: number | null;
+}
+
+export interface NewPrincipal extends Omit<PrincipalRow, 'revoked_at_unix_ms'> {
+  readonly key_sha256: string;
+  readonly created_by: string | null;
+}
+
+export interface GrantRow {
+  readonly grant_id: string;
+  readonly grant_sha256: string;
+  readonly grant: ToolGrant;
+  readonly principal_id: string;
+  readonly created_by: string;
+  readonly created_at_unix_ms: number;
+  readonly revoked_at_unix_ms: number | null;
+}
+
+export interface RunRow {
+  readonly run_id: string;
+  readonly principal_id: string;
+  readonly run_envelope_sha256: string;
+  /** Canonical envelope text. */
+  readonly envelope: string;
+  readonly max_calls: number;
+  readonly max_external_writes: number;
+  readonly deadline_unix_ms: number;
+  readonly calls_used: number;
+  readonly writes_used: number;
+  readonly created_at_unix_ms: number;
+}
+
+export const APPROVAL_STATUSES = ['pending', 'approved', 'denied', 'consumed'] as const;
+export type ApprovalStatus = (typeof APPROVAL_STATUSES)[number];
+
+export interface ApprovalRow {
+  readonly approval_id: string;
+  readonly tenant_id: string;
+  readonly requester_principal_id: string;
+  readonly policy_sha256: string;
+  readonly tool_contract_sha256: string;
+  readonly input_sha256: string;
+  readonly input_bytes: number;
+  /** Canonical input text: the exact bytes the executor will consume. */
+  readonly input: string;
+  /** Canonical target text. */
+  readonly target: string;
+  readonly effect: string;
+  readonly status: ApprovalStatus;
+  readonly created_at_unix_ms: number;
+  readonly decided_by: string | null;
+  readonly decided_at_unix_ms: number | null;
+  readonly expires_at_unix_ms: number | null;
+  readonly decision_reason: string | null;
+  readonly consumed_at_unix_ms: number | null;
+  readonly consumed_by_receipt_sha256: string | null;
+}
+
+export interface ApprovalWithContract {
+  readonly approval: ApprovalRow;
+  /** Null only if the contract row is gone (never, while contracts are never deleted). */
+  readonly contract: ToolContract | null;
+}
+
+export type ApprovalDecision = Pick<
+  ApprovalRow,
+  'status' | 'decided_by' | 'decided_at_unix_ms' | 'expires_at_unix_ms' | 'decision_reason'
+>;
+
+export type ReceiptKind = 'authorization' | 'execution' | 'reconciliation' | (string & {});
+
+export interface NewReceipt {
+  readonly kind: ReceiptKind;
+  readonly receipt: { readonly sha256: string; readonly body: object };
+  /** `authorized` / `denied`, or an execution / reconciliation / observation outcome. */
+  readonly outcome: string;
+  readonly principal_id?: string | null;
+  /** Canonical inputs for replay (digests and trusted state, never raw arguments). */
+  readonly evidence?: unknown;
+  readonly created_at_unix_ms: number;
+}
+
+export interface StoredReceipt {
+  readonly tenant_id: string;
+  readonly sha256: string;
+  readonly kind: string;
+  readonly receipt: { readonly sha256: string; readonly body: { readonly [key: string]: JsonValue } };
+  readonly evidence: JsonValue | null;
+  readonly outcome: string;
+  readonly principal_id: string | null;
+  readonly created_at_unix_ms: number;
+}
+
+export interface OperationRow {
+  readonly operation_id: string;
+  readonly tenant_id: string;
+  readonly tool_contract_sha256: string;
+  readonly idempotency_key: string;
+  readonly input_sha256: string;
+  readonly state: string;
+  readonly authorization_receipt_sha256: string;
+  readonly execution_receipt_sha256: string | null;
+  readonly reconciliation_owner: string | null;
+  readonly reconciliation_deadline_unix_ms: number | null;
+  readonly escalated_at_unix_ms: number | null;
+  readonly updated_at_unix_ms: number;
+}
+
+/** What a claim re-checks about its authorization receipt, read in one round trip. */
+export interface DispatchState {
+  readonly contract: PinnedContract | null;
+  readonly policy: PolicyRecord;
+  /** The policy the receipt was issued under (its dispatch window applies). */
+  readonly receipt_policy: TenantPolicy | null;
+  readonly grant: { readonly grant: ToolGrant; readonly revoked: boolean } | null;
+  /** The named approval's expiry; undefined when the approval row is gone. */
+  readonly approval_expires_at_unix_ms: number | null | undefined;
+  /** The authorized agent's row is revoked or gone. */
+  readonly agent_revoked: boolean;
+}
+
+export interface RecordedObservation {
+  readonly sha256: string;
+  readonly raw_observation_sha256: string;
+  /** Canonical evidence text the receipt was computed from. */
+  readonly evidence: string;
+}
+
+/** Why a commit lost its race: the invariant trigger that aborted it. */
+export type LostRace =
+  | 'approval_unusable'
+  | 'approval_not_pending'
+  | 'run_budget_spent'
+  | 'contract_quarantined'
+  | 'grant_revoked'
+  | 'principal_revoked';
+
+export type CommitResult = { readonly ok: true } | { readonly ok: false; readonly lost: LostRace };
+
+/** One tenant's storage. Every method is scoped to that tenant. */
+export interface TenantStore {
+  readonly tenant_id: string;
+
+  // Policy
+  currentPolicy(): Promise<PolicyRecord>;
+  policyByDigest(sha256: string): Promise<TenantPolicy | null>;
+  /** Store the document (if new) and make it the policy in force, atomically. */
+  putPolicy(policy: TenantPolicy, policy_sha256: string, now: number): Promise<void>;
+
+  // Contracts
+  getContract(sha256: string): Promise<PinnedContract | null>;
+  /** True when this pin inserted the contract, false when it was already pinned. */
+  pinContract(contract: ToolContract, sha256: string, pinned_by: string, now: number): Promise<boolean>;
+  listContracts(): Promise<readonly PinnedContract[]>;
+  /** Quarantine each contract not yet quarantined (a quarantine is final, never re-dated). */
+  quarantineContracts(sha256s: readonly string[], now: number, reason: string | null): Promise<void>;
+
+  // Principals and grants
+  getPrincipal(principal_id: string): Promise<PrincipalRow | null>;
+  insertPrincipal(p: NewPrincipal): Promise<void>;
+  revokePrincipal(principal_id: string, now: number): Promise<void>;
+  getGrant(grant_id: string): Promise<GrantRow | null>;
+  insertGrant(g: Omit<GrantRow, 'revoked_at_unix_ms'>): Promise<void>;
+  revokeGrant(grant_id: string, now: number): Promise<void>;
+
+  // Runs
+  insertRun(r: Omit<RunRow, 'calls_used' | 'writes_used'>): Promise<void>;
+  getRun(run_id: string): Promise<RunRow | null>;
+
+  // Approvals
+  insertApproval(a: ApprovalRow): Promise<void>;
+  getApproval(approval_id: string): Promise<ApprovalWithContract | null>;
+  listApprovals(status: ApprovalStatus, limit: number): Promise<readonly ApprovalWithContract[]>;
+  /** Decide a pending approval; `conflict` when it was not pending (two approvers racing). */
+  decideApproval(approval_id: string, decision: ApprovalDecision): Promise<'decided' | 'conflict'>;
+
+  // Authorization
+  /** Everything `decideAuthorization` needs, read in one round trip. */
+  loadAuthorizationState(principal_id: string, request: AuthorizeRequest): Promise<AuthorizationState>;
+  /**
+   * Store the receipt and, for an authorization, apply its effects under its guards, atomically;
+   * a guard or invariant that fails aborts everything and reports the lost race.
+   */
+  commitAuthorization(
+    decision: AuthorizationDecision,
+    principal_id: string,
+    now: number,
+  ): Promise<CommitResult>;
+
+  // Receipts
+  getReceipt(sha256: string): Promise<StoredReceipt | null>;
+  /** Append a receipt; the same content again is a no-op. */
+  insertReceipt(r: NewReceipt): Promise<void>;
+
+  // Executions and operations
+  loadDispatchState(receipt: {
+    readonly tool_contract_sha256: string;
+    readonly policy_sha256: string;
+    readonly grant_sha256: string;
+    readonly approval_id: string | null;
+    readonly principal_id: string;
+  }): Promise<DispatchState>;
+  getOperation(operation_id: string): Promise<OperationRow | null>;
+  listOperations(status: string | undefined, limit: number): Promise<readonly OperationRow[]>;
+
+  // Observations
+  recordedObservations(kind: string, observation_id: string): Promise<readonly RecordedObservation[]>;
+}
+
+/** Storage that is not one tenant's: key lookup and tenant creation. */
+export interface PlatformStore {
+  principalByKeyDigest(key_sha256: string): Promise<(PrincipalRow & { readonly key_sha256: string }) | null>;
+  tenantNameTaken(name: string): Promise<boolean>;
+  /** `name_taken` when a concurrent creation of the same name won. */
+  createTenant(t: {
+    readonly tenant_id: string;
+    readonly name: string;
+    readonly policy: TenantPolicy;
+    readonly policy_sha256: string;
+    readonly admin: NewPrincipal;
+    readonly now: number;
+  }): Promise<'created' | 'name_taken'>;
+}
+
+/** The idempotency Durable Objects, one per logical operation. */
+export interface OperationsPort {
+  claim(req: ClaimRequest): Promise<ClaimResult>;
+  report(operation_id: string, req: ReportRequest): Promise<ReportResult>;
+  reconcile(operation_id: string, req: ReconcileRequest): Promise<ReconcileResult>;
+  read(operation_id: string, tenant_id: string): Promise<OperationSnapshot | null>;
+}
