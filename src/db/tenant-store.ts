@@ -14,6 +14,7 @@ import type { BatchItem } from 'drizzle-orm/batch';
 import { z } from 'zod';
 import type {
   ApprovalRecord,
+  GrantRecord,
   AuthorizationDecision,
   AuthorizationState,
   AuthorizeRequest,
@@ -592,6 +593,29 @@ class D1TenantStore implements TenantStore {
       }
       return { sha256: r.sha256, raw_observation_sha256: r.raw_observation_sha256, evidence: r.evidence };
     });
+  }
+
+  // -- Tools ----------------------------------------------------------------------------------
+
+  async grantsOf(principal_id: string): Promise<readonly GrantRecord[]> {
+    const rows = await this.db
+      .select()
+      .from(grants)
+      .where(and(eq(grants.tenant_id, this.tenant_id), eq(grants.principal_id, principal_id)))
+      .orderBy(asc(grants.grant_id));
+    return rows.map((g) => ({
+      grant: grantCache.get(g.grant_sha256, g.document),
+      revoked: g.revoked_at_unix_ms !== null,
+    }));
+  }
+
+  async contractsForTool(tool_name: string): Promise<readonly PinnedContract[]> {
+    const rows = await this.db
+      .select()
+      .from(contracts)
+      .where(and(eq(contracts.tenant_id, this.tenant_id), eq(contracts.tool_name, tool_name)))
+      .orderBy(asc(contracts.pinned_at_unix_ms), asc(contracts.tool_contract_sha256));
+    return rows.map(toPinnedContract);
   }
 }
 

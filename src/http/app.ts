@@ -25,6 +25,7 @@ import { receiptRoutes } from './routes/receipts.js';
 import { reconciliationRoutes } from './routes/reconciliations.js';
 import { runRoutes } from './routes/runs.js';
 import { tenantRoutes } from './routes/tenants.js';
+import { authzenRoutes } from './authzen/routes.js';
 
 export function createApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -35,7 +36,14 @@ export function createApp(): Hono<AppEnv> {
     c.set('now', Date.now());
     c.set('log', {});
     await next();
-    c.header('x-request-id', c.var.requestId);
+    // A door that must echo the caller's request id (AuthZEN §10.1.3) sets `requestIdEcho`;
+    // Writ's own id then travels as `writ-request-id`.
+    const echo = c.var.requestIdEcho;
+    if (echo === undefined) c.header('x-request-id', c.var.requestId);
+    else {
+      c.header('x-request-id', echo);
+      c.header('writ-request-id', c.var.requestId);
+    }
     // One line per request: ids, route pattern, status and digests, never bodies or arguments.
     console.log(
       JSON.stringify({
@@ -67,6 +75,7 @@ export function createApp(): Hono<AppEnv> {
   v1.route('/', operationRoutes);
   v1.route('/', observationRoutes);
   app.route('/v1', v1);
+  app.route('/', authzenRoutes);
 
   app.notFound((c) => errorResponse(c, new ServiceError('not_found', 'no such route')));
   app.onError(onError);

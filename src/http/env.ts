@@ -16,6 +16,8 @@ export type AppEnv = {
   Bindings: Env;
   Variables: {
     requestId: string;
+    /** An inbound request id a door must echo (AuthZEN `X-Request-ID`), if any. */
+    requestIdEcho?: string;
     principal: AuthenticatedPrincipal;
     /** The caller's service context: its tenant's store, the operations port, `now`, the log. */
     tenant: TenantContext;

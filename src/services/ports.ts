@@ -12,6 +12,7 @@ import type {
   AuthorizationDecision,
   AuthorizationState,
   AuthorizeRequest,
+  GrantRecord,
   PolicyRecord,
 } from '../core/authorization/decide.js';
 import type { JsonValue } from '../core/canonical/json.js';
@@ -253,6 +254,12 @@ export interface TenantStore {
 
   // Observations
   recordedObservations(kind: string, observation_id: string): Promise<readonly RecordedObservation[]>;
+
+  // Tools (search doors: AuthZEN action search, MCP tool resolution and listing)
+  /** Every grant of the principal, revoked ones included, by grant_id. */
+  grantsOf(principal_id: string): Promise<readonly GrantRecord[]>;
+  /** The pinned contracts whose tool is `tool_name`, quarantined ones included. */
+  contractsForTool(tool_name: string): Promise<readonly PinnedContract[]>;
 }
 
 /** Storage that is not one tenant's: key lookup and tenant creation. */

@@ -1,0 +1,249 @@
+/**
+ * The AuthZEN 1.0 door (docs/authzen.md): `GET /.well-known/authzen-configuration` (and per
+ * tenant under `/t/{tenant_id}`), `POST /access/v1/evaluation`, `POST /access/v1/evaluations`
+ * (all three evaluation semantics) and `POST /access/v1/search/action`, each also under
+ * `/t/{tenant_id}`. Every evaluation is a full authorization through the same service as
+ * `POST /v1/authorize`: the same decision, the same stored receipt, the same budget and approval
+ * effects.
+ *
+ * Guarantees: a deny is `200 {"decision": false}` with the violations and receipt digest in
+ * `context` (§10.1.2), never a 403; a request the door cannot evaluate per item is
+ * `decision: false` with `context.error` (§7.2.1); a missing required attribute is a 400
+ * (§10.1.1); an inbound `X-Request-ID` is echoed verbatim (§10.1.3); a 401 carries
+ * `WWW-Authenticate` (§11.3); error bodies are a message string (§10.1.2).
+ * Never: lets the AuthZEN subject select whose authority applies (the API key does), or answers
+ * `decision: true` for anything but a stored authorized receipt.
+ */
+import type { Context } from 'hono';
+import { Hono } from 'hono';
+import type { ZodError } from 'zod';
+import { AuthorizeRequest } from '../../core/authorization/decide.js';
+import { fromZodError } from '../../core/errors.js';
+import { ResourceRef } from '../../core/model.js';
+import { Identifier } from '../../core/schema.js';
+import { authorize } from '../../services/authorize.js';
+import { ROLES_FOR } from '../../services/context.js';
+import { ServiceError } from '../../services/errors.js';
+import { resolveToolContract, searchTools } from '../../services/tools.js';
+import { authenticate, requireRole } from '../auth.js';
+import { readJsonValue } from '../body.js';
+import type { AppEnv } from '../env.js';
+import { wireError } from '../errors.js';
+import {
+  type Evaluation,
+  EvaluationsRequest,
+  Evaluation as EvaluationSchema,
+  expandBatch,
+  stopsAfter,
+  translateEvaluation,
+} from './translate.js';
+
+/** How long a requestable denial's access request stays valid (ARAP `expires_at`). */
+export const ACCESS_REQUEST_WINDOW_MS = 15 * 60_000;
+
+/** Inbound request ids we echo: printable ASCII, bounded (anything else cannot be a header value). */
+const REQUEST_ID = /^[\x20-\x7e]{1,256}$/;
+
+export const authzenRoutes = new Hono<AppEnv>();
+
+authzenRoutes.onError((e, c) => {
+  const reason = e instanceof ServiceError ? e.reason : 'internal';
+  const { status } = wireError(reason);
+  // AuthZEN's error statuses are 400, 401, 403 and 500; the others Writ can answer (404, 413,
+  // 415, 429) are the HTTP meaning of the failure.
+  if (reason === 'unauthenticated') c.header('www-authenticate', 'Bearer realm="writ"');
+  c.header('writ-error-code', wireError(reason).code);
+  c.set('log', { ...c.var.log, error: reason });
+  if (!(e instanceof ServiceError)) {
+    console.error(
+      JSON.stringify({ level: 'error', request_id: c.var.requestId, error: e.name, message: e.message }),
+    );
+    return c.json('internal error; quote the writ-request-id header', 500);
+  }
+  return c.json(e.message, status);
+});
+
+// Scoped to the door's own paths: this router is mounted at the root, beside `/v1`.
+const DOOR_PATHS = [
+  '/access/*',
+  '/t/*',
+  '/.well-known/authzen-configuration',
+  '/.well-known/authzen-configuration/*',
+];
+for (const path of DOOR_PATHS) {
+  authzenRoutes.use(path, async (c, next) => {
+    const inbound = c.req.header('x-request-id');
+    if (inbound !== undefined && REQUEST_ID.test(inbound)) c.set('requestIdEcho', inbound);
+    await next();
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Metadata (§9)
+
+function metadata(c: Context<AppEnv>, tenant_id: string | null) {
+  const origin = new URL(c.req.url).origin;
+  const pdp = tenant_id === null ? origin : `${origin}/t/${tenant_id}`;
+  c.header('cache-control', 'public, max-age=3600');
+  return c.json({
+    policy_decision_point: pdp,
+    access_evaluation_endpoint: `${pdp}/access/v1/evaluation`,
+    access_evaluations_endpoint: `${pdp}/access/v1/evaluations`,
+    search_action_endpoint: `${pdp}/access/v1/search/action`,
+  });
+}
+
+authzenRoutes.get('/.well-known/authzen-configuration', (c) => metadata(c, null));
+// Per tenant (§9.2's multi-tenant form). Any well-formed id answers alike, so the document says
+// nothing about which tenants exist; the endpoints it names only serve that tenant's keys.
+authzenRoutes.get('/.well-known/authzen-configuration/t/:tenant_id', (c) => {
+  const id = c.req.param('tenant_id');
+  if (!Identifier.safeParse(id).success) throw new ServiceError('not_found', 'no such pdp');
+  return metadata(c, id);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Evaluation (§6), evaluations (§7), action search (§8.6)
+
+const api = authzenRoutes;
+api.use('/access/*', authenticate);
+api.use('/t/:tenant_id/access/*', authenticate);
+// A tenant-scoped PDP serves its own tenant's keys only.
+api.use('/t/:tenant_id/access/*', async (c, next) => {
+  if (c.req.param('tenant_id') !== c.var.principal.tenant_id) {
+    throw new ServiceError('forbidden_role', 'this api key belongs to another policy decision point');
+  }
+  await next();
+});
+
+for (const prefix of ['', '/t/:tenant_id']) {
+  api.post(`${prefix}/access/v1/evaluation`, requireRole(ROLES_FOR.authorize), async (c) => {
+    const parsed = EvaluationSchema.safeParse(await readJsonValue(c));
+    if (!parsed.success) throw badRequest(parsed.error);
+    return c.json(await evaluate(c, parsed.data));
+  });
+
+  api.post(`${prefix}/access/v1/evaluations`, requireRole(ROLES_FOR.authorize), async (c) => {
+    const parsed = EvaluationsRequest.safeParse(await readJsonValue(c));
+    if (!parsed.success) throw badRequest(parsed.error);
+    const batch = expandBatch(parsed.data);
+    if (batch === null) {
+      throw new ServiceError('invalid_request', 'every evaluation needs a subject, action and resource');
+    }
+    if (batch.single) return c.json(await evaluate(c, batch.items[0] as Evaluation));
+    const semantic = parsed.data.options?.evaluations_semantic ?? 'execute_all';
+    const evaluations: Decision[] = [];
+    // In order, one after another: each evaluation may spend the run budget the next one needs.
+    for (const item of batch.items) {
+      const d = await evaluate(c, item);
+      evaluations.push(d);
+      if (stopsAfter(semantic, d.decision)) break;
+    }
+    return c.json({ evaluations });
+  });
+
+  api.post(`${prefix}/access/v1/search/action`, requireRole(ROLES_FOR.authorize), async (c) => {
+    const parsed = EvaluationSchema.omit({ action: true }).safeParse(await readJsonValue(c));
+    if (!parsed.success) throw badRequest(parsed.error);
+    const { subject, resource } = parsed.data;
+    const ctx = c.var.tenant;
+    // Another subject's permissions are not this key's to reveal: an empty result, not a 403.
+    if (subject.id !== ctx.caller.principal_id) return c.json({ results: [] });
+    const target =
+      resource.properties === undefined
+        ? null
+        : ResourceRef.safeParse({ type: resource.type, attributes: resource.properties });
+    if (target !== null && !target.success) return c.json({ results: [] });
+    const tools = await searchTools(ctx, target === null ? null : target.data);
+    return c.json({
+      results: tools
+        .filter((t) => t.resource_type === resource.type)
+        .map((t) => ({
+          name: t.tool_name,
+          properties: {
+            tool_contract_sha256: t.tool_contract_sha256,
+            effect: t.effect,
+            approval_required: t.approval_required,
+          },
+        })),
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+
+interface Decision {
+  readonly decision: boolean;
+  readonly context: Record<string, unknown>;
+}
+
+function badRequest(e: ZodError): ServiceError {
+  const err = fromZodError('invalid_request', '', e);
+  const first = err.issues[0];
+  return new ServiceError(
+    'invalid_request',
+    first === undefined ? 'request is not valid' : `${first.path}: ${first.message}`,
+    err.issues,
+  );
+}
+
+/** One evaluation: an authorization through the service, or an item error that denies. */
+async function evaluate(c: Context<AppEnv>, e: Evaluation): Promise<Decision> {
+  const ctx = c.var.tenant;
+  try {
+    const t = translateEvaluation(e);
+    if (!t.ok) throw new ServiceError('invalid_request', t.message, t.issues);
+    const pinned = await resolveToolContract(ctx, t.tool_name, t.tool_contract_sha256);
+    if (pinned.contract.resource.type !== t.resource_type) {
+      throw new ServiceError('target_mismatch', "resource type is not the type of the tool's target");
+    }
+    const request = AuthorizeRequest.safeParse({
+      ...t.request,
+      tool_contract_sha256: pinned.tool_contract_sha256,
+    });
+    if (!request.success) throw badRequest(request.error);
+    const { decision, authorized } = await authorize(ctx, request.data);
+    const { receipt } = decision;
+    if (authorized) return { decision: true, context: { receipt_sha256: receipt.sha256, receipt } };
+    const context: Record<string, unknown> = {
+      reason: 'denied',
+      violations: receipt.body.violations,
+      receipt_sha256: receipt.sha256,
+      receipt,
+    };
+    if (receipt.body.violations.includes('approval_missing')) {
+      context.access_request = accessRequest(c, receipt.sha256, receipt.body.evaluated_at_unix_ms, {
+        tool_contract_sha256: pinned.tool_contract_sha256,
+        input: request.data.input,
+      });
+    }
+    return { decision: false, context };
+  } catch (err) {
+    // Only a typed refusal becomes an item denial; anything else fails the whole request closed.
+    if (!(err instanceof ServiceError) || err.reason === 'internal') throw err;
+    const { status, code } = wireError(err.reason);
+    return { decision: false, context: { error: { status, code, message: err.message } } };
+  }
+}
+
+/**
+ * A requestable denial in the shape of AuthZEN's Access Request and Approval Profile (draft):
+ * where to request the approval, with what, until when, and how to retry (re-evaluate with
+ * `context.approval_id` once it is approved).
+ */
+function accessRequest(
+  c: Context<AppEnv>,
+  evaluation_id: string,
+  evaluated_at: number,
+  body: { tool_contract_sha256: string; input: unknown },
+) {
+  return {
+    endpoint: new URL('/v1/approval-requests', c.req.url).toString(),
+    evaluation_id,
+    evaluated_at: new Date(evaluated_at).toISOString(),
+    expires_at: new Date(evaluated_at + ACCESS_REQUEST_WINDOW_MS).toISOString(),
+    template: 'writ.approval-request.v1',
+    body,
+    retry: { context: { approval_id: '<approval_id of the approved request>' } },
+  };
+}

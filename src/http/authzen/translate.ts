@@ -1,0 +1,145 @@
+/**
+ * AuthZEN Authorization API 1.0 (openid/authzen, api/authorization-api-1_0.md) to Writ's
+ * authorize request, and Writ's decision back. Pure: no I/O, no clock.
+ *
+ * Mapping (docs/authzen.md): subject = the authenticated principal (a different subject is a
+ * denial, never a 403); action.name = the tool name, resolved through the tenant's binding of
+ * tool names to pinned contracts; resource = the target the contract derives from the input
+ * (`type` must be the contract's resource type; `properties`, when present, must equal the
+ * derived attributes); context = `input` (required), `run_id` (required),
+ * `tool_contract_sha256`, `idempotency_key`, `approval_id`.
+ *
+ * Guarantees: unknown members are ignored at every level (§10.1.1), while the strict JSON rules
+ * (size bound, duplicate keys, lone surrogates, depth) still hold at the body decoder; a missing
+ * required attribute is a whole-request 400 (§10.1.1); batch defaults replace whole keys
+ * (§7.1.1).
+ */
+import { z } from 'zod';
+import type { AuthorizeRequest } from '../../core/authorization/decide.js';
+import type { JsonValue } from '../../core/canonical/json.js';
+import { fromZodError, type FieldIssue } from '../../core/errors.js';
+import { IdempotencyKey } from '../../core/model.js';
+import { Identifier, Sha256 } from '../../core/schema.js';
+
+/** Properties "with a value of null SHOULD be omitted" by senders (§11.5): null reads as absent. */
+const Properties = z
+  .record(z.string(), z.unknown())
+  .nullish()
+  .transform((v) => v ?? undefined);
+
+const Entity = z.object({
+  type: z.string().min(1).max(256),
+  id: z.string().max(1024),
+  properties: Properties,
+});
+const Action = z.object({ name: z.string().min(1).max(256), properties: Properties });
+const Context = z
+  .record(z.string(), z.unknown())
+  .nullish()
+  .transform((v) => v ?? undefined);
+
+export const Evaluation = z.object({ subject: Entity, action: Action, resource: Entity, context: Context });
+export type Evaluation = z.infer<typeof Evaluation>;
+
+export const EVALUATIONS_SEMANTICS = ['execute_all', 'deny_on_first_deny', 'permit_on_first_permit'] as const;
+export type EvaluationsSemantic = (typeof EVALUATIONS_SEMANTICS)[number];
+
+/** At most this many evaluations per batch: each one is a full authorization. */
+export const MAX_EVALUATIONS = 64;
+
+const PartialEvaluation = z.object({
+  subject: Entity.optional(),
+  action: Action.optional(),
+  resource: Entity.optional(),
+  context: Context,
+});
+
+export const EvaluationsRequest = PartialEvaluation.extend({
+  options: z
+    .object({ evaluations_semantic: z.enum(EVALUATIONS_SEMANTICS).optional() })
+    .nullish()
+    .transform((v) => v ?? undefined),
+  evaluations: z.array(PartialEvaluation).max(MAX_EVALUATIONS).nullish(),
+});
+export type EvaluationsRequest = z.infer<typeof EvaluationsRequest>;
+
+/** The Writ fields an evaluation carries in its `context`; other members are ignored. */
+const WritContext = z.object({
+  input: z.custom<JsonValue>((v) => v !== undefined, 'is required'),
+  run_id: Identifier,
+  tool_contract_sha256: Sha256.optional(),
+  idempotency_key: IdempotencyKey.nullish(),
+  approval_id: Identifier.nullish(),
+});
+
+export type Translated =
+  | {
+      readonly ok: true;
+      readonly tool_name: string;
+      readonly tool_contract_sha256: string | undefined;
+      readonly resource_type: string;
+      /** The request, less the contract digest the door resolves from the tool name. */
+      readonly request: Omit<AuthorizeRequest, 'tool_contract_sha256'>;
+    }
+  | { readonly ok: false; readonly message: string; readonly issues: readonly FieldIssue[] };
+
+/** One evaluation as Writ's request. The subject is carried as a named principal: checked, never selecting. */
+export function translateEvaluation(e: Evaluation): Translated {
+  const parsed = WritContext.safeParse(e.context ?? {});
+  if (!parsed.success) {
+    const err = fromZodError('invalid_request', 'context', parsed.error);
+    return { ok: false, message: err.message, issues: err.issues };
+  }
+  const ctx = parsed.data;
+  const request: Omit<AuthorizeRequest, 'tool_contract_sha256'> = {
+    input: ctx.input,
+    run_id: ctx.run_id,
+    ...(ctx.idempotency_key !== null && ctx.idempotency_key !== undefined
+      ? { idempotency_key: ctx.idempotency_key }
+      : {}),
+    ...(ctx.approval_id !== null && ctx.approval_id !== undefined ? { approval_id: ctx.approval_id } : {}),
+    principal_id: e.subject.id,
+    ...(e.resource.properties !== undefined
+      ? { target: { type: e.resource.type, attributes: e.resource.properties as Record<string, string> } }
+      : {}),
+  };
+  return {
+    ok: true,
+    tool_name: e.action.name,
+    tool_contract_sha256: ctx.tool_contract_sha256,
+    resource_type: e.resource.type,
+    request,
+  };
+}
+
+/**
+ * The evaluations of a batch with the top-level defaults applied (§7.1.1): a key given in an
+ * item replaces the top-level one whole. An absent or empty array is one evaluation of the
+ * top-level keys (§7.1). Null when a required key has no value anywhere (a whole-request 400).
+ */
+export function expandBatch(req: EvaluationsRequest): { single: boolean; items: Evaluation[] } | null {
+  const defaults = { subject: req.subject, action: req.action, resource: req.resource, context: req.context };
+  const list = req.evaluations ?? [];
+  const single = list.length === 0;
+  const raw = single
+    ? [defaults]
+    : list.map((i) => ({
+        subject: i.subject ?? defaults.subject,
+        action: i.action ?? defaults.action,
+        resource: i.resource ?? defaults.resource,
+        context: i.context ?? defaults.context,
+      }));
+  const items: Evaluation[] = [];
+  for (const r of raw) {
+    if (r.subject === undefined || r.action === undefined || r.resource === undefined) return null;
+    items.push({ subject: r.subject, action: r.action, resource: r.resource, context: r.context });
+  }
+  return { single, items };
+}
+
+/** A short-circuiting semantic stops after the first result that decides the batch (§7.1.2.1). */
+export function stopsAfter(semantic: EvaluationsSemantic, decision: boolean): boolean {
+  return (
+    (semantic === 'deny_on_first_deny' && !decision) || (semantic === 'permit_on_first_permit' && decision)
+  );
+}
