@@ -26,6 +26,7 @@ import { reconciliationRoutes } from './routes/reconciliations.js';
 import { runRoutes } from './routes/runs.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { authzenRoutes } from './authzen/routes.js';
+import { docsRoutes } from './docs-page.js';
 
 export function createApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -74,6 +75,8 @@ export function createApp(): Hono<AppEnv> {
   v1.route('/', reconciliationRoutes);
   v1.route('/', operationRoutes);
   v1.route('/', observationRoutes);
+  // Public, before `/v1`'s authentication: the API reference holds no tenant data.
+  app.route('/', docsRoutes);
   app.route('/v1', v1);
   app.route('/', authzenRoutes);
 

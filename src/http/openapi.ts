@@ -1,0 +1,634 @@
+/**
+ * The OpenAPI 3.1 document of every `/v1` route, generated from the same zod schemas the routes
+ * parse bodies and queries with (src/services/*, src/core/*) and the response schemas below,
+ * with every error a route can answer, from the one error mapping (`wireError`).
+ *
+ * Guarantees: request bodies and queries are documented from the exact schemas the routes hand
+ * to `readJson` / `safeParse` (strict decoding stays Writ's own: no library parses a body); the
+ * document is deterministic (a committed snapshot, docs/openapi.json, is compared in the tests);
+ * a route the app registers but this table lacks fails a test.
+ */
+import { z } from 'zod';
+import { AuthorizeRequest } from '../core/authorization/decide.js';
+import { DiscoverySnapshot } from '../core/contracts/discovery.js';
+import { OperationStatus } from '../core/execution/idempotency.js';
+import { ReconciliationReceipt } from '../core/execution/reconciliation.js';
+import { Role } from '../core/identity/identity.js';
+import {
+  AuthorizationReceipt,
+  ExecutionReceipt,
+  ResourceRef,
+  ToolApproval,
+  ToolContract,
+  ToolEffect,
+  ToolGrant,
+} from '../core/model.js';
+import { ObservationReceipt, ToolEvidenceCandidate } from '../core/observation/schema.js';
+import { TenantPolicy } from '../core/policy.js';
+import { Identifier, Label, Sha256, UnixMs } from '../core/schema.js';
+import {
+  ApprovalListQuery,
+  ApproveRequest,
+  CreateApprovalRequest,
+  DenyRequest,
+} from '../services/approvals.js';
+import {
+  CreateGrantRequest,
+  CreatePrincipalRequest,
+  CreateTenantRequest,
+  EmptyRequest,
+} from '../services/admin.js';
+import { QuarantineRequest } from '../services/contracts.js';
+import { ROLES_FOR } from '../services/context.js';
+import type { ErrorReason } from '../services/errors.js';
+import { ClaimBody, OperationListQuery, ReconcileBody, ReportBody } from '../services/executions.js';
+import { ObservationBody } from '../services/observations.js';
+import { CreateRunRequest } from '../services/runs.js';
+import { wireError } from './errors.js';
+
+// ---------------------------------------------------------------------------------------------
+// Response schemas (documentation of what the services return)
+
+const Json = z.unknown().describe('any JSON value');
+
+const ErrorBody = z.strictObject({
+  error: z.strictObject({
+    code: z.string(),
+    message: z.string(),
+    issues: z.array(z.strictObject({ path: z.string(), message: z.string() })),
+    request_id: z.string(),
+  }),
+});
+
+const PrincipalView = z.strictObject({
+  principal_id: Identifier,
+  tenant_id: Identifier,
+  name: Label,
+  roles: z.array(Role),
+  executor_release: Label.nullable(),
+  created_at_unix_ms: UnixMs,
+  revoked_at_unix_ms: UnixMs.nullable(),
+});
+const NewPrincipal = PrincipalView.extend({ api_key: z.string().describe('shown once') });
+
+const ContractView = z.strictObject({
+  tool_contract_sha256: Sha256,
+  contract: ToolContract,
+  pinned_by: Identifier,
+  pinned_at_unix_ms: UnixMs,
+  quarantined: z.boolean(),
+  quarantined_at_unix_ms: UnixMs.nullable(),
+  quarantine_reason: z.string().nullable(),
+});
+
+const GrantView = z.strictObject({
+  grant_id: Identifier,
+  grant_sha256: Sha256,
+  grant: ToolGrant,
+  created_at_unix_ms: UnixMs.optional(),
+  revoked_at_unix_ms: UnixMs.nullable(),
+});
+
+const PolicyInForce = z.strictObject({ policy_sha256: Sha256, policy: TenantPolicy });
+
+const ApprovalView = z.strictObject({
+  approval_id: Identifier,
+  status: z.enum(['pending', 'approved', 'denied', 'consumed']),
+  tenant_id: Identifier,
+  requester_principal_id: Identifier,
+  policy_sha256: Sha256,
+  tool_contract_sha256: Sha256,
+  input_sha256: Sha256,
+  input_bytes: z.number().int(),
+  effect: ToolEffect,
+  target: ResourceRef,
+  input: Json.describe('the exact canonical input the approver approves and the executor will consume'),
+  preview: z
+    .strictObject({
+      tool_name: Identifier,
+      contract_release: Label,
+      executor_release: Label,
+      effect: ToolEffect,
+      reversible: z.boolean(),
+      required_capabilities: z.array(z.string()),
+      target: ResourceRef,
+    })
+    .nullable(),
+  created_at_unix_ms: UnixMs,
+  decided_by: Identifier.nullable(),
+  decided_at_unix_ms: UnixMs.nullable(),
+  expires_at_unix_ms: UnixMs.nullable(),
+  decision_reason: z.string().nullable(),
+  consumed_at_unix_ms: UnixMs.nullable(),
+  consumed_by_receipt_sha256: Sha256.nullable(),
+  approval: ToolApproval.nullable(),
+});
+
+const RunView = z.strictObject({
+  run_id: Identifier,
+  run_envelope_sha256: Sha256,
+  envelope: Json,
+  calls_used: z.number().int(),
+  writes_used: z.number().int(),
+});
+
+const Decision = z.strictObject({
+  decision: z.enum(['authorized', 'denied']),
+  violations: z.array(z.string()),
+  receipt: AuthorizationReceipt,
+});
+
+const OperationSnapshot = z.strictObject({
+  operation: z.record(z.string(), Json).describe('the operation state (never its fencing nonce)'),
+  execution_receipt: ExecutionReceipt.nullable(),
+  reconciliation_receipt: ReconciliationReceipt.nullable(),
+});
+
+const ClaimAnswer = z.union([
+  z.strictObject({
+    status: z.literal('proceed'),
+    operation_id: Sha256,
+    fencing_token: z.string(),
+    lease_expires_at_unix_ms: UnixMs,
+    operation: z.record(z.string(), Json),
+  }),
+  OperationSnapshot.extend({ status: z.literal('replayed'), operation_id: Sha256 }),
+]);
+
+const ReportAnswer = OperationSnapshot.extend({ status: z.string(), violations: z.array(z.string()) });
+const ReconcileAnswer = OperationSnapshot.extend({ status: z.string() });
+
+const ObservationAnswer = z.strictObject({
+  decision: z.string(),
+  violations: z.array(z.string()),
+  receipt: ObservationReceipt,
+  candidate: ToolEvidenceCandidate.optional(),
+  evidence: Json.optional(),
+});
+
+const ReceiptView = z.strictObject({
+  kind: z.string(),
+  outcome: z.string(),
+  receipt: z.strictObject({ sha256: Sha256, body: z.record(z.string(), Json) }),
+  evidence: Json,
+  created_at_unix_ms: UnixMs,
+  replay: z.strictObject({ ok: z.boolean(), differences: z.array(z.string()) }).nullable(),
+});
+
+const OperationRowView = z.strictObject({
+  operation_id: Sha256,
+  status: OperationStatus,
+  tool_contract_sha256: Sha256,
+  idempotency_key: z.string().nullable(),
+  input_sha256: Sha256,
+  authorization_receipt_sha256: Sha256,
+  execution_receipt_sha256: Sha256.nullable(),
+  reconciliation_owner: z.string().nullable(),
+  reconciliation_deadline_unix_ms: UnixMs.nullable(),
+  escalated_at_unix_ms: UnixMs.nullable(),
+  updated_at_unix_ms: UnixMs,
+});
+
+const DiscoveryReport = z
+  .record(z.string(), Json)
+  .describe(
+    'per-tool status (matches_reviewed, matches_quarantined, drifted, unreviewed, not_advertised), changed fields, what widened, and the digests quarantined',
+  );
+
+const TenantCreated = z.strictObject({
+  tenant: z.strictObject({
+    tenant_id: Identifier,
+    name: z.string(),
+    policy_sha256: Sha256,
+    created_at_unix_ms: UnixMs,
+  }),
+  admin: z.strictObject({
+    principal_id: Identifier,
+    tenant_id: Identifier,
+    name: Label,
+    roles: z.array(Role),
+    api_key: z.string().describe('shown once'),
+  }),
+});
+
+// ---------------------------------------------------------------------------------------------
+// The route table
+
+type Method = 'get' | 'post' | 'put';
+
+export interface RouteDoc {
+  readonly method: Method;
+  /** OpenAPI path template, e.g. `/v1/receipts/{sha256}`. */
+  readonly path: string;
+  readonly summary: string;
+  /** Who may call it: roles, the platform admin token, any authenticated principal, or nobody. */
+  readonly auth: readonly Role[] | 'platform_admin' | 'any_principal' | 'none';
+  readonly body?: z.ZodType;
+  /** An empty body is read as `{}`. */
+  readonly bodyOptional?: boolean;
+  readonly query?: z.ZodType;
+  readonly responses: Readonly<Record<number, { readonly description: string; readonly schema: z.ZodType }>>;
+  /** Errors beyond the ones every route of its kind can answer. */
+  readonly errors?: readonly ErrorReason[];
+}
+
+export const ROUTES: readonly RouteDoc[] = [
+  {
+    method: 'get',
+    path: '/v1/healthz',
+    summary: 'liveness',
+    auth: 'none',
+    responses: { 200: { description: 'ok', schema: z.strictObject({ status: z.literal('ok') }) } },
+  },
+  {
+    method: 'post',
+    path: '/v1/tenants',
+    summary: 'create a tenant, its default policy and its first admin',
+    auth: 'platform_admin',
+    body: CreateTenantRequest,
+    responses: { 201: { description: 'created', schema: TenantCreated } },
+    errors: ['conflict'],
+  },
+  {
+    method: 'post',
+    path: '/v1/principals',
+    summary: 'create a principal of the caller’s tenant (key shown once)',
+    auth: ROLES_FOR.admin,
+    body: CreatePrincipalRequest,
+    responses: { 201: { description: 'created', schema: NewPrincipal } },
+    errors: ['tenant_mismatch'],
+  },
+  {
+    method: 'get',
+    path: '/v1/principals/{principal_id}',
+    summary: 'read a principal',
+    auth: ROLES_FOR.admin,
+    responses: { 200: { description: 'the principal', schema: PrincipalView } },
+    errors: ['not_found'],
+  },
+  {
+    method: 'post',
+    path: '/v1/principals/{principal_id}/revoke',
+    summary: 'revoke a principal (final)',
+    auth: ROLES_FOR.admin,
+    body: EmptyRequest,
+    bodyOptional: true,
+    responses: { 200: { description: 'revoked', schema: PrincipalView } },
+    errors: ['not_found'],
+  },
+  {
+    method: 'get',
+    path: '/v1/policy',
+    summary: 'the policy in force',
+    auth: 'any_principal',
+    responses: { 200: { description: 'the policy', schema: PolicyInForce } },
+  },
+  {
+    method: 'put',
+    path: '/v1/policy',
+    summary: 'store a policy and put it in force',
+    auth: ROLES_FOR.admin,
+    body: TenantPolicy,
+    responses: {
+      200: { description: 'in force', schema: PolicyInForce.extend({ previous_policy_sha256: Sha256 }) },
+    },
+    errors: ['invalid_policy'],
+  },
+  {
+    method: 'post',
+    path: '/v1/contracts',
+    summary: 'pin a reviewed tool contract (content-addressed)',
+    auth: ROLES_FOR.admin,
+    body: ToolContract,
+    responses: {
+      200: { description: 'already pinned', schema: ContractView },
+      201: { description: 'pinned', schema: ContractView },
+    },
+    errors: ['invalid_contract'],
+  },
+  {
+    method: 'get',
+    path: '/v1/contracts/{sha256}',
+    summary: 'read a pinned contract',
+    auth: 'any_principal',
+    responses: { 200: { description: 'the contract', schema: ContractView } },
+    errors: ['not_found'],
+  },
+  {
+    method: 'post',
+    path: '/v1/contracts/{sha256}/quarantine',
+    summary: 'quarantine a contract (final)',
+    auth: ROLES_FOR.admin,
+    body: QuarantineRequest,
+    bodyOptional: true,
+    responses: { 200: { description: 'quarantined', schema: ContractView } },
+    errors: ['not_found'],
+  },
+  {
+    method: 'post',
+    path: '/v1/contracts/discovery',
+    summary: 'compare advertised tool definitions with pinned contracts; quarantine drift',
+    auth: ROLES_FOR.admin,
+    body: z.strictObject({ snapshot: DiscoverySnapshot, quarantine: z.boolean().optional() }),
+    responses: { 200: { description: 'the report', schema: DiscoveryReport } },
+  },
+  {
+    method: 'post',
+    path: '/v1/grants',
+    summary: 'issue a grant to a principal',
+    auth: ROLES_FOR.admin,
+    body: CreateGrantRequest,
+    responses: { 201: { description: 'issued', schema: GrantView } },
+    errors: ['not_found', 'conflict', 'invalid_grant', 'tenant_mismatch'],
+  },
+  {
+    method: 'get',
+    path: '/v1/grants/{grant_id}',
+    summary: 'read a grant',
+    auth: ROLES_FOR.admin,
+    responses: { 200: { description: 'the grant', schema: GrantView } },
+    errors: ['not_found'],
+  },
+  {
+    method: 'post',
+    path: '/v1/grants/{grant_id}/revoke',
+    summary: 'revoke a grant (final)',
+    auth: ROLES_FOR.admin,
+    body: EmptyRequest,
+    bodyOptional: true,
+    responses: { 200: { description: 'revoked', schema: GrantView } },
+    errors: ['not_found'],
+  },
+  {
+    method: 'post',
+    path: '/v1/approval-requests',
+    summary: 'request approval of an exact input',
+    auth: ROLES_FOR.requestApproval,
+    body: CreateApprovalRequest,
+    responses: { 201: { description: 'pending', schema: ApprovalView } },
+    errors: ['not_found', 'contract_quarantined', 'target_mismatch', 'tenant_mismatch', 'principal_mismatch'],
+  },
+  {
+    method: 'get',
+    path: '/v1/approval-requests',
+    summary: 'the approval queue',
+    auth: ROLES_FOR.listApprovals,
+    query: ApprovalListQuery,
+    responses: {
+      200: {
+        description: 'approval requests',
+        schema: z.strictObject({ status: z.string(), items: z.array(ApprovalView) }),
+      },
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/approval-requests/{approval_id}',
+    summary: 'read an approval request',
+    auth: ROLES_FOR.readApproval,
+    responses: { 200: { description: 'the request', schema: ApprovalView } },
+    errors: ['not_found'],
+  },
+  {
+    method: 'post',
+    path: '/v1/approval-requests/{approval_id}/approve',
+    summary: 'approve (not the requester)',
+    auth: ROLES_FOR.decideApproval,
+    body: ApproveRequest,
+    bodyOptional: true,
+    responses: { 200: { description: 'approved', schema: ApprovalView } },
+    errors: ['not_found', 'self_approval', 'conflict'],
+  },
+  {
+    method: 'post',
+    path: '/v1/approval-requests/{approval_id}/deny',
+    summary: 'deny (not the requester)',
+    auth: ROLES_FOR.decideApproval,
+    body: DenyRequest,
+    bodyOptional: true,
+    responses: { 200: { description: 'denied', schema: ApprovalView } },
+    errors: ['not_found', 'self_approval', 'conflict'],
+  },
+  {
+    method: 'post',
+    path: '/v1/runs',
+    summary: 'open a run with budgets',
+    auth: ROLES_FOR.createRun,
+    body: CreateRunRequest,
+    responses: { 201: { description: 'opened', schema: RunView } },
+    errors: ['tenant_mismatch', 'principal_mismatch'],
+  },
+  {
+    method: 'get',
+    path: '/v1/runs/{run_id}',
+    summary: 'read a run and what it spent',
+    auth: ROLES_FOR.readRun,
+    responses: { 200: { description: 'the run', schema: RunView } },
+    errors: ['not_found'],
+  },
+  {
+    method: 'post',
+    path: '/v1/authorize',
+    summary: 'authorize one tool call',
+    auth: ROLES_FOR.authorize,
+    body: AuthorizeRequest,
+    responses: {
+      200: { description: 'authorized, with its receipt', schema: Decision },
+      403: { description: 'denied, with its receipt and sorted violations', schema: Decision },
+    },
+    errors: ['not_found', 'target_mismatch', 'conflict'],
+  },
+  {
+    method: 'get',
+    path: '/v1/receipts/{sha256}',
+    summary: 'read a receipt with its evidence, replayed',
+    auth: 'any_principal',
+    responses: { 200: { description: 'the receipt', schema: ReceiptView } },
+    errors: ['not_found'],
+  },
+  {
+    method: 'post',
+    path: '/v1/executions/claim',
+    summary: 'claim an authorized call for dispatch (at most once)',
+    auth: ROLES_FOR.claim,
+    body: ClaimBody,
+    responses: {
+      200: { description: 'proceed with a fencing token, or the replayed outcome', schema: ClaimAnswer },
+    },
+    errors: [
+      'not_found',
+      'authorization_denied',
+      'authorization_expired',
+      'authorization_revoked',
+      'executor_mismatch',
+      'in_progress',
+      'reconciliation_required',
+      'idempotency_key_reused',
+    ],
+  },
+  {
+    method: 'post',
+    path: '/v1/executions/report',
+    summary: 'report what the execution observed',
+    auth: ROLES_FOR.report,
+    body: ReportBody,
+    responses: {
+      200: { description: 'verified (or indeterminate)', schema: ReportAnswer },
+      403: { description: 'rejected, with the receipt', schema: ReportAnswer },
+    },
+    errors: ['not_found', 'executor_mismatch', 'invalid_observation', 'stale_fencing_token'],
+  },
+  {
+    method: 'post',
+    path: '/v1/reconciliations',
+    summary: 'settle an operation whose outcome is unknown',
+    auth: ROLES_FOR.reconcile,
+    body: ReconcileBody,
+    responses: {
+      200: { description: 'the resolution it made before (replay)', schema: ReconcileAnswer },
+      201: { description: 'resolved', schema: ReconcileAnswer },
+    },
+    errors: ['not_found', 'executor_mismatch', 'not_reconcilable', 'reconciliation_rejected'],
+  },
+  {
+    method: 'get',
+    path: '/v1/operations',
+    summary: 'the tenant’s operations',
+    auth: ROLES_FOR.readOperations,
+    query: OperationListQuery,
+    responses: {
+      200: { description: 'operations', schema: z.strictObject({ operations: z.array(OperationRowView) }) },
+    },
+  },
+  {
+    method: 'get',
+    path: '/v1/operations/{id}',
+    summary: 'one operation, from its Durable Object',
+    auth: ROLES_FOR.readOperations,
+    responses: { 200: { description: 'the operation', schema: OperationSnapshot } },
+    errors: ['not_found'],
+  },
+  {
+    method: 'post',
+    path: '/v1/observations',
+    summary: 'admit tool output as untrusted evidence',
+    auth: ROLES_FOR.observe,
+    body: ObservationBody,
+    responses: {
+      200: { description: 'replayed', schema: ObservationAnswer },
+      201: { description: 'accepted', schema: ObservationAnswer },
+      403: { description: 'rejected, with the receipt', schema: ObservationAnswer },
+    },
+    errors: ['not_found', 'executor_mismatch', 'invalid_observation'],
+  },
+];
+
+// ---------------------------------------------------------------------------------------------
+// Generation
+
+const schemaOf = (s: z.ZodType) =>
+  z.toJSONSchema(s, { target: 'draft-2020-12', unrepresentable: 'any', io: 'input' }) as Record<
+    string,
+    unknown
+  >;
+
+function withoutDialect(s: Record<string, unknown>): Record<string, unknown> {
+  const { $schema: _omit, ...rest } = s;
+  return rest;
+}
+
+const BODY_ERRORS: readonly ErrorReason[] = [
+  'malformed_json',
+  'invalid_request',
+  'payload_too_large',
+  'unsupported_media_type',
+];
+
+function errorsOf(r: RouteDoc): ErrorReason[] {
+  const out = new Set<ErrorReason>(['internal']);
+  if (r.auth !== 'none') out.add('unauthenticated');
+  if (Array.isArray(r.auth)) out.add('forbidden_role');
+  if (r.body !== undefined) for (const e of BODY_ERRORS) out.add(e);
+  if (r.query !== undefined) out.add('invalid_request');
+  for (const e of r.errors ?? []) out.add(e);
+  return [...out];
+}
+
+export function openApiDocument(): Record<string, unknown> {
+  const paths: Record<string, Record<string, unknown>> = {};
+  for (const r of ROUTES) {
+    const params = [...r.path.matchAll(/\{([a-z_0-9]+)\}/g)].map((m) => ({
+      name: m[1],
+      in: 'path',
+      required: true,
+      schema: { type: 'string' },
+    }));
+    if (r.query !== undefined) {
+      const q = schemaOf(r.query) as { properties?: Record<string, unknown>; required?: string[] };
+      for (const [name, schema] of Object.entries(q.properties ?? {})) {
+        params.push({
+          name,
+          in: 'query',
+          required: (q.required ?? []).includes(name),
+          schema: schema as { type: string },
+        });
+      }
+    }
+    const responses: Record<string, unknown> = {};
+    for (const [status, res] of Object.entries(r.responses)) {
+      responses[status] = {
+        description: res.description,
+        content: { 'application/json': { schema: withoutDialect(schemaOf(res.schema)) } },
+      };
+    }
+    // Every error the route can answer, grouped by status, each with its wire codes.
+    const byStatus = new Map<number, string[]>();
+    for (const reason of errorsOf(r)) {
+      const w = wireError(reason);
+      byStatus.set(w.status, [...(byStatus.get(w.status) ?? []), w.code]);
+    }
+    for (const [status, codes] of [...byStatus].sort(([a], [b]) => a - b)) {
+      if (responses[status] !== undefined) continue;
+      responses[status] = {
+        description: `error: ${[...new Set(codes)].sort().join(', ')}`,
+        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
+      };
+    }
+    const op: Record<string, unknown> = {
+      summary: r.summary,
+      operationId: `${r.method}${r.path.replace(/[{}]/g, '').replace(/[/-]([a-z0-9])/g, (_m, ch: string) => ch.toUpperCase())}`,
+      'x-writ-auth': Array.isArray(r.auth) ? { roles: r.auth } : r.auth,
+      security: r.auth === 'none' ? [] : [{ [r.auth === 'platform_admin' ? 'platformAdmin' : 'apiKey']: [] }],
+      ...(params.length > 0 ? { parameters: params } : {}),
+      ...(r.body !== undefined
+        ? {
+            requestBody: {
+              required: r.bodyOptional !== true,
+              content: { 'application/json': { schema: withoutDialect(schemaOf(r.body)) } },
+            },
+          }
+        : {}),
+      responses,
+    };
+    paths[r.path] = { ...(paths[r.path] ?? {}), [r.method]: op };
+  }
+  return {
+    openapi: '3.1.0',
+    jsonSchemaDialect: 'https://json-schema.org/draft/2020-12/schema',
+    info: {
+      title: 'Writ',
+      version: '1',
+      description:
+        'Authorization for AI-agent tool calls. Bodies are decoded strictly: bounded before parsing, duplicate keys, lone surrogates and unknown fields refused. Identity comes from the API key, never from a body.',
+    },
+    servers: [{ url: '/' }],
+    components: {
+      securitySchemes: {
+        apiKey: { type: 'http', scheme: 'bearer', description: 'a principal’s API key (writ_...)' },
+        platformAdmin: { type: 'http', scheme: 'bearer', description: 'the platform admin token' },
+      },
+      schemas: { Error: withoutDialect(schemaOf(ErrorBody)) },
+    },
+    paths,
+  };
+}
