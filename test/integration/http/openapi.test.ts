@@ -4,13 +4,12 @@
  * is documented (and nothing else is), every documented error code is a real wire code, and the
  * page loads nothing from another origin under a strict Content-Security-Policy.
  */
-import { SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import committed from '../../../docs/openapi.json';
 import { app } from '../../../src/http/app.js';
 import { CSP } from '../../../src/http/docs-page.js';
 import { openApiDocument } from '../../../src/http/openapi.js';
-import { call } from '../platform/harness.js';
+import { call, workerFetch } from '../platform/harness.js';
 
 const doc = openApiDocument() as {
   paths: Record<string, Record<string, { responses: Record<string, unknown> }>>;
@@ -44,14 +43,14 @@ describe('OpenAPI document', () => {
 
 describe('reference page', () => {
   it('is served at /docs with a strict CSP, its own stylesheet and no script or foreign asset', async () => {
-    const page = await SELF.fetch('https://writ.test/docs');
+    const page = await workerFetch('https://writ.test/docs');
     expect(page.status).toBe(200);
     expect(page.headers.get('content-security-policy')).toBe(CSP);
     const text = await page.text();
     expect(text).toContain('POST</span> /v1/authorize');
     expect(text).not.toMatch(/<script/i);
     expect(text).not.toMatch(/(src|href)="https?:/i);
-    const css = await SELF.fetch('https://writ.test/docs/style.css');
+    const css = await workerFetch('https://writ.test/docs/style.css');
     expect(css.headers.get('content-type')).toMatch(/^text\/css/);
   });
 });

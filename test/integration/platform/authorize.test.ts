@@ -4,7 +4,7 @@
  * races (two concurrent authorizations, one approval: exactly one is authorized).
  */
 import { env } from 'cloudflare:workers';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   approvedApproval,
   authorize,
@@ -219,13 +219,19 @@ describe('POST /v1/authorize', () => {
     const id = req.body.approval_id as string;
     const ok = await call('POST', `/v1/approval-requests/${id}/approve`, {
       key: s.approver.api_key,
-      body: { expires_in_ms: 1 },
+      body: { expires_in_ms: 60_000 },
     });
     expect(ok.status).toBe(200);
-    await new Promise((resolve) => setTimeout(resolve, 5));
-    const r = await authorize(s, authorizeBody(s, run, { approval_id: id }));
-    expect(r.status).toBe(403);
-    expect(r.body.violations).toEqual(['approval_expired']);
+    // The Worker runs in this isolate: move its clock to the expiry instant instead of waiting.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(ok.body.expires_at_unix_ms);
+    try {
+      const r = await authorize(s, authorizeBody(s, run, { approval_id: id }));
+      expect(r.status).toBe(403);
+      expect(r.body.violations).toEqual(['approval_expired']);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('an expired grant is denied', async () => {

@@ -1,8 +1,8 @@
 /**
  * Black-box harness for the platform tests: every call goes through the Worker's own `fetch`
- * (`SELF`) against real D1 in workerd, exactly as a curl would.
+ * (its default export, `exports.default`) against real D1 in workerd, exactly as a curl would.
  */
-import { SELF } from 'cloudflare:test';
+import { exports } from 'cloudflare:workers';
 import { seedDemo, type Seeded } from '../../../scripts/seed.js';
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789abcdef0123456789abcdef';
@@ -26,6 +26,11 @@ export interface CallOptions {
   readonly headers?: Record<string, string>;
 }
 
+/** A request to the Worker under test, through its default export's `fetch` handler. */
+export function workerFetch(input: string, init?: RequestInit): Promise<Response> {
+  return exports.default.fetch(input, init);
+}
+
 export async function call(method: string, path: string, o: CallOptions = {}): Promise<Reply> {
   const headers: Record<string, string> = {};
   if (o.key !== undefined) headers.authorization = `Bearer ${o.key}`;
@@ -40,7 +45,7 @@ export async function call(method: string, path: string, o: CallOptions = {}): P
   Object.assign(headers, o.headers ?? {});
   const init: RequestInit = { method, headers };
   if (body !== undefined) init.body = body;
-  const res = await SELF.fetch(`${BASE}${path}`, init);
+  const res = await workerFetch(`${BASE}${path}`, init);
   const text = await res.text();
   return { status: res.status, body: text.length > 0 ? JSON.parse(text) : null, headers: res.headers };
 }
@@ -56,7 +61,7 @@ export function seedTenant(prefix = 't'): Promise<Seeded> {
   return seedDemo({
     baseUrl: BASE,
     adminToken: ADMIN_TOKEN,
-    fetch: (input, init) => SELF.fetch(input, init),
+    fetch: workerFetch,
     now: Date.now(),
     name: uniqueName(prefix),
   });

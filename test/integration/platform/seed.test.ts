@@ -2,10 +2,9 @@
  * The demo seed (`npm run dev`, the HTTP benchmark) against a database that already has the name:
  * it takes the next free name with fresh keys instead of failing.
  */
-import { SELF } from 'cloudflare:test';
 import { describe, expect, it } from 'vitest';
 import { seedDemo, seedEnvLines } from '../../../scripts/seed.js';
-import { ADMIN_TOKEN, BASE, call, uniqueName } from './harness.js';
+import { ADMIN_TOKEN, BASE, call, uniqueName, workerFetch } from './harness.js';
 
 describe('demo seed', () => {
   it('is re-runnable: a taken name gets a -2 suffix and fresh keys', async () => {
@@ -13,7 +12,7 @@ describe('demo seed', () => {
     const opts = {
       baseUrl: BASE,
       adminToken: ADMIN_TOKEN,
-      fetch: (u: string, i?: RequestInit) => SELF.fetch(u, i),
+      fetch: workerFetch,
       now: Date.now(),
       name,
     };

@@ -1,0 +1,36 @@
+/**
+ * The Worker hashes with workerd's native SHA-256 (`node:crypto` under nodejs_compat), installed
+ * by src/worker.ts through `useSha256`. Inside workerd: both of its forms prove themselves against
+ * the known answers and give the same digests as the portable @noble/hashes.
+ */
+import { createHash, hash } from 'node:crypto';
+import { sha256 } from '@noble/hashes/sha2.js';
+import { bytesToHex } from '@noble/hashes/utils.js';
+import { afterEach, describe, expect, it } from 'vitest';
+import { digestOf, sha256HexOfText, useSha256 } from '../../../src/core/canonical/canonical.js';
+
+const noble = (d: string | Uint8Array) =>
+  bytesToHex(sha256(typeof d === 'string' ? new TextEncoder().encode(d) : d));
+
+describe("useSha256 with workerd's node:crypto", () => {
+  // Leave the implementation the Worker installs at startup in place for whatever runs next.
+  afterEach(() => {
+    expect(useSha256((d) => hash('sha256', d, 'hex'))).toBe(true);
+  });
+
+  it("installs the runtime's one-shot hash, as the Worker does, with identical digests", () => {
+    expect(useSha256((d) => hash('sha256', d, 'hex'))).toBe(true);
+    for (const text of ['', 'writ', 'é€😀'.repeat(100), '\u2028"\\'.repeat(999)]) {
+      expect(sha256HexOfText(text)).toBe(noble(text));
+    }
+    expect(digestOf({ b: 1, a: 'é€😀' })).toBe(noble('{"a":"é€😀","b":1}'));
+  });
+
+  it("installs the runtime's Hash object, the Worker's fallback, with identical digests", () => {
+    expect(useSha256((d) => createHash('sha256').update(d).digest('hex'))).toBe(true);
+    for (const text of ['', 'writ', 'é€😀'.repeat(100), '\u2028"\\'.repeat(999)]) {
+      expect(sha256HexOfText(text)).toBe(noble(text));
+    }
+    expect(digestOf({ b: 1, a: 'é€😀' })).toBe(noble('{"a":"é€😀","b":1}'));
+  });
+});
