@@ -264,10 +264,19 @@ export type AuthorizationViolation = z.infer<typeof AuthorizationViolation>;
 
 export const RECEIPT_VERSION = 1;
 
-/** What is hashed. Any envelope (issuer, key id, signature, log position) wraps it, never joins it. */
-export const AuthorizationReceiptBody = strict({
+/**
+ * Authorization receipt versions. Version 1 binds the decision's inputs; version 2 also binds the
+ * executor audience and the dispatch deadline (spec ch. 11, "Bind an authorization receipt to an
+ * executor audience and maximum dispatch time"), so an executor can check them itself.
+ * A stored receipt replays under the version written in its own body.
+ */
+export const AUTHORIZATION_RECEIPT_VERSIONS = [1, 2] as const;
+export type AuthorizationReceiptVersion = (typeof AUTHORIZATION_RECEIPT_VERSIONS)[number];
+/** The first authorization receipt version that names its executor audience. */
+export const AUDIENCE_RECEIPT_VERSION = 2;
+
+const authorizationBodyFields = {
   receipt_kind: z.literal('authorization'),
-  receipt_version: z.literal(RECEIPT_VERSION),
   tenant_id: Identifier,
   principal_id: Identifier,
   policy_sha256: Sha256,
@@ -287,7 +296,33 @@ export const AuthorizationReceiptBody = strict({
   evaluated_at_unix_ms: UnixMs,
   decision: z.enum(['authorized', 'denied']),
   violations: z.array(AuthorizationViolation),
+};
+
+/** What is hashed. Any envelope (issuer, key id, signature, log position) wraps it, never joins it. */
+export const AuthorizationReceiptBodyV1 = strict({
+  ...authorizationBodyFields,
+  receipt_version: z.literal(RECEIPT_VERSION),
 });
+export type AuthorizationReceiptBodyV1 = z.infer<typeof AuthorizationReceiptBodyV1>;
+
+/** Version 1 plus the executor audience and the dispatch deadline. */
+export const AuthorizationReceiptBodyV2 = strict({
+  ...authorizationBodyFields,
+  receipt_version: z.literal(AUDIENCE_RECEIPT_VERSION),
+  /** The contract's executor release: only that implementation may act on the receipt. */
+  executor_release: Label,
+  /** One executor principal, or `null`: any principal running `executor_release`. */
+  executor_principal_id: Identifier.nullable(),
+  /** `evaluated_at_unix_ms` + the policy's `authorization_max_dispatch_ms`; dispatch must start before. */
+  dispatch_deadline_unix_ms: UnixMs,
+});
+export type AuthorizationReceiptBodyV2 = z.infer<typeof AuthorizationReceiptBodyV2>;
+
+/** Strict for each version: a v1 body with v2 fields (or the reverse) is rejected. */
+export const AuthorizationReceiptBody = z.discriminatedUnion('receipt_version', [
+  AuthorizationReceiptBodyV1,
+  AuthorizationReceiptBodyV2,
+]);
 export type AuthorizationReceiptBody = z.infer<typeof AuthorizationReceiptBody>;
 
 /** A receipt body with its identity. `sha256` is `digestOf(body)`. */

@@ -5,7 +5,11 @@
  * Guarantees: default deny. Malformed metadata is a `CoreError` ("cannot evaluate"); a
  * well-formed call always yields a receipt whose `violations` are every failed check, sorted and
  * unique, and `decision` is `authorized` only when that list is empty. The receipt binds the
- * exact contract, grant, invocation and trusted-state digests.
+ * exact contract, grant, invocation and trusted-state digests. Without options the receipt is
+ * version 1, byte for byte what it always was; with options it is version 2, which also binds the
+ * executor audience (the contract's executor release and, optionally, one executor principal) and
+ * the dispatch deadline, so the executor can refuse a receipt meant for another executor or found
+ * too late.
  * Never: reads a clock (`now` is an argument), does I/O, throws for a denial, caches a decision,
  * or takes tenant, principal, policy or time from anything but its arguments.
  */
@@ -22,6 +26,7 @@ import {
   type AuthorizationReceipt,
   type AuthorizationReceiptBody,
   type AuthorizationViolation,
+  AUDIENCE_RECEIPT_VERSION,
   EMPTY_TRUSTED_STATE,
   RECEIPT_VERSION,
   type ResourceRef,
@@ -32,7 +37,20 @@ import {
   type TrustedState,
   WRITE_EFFECTS,
 } from '../model.js';
+import { POLICY_LIMITS } from '../policy.js';
 import { err, ok, type Result } from '../result.js';
+import { IDENTIFIER_MAX, IDENTIFIER_PATTERN } from '../schema.js';
+
+/**
+ * Selects authorization receipt version 2 (`AuthorizationReceiptBodyV2`). The service passes the
+ * policy's dispatch window; leaving the options out yields version 1.
+ */
+export interface AuthorizationReceiptOptions {
+  /** The policy's `authorization_max_dispatch_ms`: the receipt's deadline is `now` + this. */
+  readonly dispatch_window_ms: number;
+  /** The one executor principal that may act on the receipt, or `null` for any running the release. */
+  readonly executor_principal_id: string | null;
+}
 
 export function authorizeToolCall(
   contract: ToolContract,
@@ -40,8 +58,9 @@ export function authorizeToolCall(
   invocation: ToolInvocation,
   now: number,
   trusted: TrustedState = EMPTY_TRUSTED_STATE,
+  options?: AuthorizationReceiptOptions,
 ): Result<AuthorizationReceipt, CoreError> {
-  return guardCanonical(() => authorizeToolCallUnchecked(contract, grant, invocation, now, trusted));
+  return guardCanonical(() => authorizeToolCallUnchecked(contract, grant, invocation, now, trusted, options));
 }
 
 function authorizeToolCallUnchecked(
@@ -49,7 +68,8 @@ function authorizeToolCallUnchecked(
   grant: ToolGrant,
   invocation: ToolInvocation,
   now: number,
-  trusted: TrustedState = EMPTY_TRUSTED_STATE,
+  trusted: TrustedState,
+  options: AuthorizationReceiptOptions | undefined,
 ): Result<AuthorizationReceipt, CoreError> {
   const checked = validateContract(contract);
   if (!checked.ok) return checked;
@@ -57,6 +77,10 @@ function authorizeToolCallUnchecked(
   if (!grantCheck.ok) return grantCheck;
   if (!Number.isSafeInteger(now) || now < 0) {
     return err(coreError('invalid_request', 'evaluation time must be a non-negative integer'));
+  }
+  if (options !== undefined) {
+    const bad = checkOptions(options, now);
+    if (bad !== null) return err(bad);
   }
 
   // Every failed check, in check order; sorted and de-duplicated below.
@@ -133,33 +157,97 @@ function authorizeToolCallUnchecked(
 
   const violations = v.length === 0 ? v : [...new Set(v)].sort();
   // Keys in RFC 8785 order: as authorizationBodyText writes them, and canonicalize of a stored body
-  // takes its fast path.
-  const body: AuthorizationReceiptBody = {
-    approval_id: approval === null ? null : approval.approval_id,
-    decision: violations.length === 0 ? 'authorized' : 'denied',
-    effect: contract.effect,
-    evaluated_at_unix_ms: now,
-    grant_sha256: cachedDigest(grant),
-    idempotency_key: invocation.idempotency_key,
-    input_bytes: invocation.input_bytes,
-    input_sha256: invocation.input_sha256,
-    invocation_id: invocation.invocation_id,
-    invocation_sha256: sha256HexOfText(invocationText(invocation)),
-    policy_sha256: invocation.policy_sha256,
-    principal_id: invocation.principal_id,
-    receipt_kind: 'authorization',
-    receipt_version: RECEIPT_VERSION,
-    requested_at_unix_ms: invocation.requested_at_unix_ms,
-    run_envelope_sha256: invocation.run_envelope_sha256,
-    target: invocation.target,
-    tenant_id: invocation.tenant_id,
-    tool_contract_sha256: contractSha,
-    trusted_state_sha256: cachedDigest(trusted),
-    violations,
-  };
+  // takes its fast path. Version 2 differs only by its three audience members, in their sorted places.
+  const approval_id = approval === null ? null : approval.approval_id;
+  const decision = violations.length === 0 ? 'authorized' : 'denied';
+  const grant_sha256 = cachedDigest(grant);
+  const invocation_sha256 = sha256HexOfText(invocationText(invocation));
+  const trusted_state_sha256 = cachedDigest(trusted);
+  const body: AuthorizationReceiptBody =
+    options === undefined
+      ? {
+          approval_id,
+          decision,
+          effect: contract.effect,
+          evaluated_at_unix_ms: now,
+          grant_sha256,
+          idempotency_key: invocation.idempotency_key,
+          input_bytes: invocation.input_bytes,
+          input_sha256: invocation.input_sha256,
+          invocation_id: invocation.invocation_id,
+          invocation_sha256,
+          policy_sha256: invocation.policy_sha256,
+          principal_id: invocation.principal_id,
+          receipt_kind: 'authorization',
+          receipt_version: RECEIPT_VERSION,
+          requested_at_unix_ms: invocation.requested_at_unix_ms,
+          run_envelope_sha256: invocation.run_envelope_sha256,
+          target: invocation.target,
+          tenant_id: invocation.tenant_id,
+          tool_contract_sha256: contractSha,
+          trusted_state_sha256,
+          violations,
+        }
+      : {
+          approval_id,
+          decision,
+          dispatch_deadline_unix_ms: now + options.dispatch_window_ms,
+          effect: contract.effect,
+          evaluated_at_unix_ms: now,
+          executor_principal_id: options.executor_principal_id,
+          executor_release: contract.executor_release,
+          grant_sha256,
+          idempotency_key: invocation.idempotency_key,
+          input_bytes: invocation.input_bytes,
+          input_sha256: invocation.input_sha256,
+          invocation_id: invocation.invocation_id,
+          invocation_sha256,
+          policy_sha256: invocation.policy_sha256,
+          principal_id: invocation.principal_id,
+          receipt_kind: 'authorization',
+          receipt_version: AUDIENCE_RECEIPT_VERSION,
+          requested_at_unix_ms: invocation.requested_at_unix_ms,
+          run_envelope_sha256: invocation.run_envelope_sha256,
+          target: invocation.target,
+          tenant_id: invocation.tenant_id,
+          tool_contract_sha256: contractSha,
+          trusted_state_sha256,
+          violations,
+        };
   // One-pass canonical text (canonical-forms.ts): the same bytes as canonicalize(body).
   const text = authorizationBodyText(body, isValidatedInvocation(invocation));
   return ok({ sha256: sha256HexOfText(text), body });
+}
+
+/**
+ * Options that would put a meaningless audience or deadline into a signed receipt are a caller bug
+ * ("cannot evaluate"), never a receipt.
+ */
+function checkOptions(o: AuthorizationReceiptOptions, now: number): CoreError | null {
+  const w = o.dispatch_window_ms;
+  // A zero or unbounded window would make the deadline no limit at all.
+  if (!Number.isSafeInteger(w) || w < 1 || w > POLICY_LIMITS.authorizationMaxDispatchMs) {
+    return coreError(
+      'invalid_request',
+      'dispatch window must be a positive integer within the policy limit',
+      [
+        {
+          path: 'options.dispatch_window_ms',
+          message: `must be 1..${POLICY_LIMITS.authorizationMaxDispatchMs}`,
+        },
+      ],
+    );
+  }
+  if (!Number.isSafeInteger(now + w)) {
+    return coreError('invalid_request', 'dispatch deadline is not a safe integer');
+  }
+  const p = o.executor_principal_id;
+  if (p !== null && (typeof p !== 'string' || p.length > IDENTIFIER_MAX || !IDENTIFIER_PATTERN.test(p))) {
+    return coreError('invalid_request', 'executor principal id is not an identifier', [
+      { path: 'options.executor_principal_id', message: 'must be an identifier or null' },
+    ]);
+  }
+  return null;
 }
 
 // Deep-frozen grants that passed validation: immutable, so the result cannot change.

@@ -21,7 +21,13 @@
  * Never: reorders, drops or adds a member, or writes unescaped a string it has not validated.
  */
 import { canonicalize, canonicalNumber, canonicalString } from './canonical.js';
-import type { AuthorizationReceiptBody, ResourceRef, ToolApproval, ToolInvocation } from '../model.js';
+import type {
+  AuthorizationReceiptBody,
+  AuthorizationReceiptBodyV2,
+  ResourceRef,
+  ToolApproval,
+  ToolInvocation,
+} from '../model.js';
 
 // Invocations the hand-written parser validated, deep-frozen by `markValidatedInvocation`.
 const validated = new WeakSet<object>();
@@ -91,8 +97,16 @@ function targetText(t: ResourceRef): string {
 /**
  * `canonicalize(body)` in one pass. `invocationValidated` says the body's invocation fields came
  * from a validated invocation (`isValidatedInvocation`), so they are quoted without scanning.
+ * Version 2 bodies add `dispatch_deadline_unix_ms`, `executor_principal_id` and `executor_release`,
+ * written in their sorted places. Which members to write is decided by which are present (all
+ * three, or none), not by `receipt_version`, so the text is the reference's for any body; a body
+ * with only some of them goes to the reference serializer. `executor_release` is a contract label
+ * that may hold a quote or a backslash, so it is always escaped.
  */
 export function authorizationBodyText(body: AuthorizationReceiptBody, invocationValidated: boolean): string {
+  const audience = audienceMembers(body);
+  if (audience === 'partial') return canonicalize(body);
+  const v2 = audience === 'all';
   const inv = invocationValidated ? raw : str;
   let violations: string;
   if (Array.isArray(body.violations)) {
@@ -105,8 +119,12 @@ export function authorizationBodyText(body: AuthorizationReceiptBody, invocation
   return (
     `{"approval_id":${body.approval_id === null ? 'null' : inv(body.approval_id)}` +
     `,"decision":${str(body.decision)}` +
+    (v2
+      ? `,"dispatch_deadline_unix_ms":${num((body as AuthorizationReceiptBodyV2).dispatch_deadline_unix_ms)}`
+      : '') +
     `,"effect":${str(body.effect)}` +
     `,"evaluated_at_unix_ms":${num(body.evaluated_at_unix_ms)}` +
+    (v2 ? audienceText(body as AuthorizationReceiptBodyV2) : '') +
     `,"grant_sha256":${raw(body.grant_sha256)}` +
     `,"idempotency_key":${body.idempotency_key === null ? 'null' : inv(body.idempotency_key)}` +
     `,"input_bytes":${num(body.input_bytes)}` +
@@ -125,6 +143,20 @@ export function authorizationBodyText(body: AuthorizationReceiptBody, invocation
     `,"trusted_state_sha256":${raw(body.trusted_state_sha256)}` +
     `,"violations":${violations}}`
   );
+}
+
+const AUDIENCE_MEMBERS = ['dispatch_deadline_unix_ms', 'executor_principal_id', 'executor_release'] as const;
+
+function audienceMembers(body: AuthorizationReceiptBody): 'none' | 'all' | 'partial' {
+  let n = 0;
+  for (const k of AUDIENCE_MEMBERS) if (Object.prototype.hasOwnProperty.call(body, k)) n++;
+  return n === 0 ? 'none' : n === AUDIENCE_MEMBERS.length ? 'all' : 'partial';
+}
+
+/** The two audience members between `evaluated_at_unix_ms` and `grant_sha256`. */
+function audienceText(body: AuthorizationReceiptBodyV2): string {
+  const p = body.executor_principal_id;
+  return `,"executor_principal_id":${p === null ? 'null' : str(p)},"executor_release":${str(body.executor_release)}`;
 }
 
 /** A string known to need no escape (see the module comment); any other value as `canonicalize`. */

@@ -3,13 +3,17 @@
  * difference (spec ch. 11, "The reference verifies stored receipts by recomputing them").
  *
  * Guarantees: a stored receipt with any field changed, added or removed, or whose `sha256` does
- * not match its body, fails replay with the differing field names listed in sorted order.
+ * not match its body, fails replay with the differing field names listed in sorted order. An
+ * authorization receipt replays under the version written in its own stored body: version 1
+ * without options, version 2 with the audience and dispatch window from its evidence (a version 2
+ * receipt replayed without them fails, naming the audience fields).
  * Never: trusts the stored decision, reads a clock (the original `now` is an input), or does I/O.
  */
-import { authorizeToolCall } from '../authorization/authorize.js';
+import { type AuthorizationReceiptOptions, authorizeToolCall } from '../authorization/authorize.js';
 import { canonicalize, digestOf } from '../canonical/canonical.js';
 import { verifyExecution } from '../execution/execution.js';
 import {
+  AUDIENCE_RECEIPT_VERSION,
   type AuthorizationReceipt,
   EMPTY_TRUSTED_STATE,
   type ToolContract,
@@ -33,6 +37,8 @@ export interface AuthorizationInputs {
   readonly invocation: ToolInvocation;
   readonly now: number;
   readonly trusted?: TrustedState;
+  /** Required to replay a version 2 receipt: the audience and dispatch window it was issued with. */
+  readonly options?: AuthorizationReceiptOptions;
 }
 
 export interface ExecutionInputs {
@@ -42,16 +48,36 @@ export interface ExecutionInputs {
 }
 
 export function verifyAuthorizationReceipt(stored: unknown, inputs: AuthorizationInputs): ReplayReport {
+  const trusted = inputs.trusted ?? EMPTY_TRUSTED_STATE;
+  // The stored body names its version; replaying an old receipt under a newer rule (or the
+  // reverse) would report a difference that is no tampering, or hide one. Anything else (an
+  // unknown version, or version 2 without the options it was issued with) is recomputed as
+  // version 1, so it still fails with every differing field named.
+  if (storedVersion(stored) === AUDIENCE_RECEIPT_VERSION && inputs.options !== undefined) {
+    return compare(
+      stored,
+      authorizeToolCall(
+        inputs.contract,
+        inputs.grant,
+        inputs.invocation,
+        inputs.now,
+        trusted,
+        inputs.options,
+      ),
+    );
+  }
   return compare(
     stored,
-    authorizeToolCall(
-      inputs.contract,
-      inputs.grant,
-      inputs.invocation,
-      inputs.now,
-      inputs.trusted ?? EMPTY_TRUSTED_STATE,
-    ),
+    authorizeToolCall(inputs.contract, inputs.grant, inputs.invocation, inputs.now, trusted),
   );
+}
+
+/** The `receipt_version` of a stored receipt's body, read as untrusted data; `undefined` if absent. */
+function storedVersion(stored: unknown): unknown {
+  if (stored === null || typeof stored !== 'object') return undefined;
+  const body = own(stored as Record<string, unknown>, 'body');
+  if (body === null || typeof body !== 'object') return undefined;
+  return own(body as Record<string, unknown>, 'receipt_version');
 }
 
 export function verifyExecutionReceipt(stored: unknown, inputs: ExecutionInputs): ReplayReport {

@@ -164,6 +164,88 @@ describe('authorizationBodyText writes the reference canonical text', () => {
   });
 });
 
+const V2_OPTIONS = { dispatch_window_ms: 60_000, executor_principal_id: null } as const;
+
+const baselineV2 = (): AuthorizationReceiptBody => {
+  const s = buildScenario();
+  const r = authorizeToolCall(s.contract, s.grant, s.invocation, s.now, s.trusted, V2_OPTIONS);
+  if (!r.ok) throw new Error(r.error.message);
+  return r.value.body;
+};
+
+describe('authorizationBodyText writes the reference canonical text for version 2 bodies', () => {
+  it('for the v2 receipts of the lab baseline and every lab case', () => {
+    const fixtures = [buildToolLoopFixture(), ...LAB_CASES.map((c) => c.apply(buildToolLoopFixture()))];
+    for (const f of fixtures) {
+      const r = authorizeToolCall(f.contract, f.grant, f.invocation, f.now, undefined, {
+        dispatch_window_ms: 1000,
+        executor_principal_id: 'executor:one',
+      });
+      expect(r.ok).toBe(true);
+      if (!r.ok) continue;
+      expectSameText(r.value.body);
+      expect(r.value.sha256).toBe(sha256HexOfText(canonicalizeReference(r.value.body)));
+    }
+  });
+
+  it('escapes the executor release and principal; bad values throw or serialize as the reference', () => {
+    for (const change of [
+      { executor_release: 'rel "quoted" \\ \u0001 é😀' },
+      { executor_principal_id: 'a"b' },
+      { executor_principal_id: 7 },
+      { executor_release: '\ud800' },
+      { dispatch_deadline_unix_ms: Number.NaN },
+      { dispatch_deadline_unix_ms: -0 },
+      { dispatch_deadline_unix_ms: '5' },
+    ] as Record<string, unknown>[]) {
+      expectSameText({ ...baselineV2(), ...change } as unknown as AuthorizationReceiptBody);
+    }
+  });
+
+  it('writes exactly the members present: none, all three, or (through the reference) some', () => {
+    const two = baselineV2() as unknown as Record<string, unknown>;
+    for (const drop of [
+      ['executor_release'],
+      ['executor_principal_id'],
+      ['dispatch_deadline_unix_ms'],
+      ['executor_release', 'executor_principal_id'],
+      ['executor_release', 'executor_principal_id', 'dispatch_deadline_unix_ms'],
+    ]) {
+      const b = { ...two };
+      for (const k of drop) delete b[k];
+      expectSameText(b as unknown as AuthorizationReceiptBody);
+    }
+    // The version number does not choose the layout: a mislabelled body is still serialized faithfully.
+    expectSameText({ ...baseline(), receipt_version: 2 } as unknown as AuthorizationReceiptBody);
+    expectSameText({ ...baselineV2(), receipt_version: 1 } as unknown as AuthorizationReceiptBody);
+  });
+
+  it('on generated v2 bodies, with any subset of the audience members', () => {
+    const anyString = fc.string({ unit: 'binary', maxLength: 24 });
+    const num = fc.oneof(fc.integer(), fc.double(), fc.constantFrom(-0, Number.MAX_SAFE_INTEGER, Number.NaN));
+    const audience = fc.record(
+      {
+        dispatch_deadline_unix_ms: num,
+        executor_principal_id: fc.option(anyString, { nil: null }),
+        executor_release: anyString,
+      },
+      { requiredKeys: [] },
+    );
+    fc.assert(
+      fc.property(audience, fc.constantFrom(1, 2), anyString, (a, version, tenant) => {
+        const one = baseline() as unknown as Record<string, unknown>;
+        expectSameText({
+          ...one,
+          ...a,
+          receipt_version: version,
+          tenant_id: tenant,
+        } as unknown as AuthorizationReceiptBody);
+      }),
+      { ...RUNS, numRuns: 500 },
+    );
+  });
+});
+
 describe('decodeToolInvocation: the strict decoder, then the schema', () => {
   const text = JSON.stringify(buildToolLoopFixture().invocation);
 
@@ -285,6 +367,23 @@ describe('invocationText and the receipt of a validated invocation', () => {
         expect(r.value.sha256).toBe(digestOf(r.value.body));
       }),
       { ...RUNS, numRuns: 1500 },
+    );
+  });
+
+  it('on generated valid invocations: the version 2 receipt text is the reference text too', () => {
+    const contract = buildContract();
+    const grant = buildGrant();
+    fc.assert(
+      fc.property(invocationJson, (json) => {
+        const two = authorizeToolCall(contract, grant, mustParse(json), T.now, undefined, {
+          dispatch_window_ms: 60_000,
+          executor_principal_id: 'executor:x',
+        });
+        if (!two.ok) throw new Error(two.error.message);
+        expect(authorizationBodyText(two.value.body, true)).toBe(canonicalizeReference(two.value.body));
+        expect(two.value.sha256).toBe(digestOf(two.value.body));
+      }),
+      { ...RUNS, numRuns: 300 },
     );
   });
 

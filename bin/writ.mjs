@@ -1,0 +1,15 @@
+#!/usr/bin/env node
+// The `writ` command: loads the TypeScript CLI through tsx and gives it Node's file system and
+// streams. This file is the only place the CLI touches Node.
+import { readFile } from 'node:fs/promises';
+import process from 'node:process';
+import { URL } from 'node:url';
+import { register } from 'tsx/esm/api';
+
+register();
+const { main } = await import(new URL('../src/cli/writ.ts', import.meta.url).href);
+process.exitCode = await main(process.argv.slice(2), {
+  readFile: async (path) => new Uint8Array(await readFile(path)),
+  stdout: (text) => process.stdout.write(text),
+  stderr: (text) => process.stderr.write(text),
+});

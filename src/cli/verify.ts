@@ -1,0 +1,125 @@
+/**
+ * `writ verify <bundle.json> [--keys keys.json] [--json] [--allow-unlogged]`: check a receipt
+ * bundle offline: no network, no database.
+ *
+ * Exit 0: valid. Exit 1: invalid (the reason is printed). Exit 2: usage error (bad arguments, a
+ * file that cannot be read, a keys file that is not a key set).
+ * Keys: `--keys` pins the issuer's published key set (`GET /.well-known/writ-keys`, saved by the
+ * user); without it the bundle's own keys are used and the verdict says `keys: from the bundle`.
+ */
+import { parsePublicKeySetText, type TrustedKeys } from '../core/receipts/keys.js';
+import { type BundleVerdict, verifyBundleBytes } from '../verify/bundle.js';
+import { type CliIo, EXIT, type ExitCode } from './io.js';
+import { cliLogVerifier } from './log-verifier.js';
+
+export const VERIFY_USAGE = 'usage: writ verify <bundle.json> [--keys keys.json] [--json] [--allow-unlogged]';
+
+interface VerifyArgs {
+  readonly bundle: string;
+  readonly keys: string | null;
+  readonly json: boolean;
+  readonly allowUnlogged: boolean;
+}
+
+export function parseVerifyArgs(argv: readonly string[]): VerifyArgs | string {
+  let bundle: string | null = null;
+  let keys: string | null = null;
+  let json = false;
+  let allowUnlogged = false;
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    if (a === '--json') json = true;
+    else if (a === '--allow-unlogged') allowUnlogged = true;
+    else if (a === '--keys') {
+      const v = argv[++i];
+      if (v === undefined || v.startsWith('--')) return '--keys needs a file';
+      if (keys !== null) return '--keys given twice';
+      keys = v;
+    } else if (a.startsWith('-')) return `unknown option "${a}"`;
+    else if (bundle !== null) return 'only one bundle file';
+    else bundle = a;
+  }
+  if (bundle === null) return 'missing bundle file';
+  return { bundle, keys, json, allowUnlogged };
+}
+
+export async function runVerify(argv: readonly string[], io: CliIo): Promise<ExitCode> {
+  const args = parseVerifyArgs(argv);
+  if (typeof args === 'string') {
+    io.stderr(`writ verify: ${args}\n${VERIFY_USAGE}\n`);
+    return EXIT.usage;
+  }
+  let trustedKeys: TrustedKeys | undefined;
+  if (args.keys !== null) {
+    const text = await read(io, args.keys);
+    if (text === null) return EXIT.usage;
+    const parsed = parsePublicKeySetText(text);
+    if (!parsed.ok) {
+      io.stderr(`writ verify: ${quote(args.keys)} is not a key set: ${parsed.error.message}\n`);
+      return EXIT.usage;
+    }
+    trustedKeys = parsed.value;
+  }
+  let bytes: Uint8Array;
+  try {
+    bytes = await io.readFile(args.bundle);
+  } catch {
+    io.stderr(`writ verify: cannot read ${quote(args.bundle)}\n`);
+    return EXIT.usage;
+  }
+  const verdict = verifyBundleBytes(bytes, {
+    logVerifier: cliLogVerifier,
+    allowUnlogged: args.allowUnlogged,
+    ...(trustedKeys === undefined ? {} : { trustedKeys }),
+  });
+  io.stdout(args.json ? `${JSON.stringify(verdict)}\n` : describe(verdict));
+  return verdict.valid ? EXIT.ok : EXIT.invalid;
+}
+
+async function read(io: CliIo, path: string): Promise<string | null> {
+  try {
+    return new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(await io.readFile(path));
+  } catch {
+    io.stderr(`writ verify: cannot read ${quote(path)}\n`);
+    return null;
+  }
+}
+
+/** The human verdict: one line of result, then what was checked. */
+export function describe(v: BundleVerdict): string {
+  const lines: string[] = [];
+  const what = v.receipt === null ? 'bundle' : `${v.receipt.kind} receipt ${v.receipt.sha256}`;
+  if (v.valid) lines.push(`VALID ${what}`);
+  else if (v.failure !== null) lines.push(`INVALID ${what}: ${v.failure.reason}: ${v.failure.message}`);
+  for (const d of v.failure?.differences ?? []) lines.push(`  differs: ${d}`);
+  if (v.receipt !== null) lines.push(`  tenant: ${v.receipt.tenant_id}`);
+  if (v.signature !== null) {
+    const at = new Date(v.signature.issued_at_unix_ms).toISOString();
+    lines.push(`  signature: Ed25519, issuer ${v.signature.issuer}, key ${v.signature.key_id}, issued ${at}`);
+  }
+  if (v.key_trust === 'pinned') lines.push('  keys: pinned (--keys)');
+  if (v.key_trust === 'bundle')
+    lines.push('  keys: from the bundle (not independently trusted; pass --keys)');
+  lines.push(`  log: ${logLine(v)}`);
+  return `${lines.join('\n')}\n`;
+}
+
+function logLine(v: BundleVerdict): string {
+  switch (v.log.status) {
+    case 'included':
+      return `included at index ${v.log.inclusion.index} of ${v.log.inclusion.tree_size} (${v.log.inclusion.origin})`;
+    case 'unlogged_allowed':
+      return 'no log proof (allowed by --allow-unlogged)';
+    case 'not_checked':
+      return `${v.log.message.replace(/^log: /, '')} (allowed by --allow-unlogged)`;
+    case 'failed':
+      return `${v.log.reason}: ${v.log.message.replace(/^log: /, '')}`;
+    case 'not_reached':
+      return 'not reached';
+  }
+}
+
+/** User input quoted, clipped, control characters escaped. */
+function quote(s: string): string {
+  return JSON.stringify(s.length > 200 ? `${s.slice(0, 200)}…` : s);
+}

@@ -1,0 +1,106 @@
+/**
+ * Signed receipts and bundles for the verification tests: a fixed key ring, the v2 rollback
+ * receipt, and a fake log verifier that binds the leaf to a checkpoint-like digest.
+ */
+import { sha256Hex } from '../../../src/core/canonical/canonical.js';
+import type { AuthorizationReceipt } from '../../../src/core/model.js';
+import {
+  generateKeyRing,
+  type KeyRing,
+  type KeyRingDocument,
+  parseKeyRing,
+  publicKeySet,
+  trustedKeysOfRing,
+} from '../../../src/core/receipts/keys.js';
+import {
+  signReceipt,
+  type SignableReceipt,
+  type SignatureEnvelope,
+} from '../../../src/core/receipts/signing.js';
+import { err, ok } from '../../../src/core/result.js';
+import { type LogSection, type LogVerifier, logLeafOf } from '../../../src/verify/bundle.js';
+import { authorizeToolCall } from '../../../src/core/authorization/authorize.js';
+import { buildObservation, buildScenario, mustVerify, type Scenario, T } from '../core/fixtures.js';
+
+export const ISSUER = 'writ.example';
+export const SEED = new Uint8Array(32).fill(3);
+export const OTHER_SEED = new Uint8Array(32).fill(4);
+export const DISPATCH = { dispatch_window_ms: 60_000, executor_principal_id: null } as const;
+
+export function ring(doc: KeyRingDocument = generateKeyRing(SEED, ISSUER, 0)): KeyRing {
+  const r = parseKeyRing(JSON.stringify(doc));
+  if (!r.ok) throw new Error(r.error.message);
+  return r.value;
+}
+
+export const keys = (r: KeyRing = ring()) => trustedKeysOfRing(r);
+
+export function sign(receipt: SignableReceipt, r: KeyRing = ring(), at: number = T.now): SignatureEnvelope {
+  const s = signReceipt(r, receipt, at);
+  if (!s.ok) throw new Error(s.error.message);
+  return s.value;
+}
+
+export function authorizeV2(
+  s: Scenario = buildScenario(),
+  options: { dispatch_window_ms: number; executor_principal_id: string | null } = DISPATCH,
+): AuthorizationReceipt {
+  const r = authorizeToolCall(s.contract, s.grant, s.invocation, s.now, s.trusted, options);
+  if (!r.ok) throw new Error(r.error.message);
+  return r.value;
+}
+
+const FAKE_PROOF = 'fake-proof/v1';
+
+/** A log section the fake verifier accepts for `envelope`. */
+export function fakeLog(envelope: SignatureEnvelope): LogSection {
+  return { proof: FAKE_PROOF, checkpoint: sha256Hex(logLeafOf(envelope)) };
+}
+
+/** Accepts exactly the log sections `fakeLog` makes: any changed leaf, proof or checkpoint fails. */
+export const fakeLogVerifier: LogVerifier = (leaf, log, context) =>
+  log.proof === FAKE_PROOF && log.checkpoint === sha256Hex(leaf)
+    ? ok({ index: 7, tree_size: 8, origin: `${context.issuer}/${context.tenant_id}` })
+    : err({ reason: 'inclusion_failed', message: 'leaf is not in the checkpoint' });
+
+/** A complete, valid bundle for the v2 rollback authorization receipt. */
+export function authorizationBundle(s: Scenario = buildScenario(), r: KeyRing = ring()) {
+  const receipt = authorizeV2(s);
+  const signature = sign(receipt, r);
+  return {
+    bundle_version: 1,
+    receipt,
+    signature,
+    inputs: {
+      kind: 'authorization',
+      contract: s.contract,
+      grant: s.grant,
+      invocation: s.invocation,
+      trusted_state: s.trusted,
+      evaluated_at_unix_ms: s.now,
+      dispatch: DISPATCH,
+    },
+    keys: publicKeySet(r, T.now),
+    log: fakeLog(signature),
+  };
+}
+
+/** A complete, valid bundle for the execution receipt of the baseline run (v2 authorization). */
+export function executionBundle(r: KeyRing = ring()) {
+  const s = buildScenario();
+  const authorization = authorizeV2(s);
+  const observation = buildObservation(s.contract, authorization);
+  const receipt = mustVerify(s.contract, authorization, observation);
+  const signature = sign(receipt, r, T.completedAt);
+  return {
+    bundle_version: 1,
+    receipt,
+    signature,
+    inputs: { kind: 'execution', contract: s.contract, authorization, observation },
+    keys: publicKeySet(r, T.completedAt),
+    log: fakeLog(signature),
+  };
+}
+
+/** A JSON round trip: what a verifier actually receives. */
+export const wire = <V>(v: V): unknown => JSON.parse(JSON.stringify(v));
