@@ -3,7 +3,7 @@
  * the spec's example body, and every rejection path of the body parser and of verification.
  */
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   parseCheckpointBody,
   serializeCheckpointBody,
@@ -14,6 +14,9 @@ import {
 import { EMPTY_ROOT } from '../../../../src/core/log/merkle.js';
 import { ed25519Signer, ed25519Verifier, parseVerifierKey, signNote } from '../../../../src/core/log/note.js';
 import vectors from '../../../data/tlog/signed-note.json';
+
+// Pure hashing, slow in workerd and slower on a loaded machine: no test here may fail on time.
+vi.setConfig({ testTimeout: 300_000 });
 
 function must<T>(r: { ok: true; value: T } | { ok: false; error: { message: string } }): T {
   if (!r.ok) throw new Error(r.error.message);

@@ -3,8 +3,11 @@
  * exactly one accepted spelling per value; decimals have no second spelling either.
  */
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { decodeBase64, decodeUtf8, encodeBase64, parseDecimal } from '../../../../src/core/log/encoding.js';
+
+// Pure hashing, slow in workerd and slower on a loaded machine: no test here may fail on time.
+vi.setConfig({ testTimeout: 300_000 });
 
 const latin1 = (b: Uint8Array): string => String.fromCharCode(...b);
 

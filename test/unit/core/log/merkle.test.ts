@@ -5,7 +5,7 @@
  */
 import { hexToBytes } from '@noble/hashes/utils.js';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   EMPTY_ROOT,
   MAX_PROOF_HASHES,
@@ -27,6 +27,9 @@ import {
 } from '../../../../src/core/log/merkle.js';
 import vectors from '../../../data/tlog/rfc6962-merkle.json';
 import { RefTree, hex, leafData, refLeafHash } from './reference.js';
+
+// Pure hashing, slow in workerd and slower on a loaded machine: no test here may fail on time.
+vi.setConfig({ testTimeout: 300_000 });
 
 const leaves = vectors.leaves.map((h) => hexToBytes(h));
 const leafHashes = leaves.map(leafHash);

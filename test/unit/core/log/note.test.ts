@@ -6,7 +6,7 @@
 import { ed25519 } from '@noble/curves/ed25519.js';
 import { bytesToHex, hexToBytes } from '@noble/hashes/utils.js';
 import fc from 'fast-check';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   MAX_NOTE_SIZE,
   MAX_SIGNATURES,
@@ -26,6 +26,9 @@ import {
   type NoteVerifier,
 } from '../../../../src/core/log/note.js';
 import vectors from '../../../data/tlog/signed-note.json';
+
+// Pure hashing, slow in workerd and slower on a loaded machine: no test here may fail on time.
+vi.setConfig({ testTimeout: 300_000 });
 
 const { goNote, rfc8032Test1: rfc } = vectors;
 
