@@ -3,7 +3,8 @@
  *
  * Order matters: `/v1/healthz` and `POST /v1/tenants` (platform admin token) are registered before
  * `authenticate`, so they answer without a principal; every other `/v1` route requires a valid
- * API key, and checks its role per route. There is one error handler (`onError`).
+ * API key, and checks its role per route; every write after authentication is rate limited per
+ * principal (`rateLimitWrites`). There is one error handler (`onError`).
  */
 import { Hono } from 'hono';
 import { matchedRoutes } from 'hono/route';
@@ -11,6 +12,7 @@ import { newId } from '../db/ids.js';
 import { authenticate } from './auth.js';
 import type { AppEnv } from './env.js';
 import { errorResponse, onError } from './errors.js';
+import { rateLimitWrites } from './rate-limit.js';
 import { ServiceError } from '../services/errors.js';
 import { approvalRoutes } from './routes/approvals.js';
 import { authorizeRoutes } from './routes/authorize.js';
@@ -63,6 +65,8 @@ export function createApp(): Hono<AppEnv> {
   v1.get('/healthz', (c) => c.json({ status: 'ok' }));
   v1.route('/', tenantRoutes);
   v1.use('*', authenticate);
+  // Every write of an authenticated principal takes a token first (src/http/rate-limit.ts).
+  v1.use('*', rateLimitWrites);
   v1.route('/', principalRoutes);
   v1.route('/', policyRoutes);
   v1.route('/', contractRoutes);

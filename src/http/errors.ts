@@ -61,6 +61,8 @@ export function wireError(reason: ErrorReason): WireError {
       return { status: 413, code: reason };
     case 'unsupported_media_type':
       return { status: 415, code: reason };
+    case 'rate_limited':
+      return { status: 429, code: reason };
     case 'internal':
       return { status: 500, code: reason };
   }
@@ -118,6 +120,8 @@ function httpExceptionReason(status: number): ErrorReason {
       return 'payload_too_large';
     case 415:
       return 'unsupported_media_type';
+    case 429:
+      return 'rate_limited';
     default:
       return 'internal';
   }

@@ -4,10 +4,12 @@
  * the console) open their ports here and hand them to the services.
  */
 import { operationStub } from '../../durable-objects/idempotency.js';
+import { rateLimiterStub } from '../../durable-objects/rate-limiter.js';
 import { database } from '../db/client.js';
 import { d1PlatformStore } from '../db/platform-store.js';
 import { d1TenantStore } from '../db/tenant-store.js';
-import type { OperationsPort, PlatformStore, TenantStore } from '../services/ports.js';
+import { type RateLimit, parseRateLimit } from '../core/limits/token-bucket.js';
+import type { OperationsPort, PlatformStore, RateLimitPort, TenantStore } from '../services/ports.js';
 
 export function platformStore(env: Env): PlatformStore {
   return d1PlatformStore(database(env));
@@ -23,5 +25,27 @@ export function operationsPort(env: Env): OperationsPort {
     report: (id, req) => operationStub(env, id).report(req),
     reconcile: (id, req) => operationStub(env, id).reconcile(req),
     read: (id, tenant_id) => operationStub(env, id).read(tenant_id),
+  };
+}
+
+/** Used when a `WRIT_RATE_LIMIT_*` var is unset or invalid: 20 writes a second, bursts of 100. */
+export const DEFAULT_RATE_LIMIT: RateLimit = { per_second: 20, burst: 100 };
+
+/** The configured per-principal write limit (wrangler.toml [vars]). */
+export function rateLimit(env: Env): RateLimit {
+  const parsed = parseRateLimit({
+    per_second: Number(env.WRIT_RATE_LIMIT_PER_SECOND ?? DEFAULT_RATE_LIMIT.per_second),
+    burst: Number(env.WRIT_RATE_LIMIT_BURST ?? DEFAULT_RATE_LIMIT.burst),
+  });
+  return parsed.ok ? parsed.value : DEFAULT_RATE_LIMIT;
+}
+
+export function rateLimitPort(env: Env): RateLimitPort {
+  const limit = rateLimit(env);
+  return {
+    take: async (tenant_id, principal_id, now) => {
+      const d = await rateLimiterStub(env, tenant_id).take({ tenant_id, principal_id, now, ...limit });
+      return { allowed: d.allowed, retry_after_seconds: d.retry_after_seconds };
+    },
   };
 }

@@ -22,6 +22,8 @@ export type ServiceErrorReason =
   | 'contract_quarantined'
   | 'payload_too_large'
   | 'unsupported_media_type'
+  // Per-principal write limit (src/http/rate-limit.ts); carries `Retry-After`.
+  | 'rate_limited'
   // Execution dispatch and the idempotency state machine.
   | 'authorization_denied'
   | 'authorization_expired'

@@ -284,3 +284,18 @@ export interface OperationsPort {
   reconcile(operation_id: string, req: ReconcileRequest): Promise<ReconcileResult>;
   read(operation_id: string, tenant_id: string): Promise<OperationSnapshot | null>;
 }
+
+/** The outcome of one rate-limit check: admitted, or when to retry. */
+export interface RateLimitDecision {
+  readonly allowed: boolean;
+  /** Seconds until the principal's next write is admitted; 0 when allowed. */
+  readonly retry_after_seconds: number;
+}
+
+/**
+ * Per-principal write limits. `now` is the request's one clock read; the limit itself is the
+ * deployment's configuration, which the adapter holds. Throws when the limiter cannot answer.
+ */
+export interface RateLimitPort {
+  take(tenant_id: string, principal_id: string, now: number): Promise<RateLimitDecision>;
+}

@@ -1,0 +1,54 @@
+/**
+ * Per-principal rate limit on every write: each POST, PUT, PATCH or DELETE under `/v1` after
+ * authentication takes one token from its principal's bucket (durable-objects/rate-limiter.ts),
+ * `POST /v1/authorize` included (it stores a receipt, and may consume an approval and charge a
+ * run). Reads are not limited. `POST /v1/tenants` (platform admin token, before authentication)
+ * has no principal and is not limited here.
+ *
+ * Guarantees: an empty bucket is a 429 `rate_limited` with `Retry-After` in whole seconds,
+ * raised before the body is read or anything is written; the limiter answers for the request's
+ * one clock read (`c.var.now`).
+ * Fails closed: a limiter that cannot answer (unreachable, overloaded, erroring) is a 429 with
+ * `Retry-After: 1`, never a pass. The limiter protects storage; letting writes through while it
+ * is down would remove the protection exactly when a flood overloads it (SECURITY.md).
+ */
+import { createMiddleware } from 'hono/factory';
+import { rateLimitPort } from '../platform/bindings.js';
+import { ServiceError } from '../services/errors.js';
+import type { AppEnv } from './env.js';
+
+const WRITE_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
+
+/** Seconds a client is told to wait when the limiter itself could not answer. */
+export const UNAVAILABLE_RETRY_AFTER_SECONDS = 1;
+
+export const rateLimitWrites = createMiddleware<AppEnv>(async (c, next) => {
+  if (!WRITE_METHODS.has(c.req.method)) return next();
+  const { tenant_id, principal_id } = c.var.principal;
+  let decision;
+  try {
+    decision = await rateLimitPort(c.env).take(tenant_id, principal_id, c.var.now);
+  } catch (e) {
+    // Only the error's name is logged: the limiter's message could carry internal detail.
+    c.set('log', { ...c.var.log, rate_limiter: 'unavailable', rate_limiter_error: errorName(e) });
+    throw new ServiceError(
+      'rate_limited',
+      'the rate limiter is unavailable; retry later',
+      [],
+      UNAVAILABLE_RETRY_AFTER_SECONDS,
+    );
+  }
+  if (!decision.allowed) {
+    throw new ServiceError(
+      'rate_limited',
+      'too many writes by this principal; retry after the indicated delay',
+      [],
+      decision.retry_after_seconds,
+    );
+  }
+  await next();
+});
+
+function errorName(e: unknown): string {
+  return e instanceof Error ? e.name : typeof e;
+}

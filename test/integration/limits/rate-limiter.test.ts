@@ -1,0 +1,214 @@
+/**
+ * Per-principal write limits inside workerd: the tenant's rate-limiter object through its RPC
+ * surface with explicit limits and `now`, then the HTTP door with a tiny configured burst (the app
+ * called with the test's own vars, so vitest.config.ts stays untouched) and with a limiter that
+ * cannot answer. Time is frozen with fake `Date`, so nothing depends on how fast the machine is.
+ */
+import { evictDurableObject, runInDurableObject } from 'cloudflare:test';
+import { env } from 'cloudflare:workers';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import {
+  type RateLimiterObject,
+  rateLimiterStub,
+  type RateLimitRequest,
+} from '../../../durable-objects/rate-limiter.js';
+import { app } from '../../../src/http/app.js';
+import { DEFAULT_RATE_LIMIT, rateLimit } from '../../../src/platform/bindings.js';
+import { call, seedTenant, uniqueName } from '../platform/harness.js';
+
+const T0 = 1_794_906_000_000;
+const BASE = 'https://writ.test';
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('RateLimiterObject (RPC)', () => {
+  const req = (tenant_id: string, over: Partial<RateLimitRequest> = {}): RateLimitRequest => ({
+    tenant_id,
+    principal_id: 'agent',
+    now: T0,
+    per_second: 1,
+    burst: 3,
+    ...over,
+  });
+
+  it('admits a burst per principal, then denies with Retry-After; principals and tenants are apart', async () => {
+    const tenant = uniqueName('rl');
+    const stub = rateLimiterStub(env, tenant);
+    const first = [];
+    for (let i = 0; i < 4; i++) first.push(await stub.take(req(tenant)));
+    expect(first).toEqual([
+      { allowed: true, remaining: 2, retry_after_seconds: 0 },
+      { allowed: true, remaining: 1, retry_after_seconds: 0 },
+      { allowed: true, remaining: 0, retry_after_seconds: 0 },
+      { allowed: false, remaining: 0, retry_after_seconds: 1 },
+    ]);
+    // Another principal of the tenant, and the same principal id in another tenant, are full.
+    expect(await stub.take(req(tenant, { principal_id: 'other' }))).toMatchObject({
+      allowed: true,
+      remaining: 2,
+    });
+    const elsewhere = uniqueName('rl');
+    expect(await rateLimiterStub(env, elsewhere).take(req(elsewhere))).toMatchObject({ allowed: true });
+    // Exactly one second later the bucket has one token again.
+    expect(await stub.take(req(tenant, { now: T0 + 999 }))).toMatchObject({ allowed: false });
+    expect(await stub.take(req(tenant, { now: T0 + 1_000 }))).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  it('serializes concurrent takes: of 10 at once with a burst of 3, exactly 3 pass', async () => {
+    const tenant = uniqueName('rl');
+    const stub = rateLimiterStub(env, tenant);
+    const out = await Promise.all(Array.from({ length: 10 }, () => stub.take(req(tenant))));
+    expect(out.filter((d) => d.allowed)).toHaveLength(3);
+  });
+
+  // Refusals are asserted on the object itself (a throw across RPC is also reported as an
+  // unhandled rejection by the test pool); the Worker's side of a throw is the fail-closed test.
+  const refuses = (tenant: string, request: RateLimitRequest, message: RegExp) =>
+    runInDurableObject(rateLimiterStub(env, tenant), async (o: RateLimiterObject) => {
+      await expect(o.take(request)).rejects.toThrow(message);
+    });
+
+  it('refuses a request for another tenant than the object holds', async () => {
+    const tenant = uniqueName('rl');
+    await refuses(tenant, req(uniqueName('rl')), /another tenant/);
+  });
+
+  it.each([
+    ['a zero burst', { burst: 0 }],
+    ['a fractional rate', { per_second: 0.5 }],
+    ['a negative time', { now: -1 }],
+    ['an empty principal', { principal_id: '' }],
+  ])('refuses %s rather than admitting', async (_, over) => {
+    const tenant = uniqueName('rl');
+    await refuses(tenant, req(tenant, over), /invalid/);
+  });
+
+  it('an evicted object starts with full buckets (documented trade-off)', async () => {
+    const tenant = uniqueName('rl');
+    const stub = rateLimiterStub(env, tenant);
+    for (let i = 0; i < 3; i++) await stub.take(req(tenant));
+    expect(await stub.take(req(tenant))).toMatchObject({ allowed: false });
+    await evictDurableObject(stub);
+    expect(await rateLimiterStub(env, tenant).take(req(tenant))).toMatchObject({ allowed: true });
+  });
+});
+
+describe('configuration', () => {
+  const withVars = (per_second: string, burst: string) =>
+    ({ ...env, WRIT_RATE_LIMIT_PER_SECOND: per_second, WRIT_RATE_LIMIT_BURST: burst }) as unknown as Env;
+
+  it('reads the Worker vars', () => {
+    expect(rateLimit(env)).toEqual({ per_second: 20, burst: 100 });
+    expect(rateLimit(withVars('5', '7'))).toEqual({ per_second: 5, burst: 7 });
+  });
+
+  it.each([
+    ['empty', ''],
+    ['zero', '0'],
+    ['not a number', 'lots'],
+    ['fractional', '1.5'],
+  ])('an unusable value (%s) keeps the default limit, never "no limit"', (_, v) => {
+    expect(rateLimit(withVars(v, '7'))).toEqual(DEFAULT_RATE_LIMIT);
+    expect(rateLimit(withVars('5', v))).toEqual(DEFAULT_RATE_LIMIT);
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// The HTTP door
+
+/** The Worker's vars with a tiny limit: 2 writes at once, 1 a second. */
+const tiny = { ...env, WRIT_RATE_LIMIT_BURST: '2', WRIT_RATE_LIMIT_PER_SECOND: '1' } as unknown as Env;
+
+async function send(e: Env, method: string, path: string, key: string, body?: unknown) {
+  const init: RequestInit = { method, headers: { authorization: `Bearer ${key}` } };
+  if (body !== undefined) {
+    init.body = JSON.stringify(body);
+    init.headers = { ...init.headers, 'content-type': 'application/json' };
+  }
+  const res = await app.request(`${BASE}${path}`, init, e);
+  const text = await res.text();
+  return { status: res.status, headers: res.headers, body: text.length > 0 ? JSON.parse(text) : null };
+}
+
+async function runCount(tenant_id: string): Promise<number> {
+  const r = await env.DB.prepare('SELECT count(*) AS n FROM runs WHERE tenant_id = ?')
+    .bind(tenant_id)
+    .first<{ n: number }>();
+  return r?.n ?? -1;
+}
+
+const RUN = { max_calls: 5, max_external_writes: 1, max_duration_ms: 600_000 };
+
+describe('HTTP: 429 rate_limited on every write', () => {
+  it('burst + 1 writes: the last is a 429 with Retry-After, writes nothing; reads still pass', async () => {
+    const s = await seedTenant('rl');
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(Date.now());
+    const before = await runCount(s.tenant_id);
+    const ok1 = await send(tiny, 'POST', '/v1/runs', s.agent.api_key, RUN);
+    const ok2 = await send(tiny, 'POST', '/v1/runs', s.agent.api_key, RUN);
+    const limited = await send(tiny, 'POST', '/v1/runs', s.agent.api_key, RUN);
+    expect([ok1.status, ok2.status]).toEqual([201, 201]);
+    expect(limited.status).toBe(429);
+    expect(limited.body.error.code).toBe('rate_limited');
+    expect(limited.headers.get('retry-after')).toBe('1');
+    expect(await runCount(s.tenant_id)).toBe(before + 2);
+    // Reads are not limited; another principal of the tenant has its own bucket.
+    const read = await send(tiny, 'GET', `/v1/runs/${ok1.body.run_id as string}`, s.agent.api_key);
+    expect(read.status).toBe(200);
+    const other = await send(tiny, 'POST', '/v1/runs', s.admin.api_key, RUN);
+    expect(other.status).not.toBe(429);
+    // After Retry-After, the principal writes again.
+    vi.setSystemTime(Date.now() + 1_000);
+    expect((await send(tiny, 'POST', '/v1/runs', s.agent.api_key, RUN)).status).toBe(201);
+  });
+
+  it('POST /v1/authorize is limited too, before the body is read', async () => {
+    const s = await seedTenant('rl');
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(Date.now());
+    await send(tiny, 'POST', '/v1/runs', s.agent.api_key, RUN);
+    await send(tiny, 'POST', '/v1/runs', s.agent.api_key, RUN);
+    // A malformed body would be a 400 if it were read: the limit answers first.
+    const r = await send(tiny, 'POST', '/v1/authorize', s.agent.api_key, { not: 'an authorize body' });
+    expect(r.status).toBe(429);
+    expect(r.body.error.code).toBe('rate_limited');
+  });
+
+  it('an unauthenticated write is a 401: authentication comes first', async () => {
+    const r = await send(tiny, 'POST', '/v1/runs', 'wk_not_a_key', RUN);
+    expect(r.status).toBe(401);
+  });
+
+  it('fails closed: a limiter that cannot answer is a 429 with Retry-After, nothing written', async () => {
+    const s = await seedTenant('rl');
+    const broken = {
+      ...env,
+      RATE_LIMITER: {
+        idFromName: () => {
+          throw new Error('limiter unreachable');
+        },
+        get: () => {
+          throw new Error('limiter unreachable');
+        },
+      },
+    } as unknown as Env;
+    const before = await runCount(s.tenant_id);
+    const r = await send(broken, 'POST', '/v1/runs', s.agent.api_key, RUN);
+    expect(r.status).toBe(429);
+    expect(r.body.error.code).toBe('rate_limited');
+    expect(r.headers.get('retry-after')).toBe('1');
+    expect(JSON.stringify(r.body)).not.toContain('unreachable');
+    expect(await runCount(s.tenant_id)).toBe(before);
+    // Reads do not ask the limiter.
+    expect((await send(broken, 'GET', '/v1/runs/run-none', s.agent.api_key)).status).toBe(404);
+  });
+
+  it('with the configured defaults, ordinary use is never limited', async () => {
+    const s = await seedTenant('rl');
+    const r = await call('POST', '/v1/runs', { key: s.agent.api_key, body: RUN });
+    expect(r.status).toBe(201);
+  });
+});
