@@ -550,6 +550,8 @@ function errorsOf(r: RouteDoc): ErrorReason[] {
   if (Array.isArray(r.auth)) out.add('forbidden_role');
   if (r.body !== undefined) for (const e of BODY_ERRORS) out.add(e);
   if (r.query !== undefined) out.add('invalid_request');
+  // Every authenticated write passes the per-principal rate limit (src/http/rate-limit.ts).
+  if (r.method !== 'get' && r.auth !== 'none' && r.auth !== 'platform_admin') out.add('rate_limited');
   for (const e of r.errors ?? []) out.add(e);
   return [...out];
 }
