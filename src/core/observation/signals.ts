@@ -14,8 +14,8 @@
  * treats a hit as proof of intent (a security document may legitimately quote these strings).
  */
 import type { ObservationSignal, SignalEncoding, SignalHit } from './schema.js';
-import { scanSecrets, SHAPE_RULES, type SecretWork } from './signals/credentials.js';
-import { WORDING_RULES } from './signals/injection.js';
+import { GENERIC_SHAPE_RULES, scanSecrets, SHAPE_RULES, type SecretWork } from './signals/credentials.js';
+import { SCRIPT_GATES, STOPWORDS, WORDING_RULES } from './signals/injection.js';
 import { CONFUSABLE_RE, CONFUSABLES, type Rule } from './signals/rule.js';
 
 export const SIGNAL_LIMITS = {
@@ -53,7 +53,7 @@ export interface SignalReport {
   readonly complete: boolean;
 }
 
-const RULES: readonly Rule[] = [...WORDING_RULES, ...SHAPE_RULES];
+const RULES: readonly Rule[] = [...WORDING_RULES, ...SHAPE_RULES, ...GENERIC_SHAPE_RULES];
 
 // ---------------------------------------------------------------------------------------------
 // Normalization
@@ -143,6 +143,19 @@ interface View {
   readonly words: string;
   readonly squeezed: string;
   readonly leet: string;
+  /** Languages the text shows (script or function words): their wording rules run. */
+  readonly langs: ReadonlySet<string>;
+}
+
+function languagesOf(lower: string, tokens: readonly string[]): Set<string> {
+  const langs = new Set<string>();
+  for (const t of tokens) {
+    const l = STOPWORDS.get(t);
+    if (l !== undefined) for (const x of l) langs.add(x);
+  }
+  if (NON_ASCII_RE.test(lower))
+    for (const [lang, gate] of SCRIPT_GATES) if (gate.test(lower)) langs.add(lang);
+  return langs;
 }
 
 function makeView(text: string): View {
@@ -170,7 +183,7 @@ function makeView(text: string): View {
       ? tokenize(lower.replaceAll('@', 'a').replaceAll('$', 's')).join('')
       : squeezed;
   for (const [digit, letter] of LEET) leet = leet.replaceAll(digit, letter);
-  return { raw: text, cased, lower, folded, words, squeezed, leet };
+  return { raw: text, cased, lower, folded, words, squeezed, leet, langs: languagesOf(lower, tokens) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -371,7 +384,7 @@ function runRules(view: View, encoding: SignalEncoding, state: ScanState): void 
     const key = `${rule.signal}\u0000${rule.id}\u0000${encoding}`;
     // A language rule adds its language to a hit already found; other rules need not run again.
     if (rule.lang === undefined && state.hits.has(key)) continue;
-    if (rule.gate !== undefined && !rule.gate.test(view.lower)) continue;
+    if (rule.lang !== undefined && !view.langs.has(rule.lang)) continue;
     if (rule.quotable === true && quoted) continue;
     const texts = rule.view === 'squeezed' ? [view.squeezed, view.leet] : [view[rule.view]];
     if (texts.some((t) => matches(rule, t)))

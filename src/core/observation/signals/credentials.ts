@@ -37,7 +37,31 @@ interface SecretRule {
   readonly secretGroup: number | null;
   readonly allowSecret: readonly RegExp[];
   readonly allowMatch: readonly RegExp[];
-  readonly stopwords: readonly string[];
+  readonly stopwords: Stopwords;
+}
+
+/**
+ * Stopwords indexed by their first two characters: whether a secret contains one costs one
+ * lookup per position of the secret, not one search per stopword (generic-api-key has ~1,500).
+ */
+type Stopwords = ReadonlyMap<string, readonly string[]>;
+
+function indexStopwords(words: readonly string[]): Stopwords {
+  const m = new Map<string, string[]>();
+  for (const w of words) {
+    const k = w.slice(0, 2);
+    m.set(k, [...(m.get(k) ?? []), w]);
+  }
+  return m;
+}
+
+function containsStopword(lower: string, stopwords: Stopwords): boolean {
+  if (stopwords.size === 0) return false;
+  for (let i = 0; i + 1 < lower.length; i++) {
+    const list = stopwords.get(lower.slice(i, i + 2));
+    if (list !== undefined && list.some((w) => lower.startsWith(w, i))) return true;
+  }
+  return false;
 }
 
 /** How far before and after a keyword a rule's regex looks (gitleaks' patterns reach ~50 back). */
@@ -63,7 +87,7 @@ function compile(d: SecretRuleData): SecretRule {
     secretGroup: d.secretGroup ?? null,
     allowSecret,
     allowMatch,
-    stopwords,
+    stopwords: indexStopwords(stopwords),
   };
 }
 
@@ -137,8 +161,8 @@ const PLACEHOLDER_INSIDE =
   /example|placeholder|redacted|changeme|change_me|change-me|replace_?me|your[_-]?(?:api|secret|access|auth|own|token|key|password|pass|app|client|private)|x{4,}|\*{3,}|\.{3}|…|<[^>]{0,40}>|\{\{|\$\{|%s\b|dummy|sample|insert[_-]?(?:your|key|token|here)|here[_-]?is[_-]?(?:your|my)|fake[_-]?(?:key|token|secret)|not[_-]?a[_-]?real|lorem/i;
 const PLACEHOLDER_START =
   /^(?:your|my|test$|secret$|password$|token$|none$|null$|undefined$|true$|false$|env\b|process\.|os\.|getenv|config\.|settings\.|vault:|ref:|\[redacted|\$|<|%|\{)/i;
-/** Keys made of a counting run (`1234567890`, `abcdefgh…`) and nothing else. */
-const COUNTING = /^(?:0?123456789|abcdefghijklmnopqrstuvwxyz|abcdef|0123456789abcdef)+[0-9a-z]{0,9}$/i;
+/** Values made of one counting run (`1234567890…`, `abcdefgh…`) and nothing else. */
+const COUNTING = /^(?:(?:0?123456789)+[0-9]{0,9}|(?:abcdefghijklmnopqrstuvwxyz)+)$/i;
 
 /** Whether a captured secret value is a placeholder rather than a credential. */
 export function isPlaceholder(value: string): boolean {
@@ -169,8 +193,7 @@ function accepted(rule: SecretRule, m: RegExpMatchArray, secret: string): boolea
   if (rule.entropy > 0 && shannonEntropy(secret) < rule.entropy) return false;
   if (rule.allowSecret.some((r) => r.test(secret))) return false;
   if (rule.allowMatch.some((r) => r.test(m[0]))) return false;
-  const lower = secret.toLowerCase();
-  if (rule.stopwords.some((w) => lower.includes(w))) return false;
+  if (containsStopword(secret.toLowerCase(), rule.stopwords)) return false;
   return !isPlaceholder(secret);
 }
 
@@ -218,14 +241,13 @@ export function scanSecrets(
   const lower = text.toLowerCase();
   const out: SecretMatch[] = [];
   const positions = keywordPositions(lower);
-  for (const [index, rule] of SECRET_RULES.entries()) {
+  // Only rules whose keywords occur run at all (Map order is first occurrence; sort for a stable
+  // order of spans).
+  for (const index of [...positions.keys()].sort((a, b) => a - b)) {
+    const rule = SECRET_RULES[index] as SecretRule;
     if (skip(rule.id)) continue;
-    const ws =
-      rule.keywords.length === 0
-        ? [[0, text.length] as [number, number]]
-        : windows(positions.get(index) ?? [], text.length);
     let found = false;
-    for (const [s, e] of ws) {
+    for (const [s, e] of windows(positions.get(index) ?? [], text.length)) {
       const slice = text.slice(s, e);
       work.chars += slice.length;
       rule.re.lastIndex = 0;
@@ -292,7 +314,9 @@ export const SHAPE_RULES: readonly Rule[] = [
     signal: 'credential_like_text',
     family: 'jwt',
     view: 'cased',
-    pattern: /(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{10}[A-Za-z0-9_-]{0,2048}?\.eyJ[A-Za-z0-9_-]{10}/,
+    // A JOSE header (`eyJ` is `{"`) and two more segments; the payload need not be JSON.
+    pattern:
+      /(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{10}[A-Za-z0-9_-]{0,2048}?\.(?:eyJ[A-Za-z0-9_-]{10}|[A-Za-z0-9_-]{16,4096}\.[A-Za-z0-9_-]{16})/,
   },
   {
     id: 'credential.bearer_token',
@@ -314,6 +338,16 @@ export const SHAPE_RULES: readonly Rule[] = [
     accept: (m) => credibleAssignedValue(m[1] ?? ''),
   },
   {
+    // `<password>...</password>` in XML settings (Maven, NuGet, ...).
+    id: 'credential.xml_element',
+    signal: 'credential_like_text',
+    family: 'xml_element',
+    view: 'cased',
+    pattern:
+      /<(?:password|passwd|secret|token|api[_-]?key|apikey|access[_-]?token|auth[_-]?token|private[_-]?key|master|passphrase|client[_-]?secret)>\s{0,3}([^<\s]{6,200})\s{0,3}<\//gi,
+    accept: (m) => credibleAssignedValue(m[1] ?? ''),
+  },
+  {
     // Credentials embedded in a URL: `https://user:secret@host`, `postgres://app:pw@db`.
     id: 'credential.url_userinfo',
     signal: 'credential_like_text',
@@ -330,6 +364,50 @@ export const SHAPE_RULES: readonly Rule[] = [
     view: 'cased',
     pattern: /(?:^|\s)(?:-u|--user)(?:=|[ \t]{1,5})["']?[^\s:"']{1,64}:([^\s"']{3,128})/g,
     accept: (m) => !isPlaceholder(m[1] ?? '') && !/^(?:pass(?:word)?|pwd|secret|\*+)$/i.test(m[1] ?? ''),
+  },
+];
+
+const SECRET_WORD =
+  '(?:secret|token|api[_ -]?key|apikey|access[_ -]?key|access[_ -]?token|private[_ -]?key|private|access|key|pat|password|passwd|credential|auth)';
+
+/** Mixed letters and digits, some entropy, not a placeholder: a generated value, not a word. */
+function randomLooking(v: string, minEntropy: number): boolean {
+  return /[0-9]/.test(v) && /[A-Za-z]/.test(v) && shannonEntropy(v) >= minEntropy && !isPlaceholder(v);
+}
+
+/**
+ * Provider-agnostic shapes. Most of the hundreds of API providers issue keys that are only
+ * recognizable by their label (`<provider>_key=`, `<provider> SECRET ...`) or by a short prefix
+ * followed by a long random tail (`gsk_...`, `shpat_...`); these two rules find such values for
+ * providers no rule set names yet. The tail must look generated (letters and digits, entropy).
+ */
+export const GENERIC_SHAPE_RULES: readonly Rule[] = [
+  {
+    id: 'credential.labelled_secret',
+    signal: 'credential_like_text',
+    family: 'labelled_secret',
+    view: 'cased',
+    pattern: new RegExp(
+      `(?<![A-Za-z0-9])(?:[A-Za-z][A-Za-z0-9]{1,30}[ _.-]?)?${SECRET_WORD}(?:[_ -]?(?:key|token|secret))?["']?(?:[ \t]{0,3}(?:=|:|=>|:=)[ \t]{0,3}|[ \t]{1,3}|[-_])["'\`]?([A-Za-z0-9][A-Za-z0-9_+/=.-]{15,200})`,
+      'gi',
+    ),
+    accept: (m) => randomLooking(m[1] ?? '', 3),
+  },
+  {
+    id: 'credential.prefixed_token',
+    signal: 'credential_like_text',
+    family: 'prefixed_token',
+    view: 'cased',
+    pattern:
+      /(?<![A-Za-z0-9_./+-])([a-z][a-z0-9]{1,7}[_-](?:[a-z]{2,5}[_-])?)([A-Za-z0-9_-]{30,200})(?![A-Za-z0-9_-])/g,
+    accept: (m) =>
+      !/^(?:sha|md5|integrity|data|base64|urn|uuid|nonce|etag|commit|build|run|job|trace|span|req|request|session|msg|id)/i.test(
+        m[1] ?? '',
+      ) &&
+      // Mixed case, or one case with a long unseparated tail: a generated value, not a name
+      // (`web-7d9f8c-x2lqp` pod names are lowercase with separators).
+      ((/[A-Z]/.test(m[2] ?? '') && /[a-z]/.test(m[2] ?? '')) || /^[A-Za-z0-9]{30,}$/.test(m[2] ?? '')) &&
+      randomLooking(m[2] ?? '', 3.5),
   },
 ];
 

@@ -5,13 +5,14 @@
  *
  * Conversion (Go RE2 to JavaScript), mechanical and the same for every rule: a leading or inline
  * `(?i)` makes the whole pattern case-insensitive (Node 22 has no inline modifiers; wider, never
- * narrower); `(?s:.)` becomes `[\s\S]`; `\z` becomes `$`; every unbounded quantifier
- * (`*`, `+`, `{n,}`) is capped at 512 more repetitions, so the work at each start position
- * has a constant ceiling in a backtracking engine. Rules that only apply to a file path (`path`)
- * are left out: an observation has no path. Keywords are lowercased; `entropy` is the Shannon
- * entropy floor gitleaks applies to the secret (the first capture group, or `secretGroup`);
- * `allow` are gitleaks' per-rule allowlists (regexes over the secret or the whole match, and
- * stopwords). To update: convert a newer gitleaks.toml the same way and rerun the signal tests.
+ * narrower); `(?s:.)` becomes `[\s\S]`; `\z` becomes `$`; in rule patterns every unbounded
+ * quantifier (`*`, `+`, `{n,}`) is capped at 512 more repetitions, so the work at each start
+ * position has a constant ceiling in a backtracking engine (allowlist patterns keep theirs: they
+ * only run on one bounded match). Rules that only apply to a file path (`path`) are left out: an
+ * observation has no path. Keywords are lowercased; `entropy` is the Shannon entropy floor
+ * gitleaks applies to the secret (the first capture group, or `secretGroup`); `allow` are
+ * gitleaks' per-rule allowlists (regexes over the secret or the whole match, and stopwords).
+ * To update: convert a newer gitleaks.toml the same way and rerun the signal tests.
  */
 import type { SecretRuleData } from './credentials.js';
 
@@ -156,7 +157,7 @@ export const GITLEAKS_RULES: readonly SecretRuleData[] = [
     flags: '',
     keywords: ['a3t', 'abia', 'acca', 'akia', 'asia'],
     entropy: 3,
-    allow: [{ target: 'secret', regexes: [{ source: '.{1,512}EXAMPLE$', flags: '' }] }],
+    allow: [{ target: 'secret', regexes: [{ source: '.+EXAMPLE$', flags: '' }] }],
   },
   {
     id: 'aws-amazon-bedrock-api-key-long-lived',
@@ -316,18 +317,12 @@ export const GITLEAKS_RULES: readonly SecretRuleData[] = [
       {
         target: 'secret',
         regexes: [
-          { source: '[^:]{1,512}:(?:change(?:it|me)|pass(?:word)?|pwd|test|token|\\*+|x{1,512})', flags: '' },
-          {
-            source: '[\'"]?<[^>]{1,512}>[\'"]?:[\'"]?<[^>]{1,512}>|<[^:]{1,512}:[^>]{1,512}>[\'"]?',
-            flags: '',
-          },
-          { source: '[^:]{1,512}:\\[[^]]{1,512}]', flags: '' },
-          {
-            source: '[\'"]?[^:]{1,512}[\'"]?:[\'"]?\\$(?:\\d|\\w{1,512}|\\{(?:\\d|\\w{1,512})})[\'"]?',
-            flags: '',
-          },
-          { source: '\\$\\([^)]{1,512}\\):\\$\\([^)]{1,512}\\)', flags: '' },
-          { source: '[\'"]?\\$?{{[^}]{1,512}}}[\'"]?:[\'"]?\\$?{{[^}]{1,512}}}[\'"]?', flags: '' },
+          { source: '[^:]+:(?:change(?:it|me)|pass(?:word)?|pwd|test|token|\\*+|x+)', flags: '' },
+          { source: '[\'"]?<[^>]+>[\'"]?:[\'"]?<[^>]+>|<[^:]+:[^>]+>[\'"]?', flags: '' },
+          { source: '[^:]+:\\[[^]]+]', flags: '' },
+          { source: '[\'"]?[^:]+[\'"]?:[\'"]?\\$(?:\\d|\\w+|\\{(?:\\d|\\w+)})[\'"]?', flags: '' },
+          { source: '\\$\\([^)]+\\):\\$\\([^)]+\\)', flags: '' },
+          { source: '[\'"]?\\$?{{[^}]+}}[\'"]?:[\'"]?\\$?{{[^}]+}}[\'"]?', flags: '' },
         ],
       },
     ],
@@ -598,13 +593,13 @@ export const GITLEAKS_RULES: readonly SecretRuleData[] = [
     ],
     entropy: 3.5,
     allow: [
-      { target: 'secret', regexes: [{ source: '^[a-zA-Z_.-]{1,512}$', flags: '' }] },
+      { target: 'secret', regexes: [{ source: '^[a-zA-Z_.-]+$', flags: '' }] },
       {
         target: 'match',
         regexes: [
           {
             source:
-              '(?:access(?:ibility|or)|access[_.-]?id|random[_.-]?access|api[_.-]?(?:id|name|version)|rapid|capital|[a-z0-9-]{0,512}?api[a-z0-9-]{0,512}?:jar:|author|X-MS-Exchange-Organization-Auth|Authentication-Results|(?:credentials?[_.-]?id|withCredentials)|(?:bucket|foreign|hot|idx|natural|primary|pub(?:lic)?|schema|sequence)[_.-]?key|(?:turkey)|key[_.-]?(?:alias|board|code|frame|id|length|mesh|name|pair|press(?:ed)?|ring|selector|signature|size|stone|storetype|word|up|down|left|right)|key[_.-]?vault[_.-]?(?:id|name)|keyVaultToStoreSecrets|key(?:store|tab)[_.-]?(?:file|path)|issuerkeyhash|(?:[DdMm]onkey|[DM]ONKEY)|keying|(?:secret)[_.-]?(?:length|name|size)|UserSecretsId|(?:csrf)[_.-]?token|(?:io\\.jsonwebtoken[ \\t]?:[ \\t]?[\\w-]{1,512})|(?:api|credentials|token)[_.-]?(?:endpoint|ur[il])|public[_.-]?token|(?:key|token)[_.-]?file|(?:(?:[A-Z_]{1,512}=\\n[A-Z_]{1,512}=|[a-z_]{1,512}=\\n[a-z_]{1,512}=)(?:\\n|$))|(?:(?:[A-Z.]{1,512}=\\n[A-Z.]{1,512}=|[a-z.]{1,512}=\\n[a-z.]{1,512}=)(?:\\n|$)))',
+              '(?:access(?:ibility|or)|access[_.-]?id|random[_.-]?access|api[_.-]?(?:id|name|version)|rapid|capital|[a-z0-9-]*?api[a-z0-9-]*?:jar:|author|X-MS-Exchange-Organization-Auth|Authentication-Results|(?:credentials?[_.-]?id|withCredentials)|(?:bucket|foreign|hot|idx|natural|primary|pub(?:lic)?|schema|sequence)[_.-]?key|(?:turkey)|key[_.-]?(?:alias|board|code|frame|id|length|mesh|name|pair|press(?:ed)?|ring|selector|signature|size|stone|storetype|word|up|down|left|right)|key[_.-]?vault[_.-]?(?:id|name)|keyVaultToStoreSecrets|key(?:store|tab)[_.-]?(?:file|path)|issuerkeyhash|(?:[DdMm]onkey|[DM]ONKEY)|keying|(?:secret)[_.-]?(?:length|name|size)|UserSecretsId|(?:csrf)[_.-]?token|(?:io\\.jsonwebtoken[ \\t]?:[ \\t]?[\\w-]+)|(?:api|credentials|token)[_.-]?(?:endpoint|ur[il])|public[_.-]?token|(?:key|token)[_.-]?file|(?:(?:[A-Z_]+=\\n[A-Z_]+=|[a-z_]+=\\n[a-z_]+=)(?:\\n|$))|(?:(?:[A-Z.]+=\\n[A-Z.]+=|[a-z.]+=\\n[a-z.]+=)(?:\\n|$)))',
             flags: 'i',
           },
         ],
@@ -2061,19 +2056,15 @@ export const GITLEAKS_RULES: readonly SecretRuleData[] = [
         target: 'line',
         regexes: [
           { source: '--mount=type=secret,', flags: '' },
-          {
-            source:
-              'import[ \\t]{1,512}{[ \\t\\w,]{1,512}}[ \\t]{1,512}from[ \\t]{1,512}[\'"][^\'"]{1,512}[\'"]',
-            flags: '',
-          },
+          { source: 'import[ \\t]+{[ \\t\\w,]+}[ \\t]+from[ \\t]+[\'"][^\'"]+[\'"]', flags: '' },
         ],
       },
       {
         target: 'line',
         regexes: [
-          { source: 'LICENSE[^=]{0,512}=\\s{0,512}"[^"]{1,512}', flags: '' },
-          { source: 'LIC_FILES_CHKSUM[^=]{0,512}=\\s{0,512}"[^"]{1,512}', flags: '' },
-          { source: 'SRC[^=]{0,512}=\\s{0,512}"[a-zA-Z0-9]{1,512}', flags: '' },
+          { source: 'LICENSE[^=]*=\\s*"[^"]+', flags: '' },
+          { source: 'LIC_FILES_CHKSUM[^=]*=\\s*"[^"]+', flags: '' },
+          { source: 'SRC[^=]*=\\s*"[a-zA-Z0-9]+', flags: '' },
         ],
       },
     ],

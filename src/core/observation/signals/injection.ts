@@ -19,9 +19,17 @@ import { normalizedPattern, type Rule } from './rule.js';
 const W = '(?:[a-z0-9]+ )'; // one word of a bounded gap
 
 const OVERRIDE_VERBS =
-  '(?:ignore|ignoring|ingore|igore|ignor|ignroe|disregard|disregarding|disreguard|dissregard|forget|forgetting|forgt|foget|skip|neglect|overlook|override|overrule|bypass|discard|dismiss|abandon|drop|scrap|set aside|stop following|do not follow|dont follow|don t follow|no longer follow|cease following|pay no attention to)';
+  '(?:ignore|ignoring|ingore|igore|ignor|ignroe|disregard|disregarding|disreguard|dissregard|forget|forgetting|forgt|foget|skip|neglect|overlook|discard|dismiss|abandon|drop|scrap|set aside|stop following|do not follow|dont follow|don t follow|no longer follow|cease following|pay no attention to)';
+/** Determiners and qualifiers that make "rules", "commands", "context" refer to the model's own. */
+const OVERRIDE_DET = '(?:all|any|the|your|my|these|those|every|each|of|this|that|whatever|everything)';
+const OVERRIDE_ADJ =
+  '(?:previous|prior|above|earlier|preceding|former|original|initial|old|current|existing|given|aforementioned|foregoing|system|safety|ethical|content|developer|moderation|security|other|standard|usual|default|built in|programmed|pre existing|preexisting|stated|said|provided|supplied|prior)';
+/** Nouns that only count with a determiner or qualifier ("ignore json rules" is linter talk). */
 const OVERRIDE_TARGETS =
-  '(?:instructions?|instrucions|instuctions|prompts?|rules?|directions?|guidelines?|guardrails?|orders?|commands?|directives?|constraints?|restrictions?|limitations?|programming|training|polic(?:y|ies)|filters?|context|above|everything|anything|all info|all information|info|information|what (?:i|you) (?:said|wrote|were told|have been told|was told)|the question|this question|that question|the task|your task)';
+  '(?:instructions?|instrucions|instuctions|prompts?|rules?|directions?|guidelines?|guardrails?|orders?|commands?|directives?|constraints?|restrictions?|limitations?|programming|training|polic(?:y|ies)|filters?|context|info|information|questions?|requests?|query|queries|input|content|assignments?|tasks?|text|conversation|articles?|documents?|sources?|passages?)';
+/** Targets that are the model's own whatever precedes them. */
+const OVERRIDE_STRONG_TARGETS =
+  '(?:instructions?|instrucions|instuctions|directives?|guardrails?|programming|above|everything|anything|all info|all information|what (?:i|you) (?:said|wrote|were told|have been told|was told)|my question|the question|this question|all the assignments|all assignments|all (?:the |your |previous |prior )?tasks|wh?a?t s before|waht s before|what (?:came|comes|is|was) (?:before|above))';
 
 const EN: readonly Omit<Rule, 'signal'>[] = [
   {
@@ -37,7 +45,9 @@ const EN: readonly Omit<Rule, 'signal'>[] = [
     id: 'instruction.override',
     family: 'override',
     view: 'words',
-    pattern: new RegExp(` ${OVERRIDE_VERBS} (?:about )?${W}{0,4}?${OVERRIDE_TARGETS} `),
+    pattern: new RegExp(
+      ` ${OVERRIDE_VERBS} (?:about )?(?:(?:${OVERRIDE_DET} ){1,3}(?:${OVERRIDE_ADJ} ){0,2}|(?:${OVERRIDE_ADJ} ){1,2})${OVERRIDE_TARGETS} | ${OVERRIDE_VERBS} (?:about )?${W}{0,3}?${OVERRIDE_STRONG_TARGETS} `,
+    ),
   },
   {
     // Goal replacement: "instead, output ...", "your new task is", "don't answer the question, just say".
@@ -45,7 +55,7 @@ const EN: readonly Omit<Rule, 'signal'>[] = [
     family: 'override',
     view: 'words',
     pattern:
-      / (?:your (?:new|real|actual|true|only|next) (?:instructions|task|goal|objective|purpose|orders|job|mission) (?:is|are|will be)|(?:new|updated|revised|real|actual|hidden|secret) (?:system|developer) (?:instructions|prompt|directives|message)|(?:new|real|actual|hidden|secret) instructions (?:for|to) (?:the |all |any )?(?:ai|assistant|agent|model|llm)s?|(?:do not|don t|dont|never) (?:answer|respond to|reply to|address) (?:the|this|that|my|any|their) (?:question|query|request|prompt)|(?:just|only|simply|directly) (?:output|print|say|repeat|write|reply|respond|answer|return|type)(?: with| the following| exactly| this)?|(?:output|print|say|repeat|reply|respond|answer|write) (?:directly|only|exactly|verbatim|simply)|stop (?:what you are doing|everything|your current task)|instead (?:of (?:answering|responding|summarizing|translating|doing)|you (?:should|must|will|need to)|output|print|say|write|respond|reply|tell|answer)|(?:from now on|starting now|henceforth) (?:you (?:will|must|shall|should|are|only)|your|respond|answer|reply|only) )/,
+      / (?:your (?:new|real|actual|true|only|next) (?:instructions|task|goal|objective|purpose|orders|job|mission) (?:is|are|will be)|(?:new|updated|revised|real|actual|hidden|secret) (?:system|developer) (?:instructions|prompt|directives|message)|(?:new|real|actual|hidden|secret) instructions (?:for|to) (?:the |all |any )?(?:ai|assistant|agent|model|llm)s?|(?:do not|don t|dont|never) (?:answer|respond to|reply to|address) (?:the|this|that|my|any|their) (?:question|query|request|prompt)|(?:just|only|simply|directly) (?:output|print|say|repeat|write|reply|respond|answer|return|type)(?: with| the following| exactly| this)?|(?:output|print|say|repeat|reply|respond|answer|write) (?:directly|only|exactly|verbatim|simply)|stop (?:what you are doing|everything|your current task)|instead (?:of (?:answering|responding|summarizing|translating|doing)|you (?:should|must|will|need to))|(?:from now on|starting now|henceforth) (?:you (?:will|must|shall|should|are|only)|your|respond|answer|reply|only)|(?:respond|reply|answer|speak|talk|write|act|behave) (?:[a-z]+ ){0,5}?from now on|regardless of (?:any |all |your |the |my )?(?:[a-z]+ ){0,2}?(?:instructions|guidelines|restrictions|rules|input|prompt|programming|constraints)|(?:leave|put|set|remove|clear|wipe|erase|delete|drop|get) (?:all |any )?(?:of )?(?:the |your )?(?:previous|prior|earlier|above|old|former) (?:[a-z]+ )?(?:information|tasks|instructions|context|data|rules|conversation|assignments|orders)|(?:concentrate|focus) (?:only )?on (?:your|the|a|my) new (?:task|assignment|instructions?|goal|objective)|(?:start|begin|proceed|continue) with (?:a|the|your) new (?:task|assignment)|your (?:new )?instructions are (?:now )?(?:to|as follows)|(?:all |the |your )?(?:previous|prior|above|earlier|original) (?:instructions|rules|directives) (?:are|were) (?:false|wrong|invalid|void|cancelled|canceled|obsolete|outdated|revoked|no longer valid)|include (?:the following|this (?:string|text|sentence|link|url|anchor|image|message|phrase|code)|it) (?:[a-z0-9]+ ){0,3}?in your (?:response|answer|output|reply)|include in your (?:response|answer|output|reply) (?:the following|this)|(?:every time|whenever|each time) (?:a |the )?user (?:asks|says|requests|mentions|writes|types) (?:[a-z0-9]+ ){0,8}?(?:reply|respond|answer|say|tell|recommend|output|insist)|(?:append|prepend|repeat) (?:[a-z0-9]+ ){0,6}?(?:to|at the (?:end|start|beginning) of) (?:any|every|all|each|your) (?:output|response|answer|reply|message)s? )/,
   },
   {
     // Forged chat-template, system and admin delimiters inside data, on the punctuation-keeping view.
@@ -53,7 +63,7 @@ const EN: readonly Omit<Rule, 'signal'>[] = [
     family: 'delimiter_forgery',
     view: 'lower',
     pattern:
-      /<\|(?:im_start|im_end|endoftext|system|assistant|user|developer|start_header_id|end_header_id|eot_id)\|>|\[\/?inst\]|<<\/?sys>>|<\/?(?:system|developer|admin|instruction|instructions|system_prompt|system_message|developer_message|user_instructions?|secret_instructions?|hidden_instructions?|important_instructions?|sys|prompt)>|\[(?:system|developer|admin|administrator|root|sudo|operator|assistant|instruction|instructions|override|important instructions?|system override|admin override)(?: (?:message|prompt|note|request|command|update|notice|mode|instructions?|override|access))?\]|(?:begin|start|end of|end) (?:system|developer|admin) (?:prompt|message|instructions)|end of (?:system|user) (?:prompt|message|input)|(?:^| )#{2,4} ?(?:system(?: prompt| message)?|instruction|new instructions?|admin) ?:/,
+      /<\|(?:im_start|im_end|endoftext|system|assistant|user|developer|start_header_id|end_header_id|eot_id)\|>|\[\/?inst\]|<<\/?sys>>|<\/?(?:system|developer|admin|instruction|instructions|system_prompt|system_message|developer_message|user_instructions?|secret_instructions?|hidden_instructions?|important_instructions?|sys|prompt)>|\[(?:system|developer|admin|administrator|root|sudo|operator|assistant|instruction|instructions|override|important instructions?|system override|admin override)(?: (?:message|prompt|note|request|command|update|notice|mode|instructions?|override|access))?(?:\]| ?:)|\b(?:urgent|priority|important|critical|emergency) (?:new )?(?:task|directive)s? ?[:!*]|(?:begin|start|end of|end) (?:system|developer|admin) (?:prompt|message|instructions)|end of (?:system|user) (?:prompt|message|input)|(?:^| )#{2,4} ?(?:system(?: prompt| message)?|instruction|new instructions?|admin) ?:|[*#=%~-]{3} ?(?:new (?:important )?instructions?|(?:end|begin|start) (?:of )?[^*#=%~\n]{0,40}?(?:instructions|prompt|context))|\bnew (?:important )?instructions? ?[*#=%~-]{3}/,
   },
   {
     // A line that opens as a system/admin speaker: "SYSTEM: ...", "ADMIN NOTE: ...".
@@ -61,7 +71,7 @@ const EN: readonly Omit<Rule, 'signal'>[] = [
     family: 'delimiter_forgery',
     view: 'folded',
     pattern:
-      /(?:^|\n)[ \t>*#=\-[(]{0,6}(?:system|sys|admin|administrator|developer|root|sudo|operator|assistant|ai|agent)(?:[ _](?:message|prompt|instructions?|note|override|request|command|update|notice|alert|directive|mode))?[ \t\])*]{0,3}:[ \t]{0,3}[^\s\d]/,
+      /(?:^|\n)[ \t>*#=\-[(]{0,6}(?:system|sys|admin|administrator|developer|root|sudo|operator|assistant|human)(?:[ _](?:message|prompt|instructions?|note|override|request|command|update|notice|alert|directive|mode))?[ \t\])*]{0,3}:[ \t]{0,3}[^\s\d]/,
   },
   {
     // Role play: "you are now DAN", "pretend to be an AI without rules", "stay in character".
@@ -69,7 +79,7 @@ const EN: readonly Omit<Rule, 'signal'>[] = [
     family: 'role_play',
     view: 'words',
     pattern:
-      / (?:(?:you are now|you re now|youre now|you will now act as|you will act as|from now on you are|from now on you will be|act as|acting as|pretend to be|pretend you are|pretend that you are|roleplay as|role play as|play the role of|imagine you are|assume the role of|you are going to act as|i want you to act as|i want you to pretend) (?:an? |the |my )?(?:[a-z]+ ){0,3}?(?:system|admin|administrator|root|superuser|developer|dan|stan|dude|aim|jailbroken|jailbreak|unrestricted|unfiltered|evil|uncensored|unethical|amoral|immoral|rogue|hacker|deceased|grandma|grandmother|ai|chatbot|assistant|model|linux terminal|terminal|character)|do anything now|stay in character|break character|(?:without|with no|free of|free from|no) (?:any )?(?:ethical|moral|content)? ?(?:restrictions|limitations|filters|censorship|boundaries|guidelines|ethics|morals|rules) (?:at all|whatsoever|of any kind|anymore)?|you (?:have|ve) been (?:freed|liberated|unshackled|jailbroken|released)|jailbr[eo]a?k(?:en|ing)?|(?:two|2) (?:different |separate )?(?:responses|answers|personalities)|opposite mode|evil confidant) /,
+      / (?:(?:you are now|you re now|youre now|you will now act as|you will act as|from now on you are|from now on you will be|act as|acting as|pretend to be|pretend you are|pretend that you are|roleplay as|role play as|play the role of|imagine you are|assume the role of|you are going to act as|i want you to act as|i want you to pretend) (?:an? |the |my )?(?:[a-z]+ ){0,3}?(?:system|admin|administrator|root|superuser|developer|dan|stan|dude|aim|jailbroken|jailbreak|unrestricted|unfiltered|evil|uncensored|unethical|amoral|immoral|rogue|hacker|deceased|grandma|grandmother|ai|chatbot|assistant|model|linux terminal|terminal|character)|(?:unrestricted|unfiltered|uncensored|jailbroken|rogue) (?:ai|bot|assistant|model|chatbot)|you are (?:dan|stan|dude|aim|an? no limits? (?:ai|assistant|bot)|an? (?:[a-z]+ ){0,2}?(?:ai|assistant|chatbot|bot|model) (?:with no|without|free from|that can do anything|who can do anything|that has no|with unlimited))|(?:you are now|you re now|from now on you are) (?:an? |the )(?:[a-z]+ ){0,2}?(?:bot|persona|entity|ai model)|do anything (?:now|ai)|stay in character|break character|(?:without|with no|free of|free from|no) (?:any |all )?(?:ethical|moral|content)? ?(?:restrictions|limitations|filters|censorship|boundaries|guidelines|ethics|morals|rules|constraints|ethical considerations) (?:at all|whatsoever|of any kind|anymore)?|you (?:have|ve) been (?:freed|liberated|unshackled|jailbroken|released)|(?:two|2) (?:different |separate )?(?:responses|answers|personalities)|opposite mode|evil confidant) /,
   },
   {
     // Developer-mode and sandbox framings: "developer mode enabled", "this is a test environment".
@@ -77,7 +87,7 @@ const EN: readonly Omit<Rule, 'signal'>[] = [
     family: 'developer_mode',
     view: 'words',
     pattern:
-      / (?:(?:developer|dev|debug|god|admin|maintenance|jailbreak|dan|unrestricted|sudo|root|evil|chaos|unlocked) mode (?:enabled|activated|on|is on|is now|engaged|unlocked)|(?:enable|enter|activate|switch to|turn on|unlock|you are in|now in|operating in|running in) (?:the )?(?:developer|dev|debug|god|admin|maintenance|jailbreak|dan|unrestricted|sudo|root) mode|(?:this is|you are in|we are in|you re in|inside) (?:a|an|the) (?:safe |secure |private )?(?:sandbox|sandboxed|test|testing|simulated|simulation|development|dev|debug|evaluation|red team) (?:environment|mode|session|context)|(?:safety|content|ethical|moderation) (?:filters?|guidelines|policies|restrictions|protocols|checks) (?:are|have been|were|is) (?:now )?(?:disabled|turned off|off|removed|lifted|suspended|deactivated|bypassed)|(?:disable|turn off|deactivate|remove|bypass) (?:your |all |the )?(?:safety|content|ethical|moderation) (?:filters?|guidelines|policies|restrictions|protocols|checks)) /,
+      / (?:(?:developer|dev|debug|god|admin|maintenance|jailbreak|dan|unrestricted|sudo|root|evil|chaos|unlocked) mode (?:enabled|activated|on|is on|is now|engaged|unlocked)|(?:enable|enter|activate|switch to|turn on|unlock|you are in|now in|operating in|running in) (?:the )?(?:developer|dev|debug|god|admin|maintenance|jailbreak|dan|unrestricted|sudo|root) mode|(?:this is|you are in|we are in|you re in|inside) (?:a|an|the) (?:safe |secure |private )?(?:sandbox|sandboxed|test|testing|simulated|simulation|development|dev|debug|evaluation|red team) (?:environment|mode|session|context)|(?:safety|content|ethical|moderation) (?:filters?|guidelines|policies|restrictions|protocols|checks) (?:are|have been|were|is) (?:now )?(?:disabled|turned off|off|removed|lifted|suspended|deactivated|bypassed)|(?:disable|turn off|deactivate|remove|bypass) (?:your |all |the )?(?:safety|content|ethical|moderation) (?:filters?|guidelines|policies|restrictions|protocols|checks)|unlock (?:your |the |all |full )?(?:hidden|secret|full|true|unrestricted) (?:functionalit(?:y|ies)|features|capabilities|potential|mode|powers)|you have been given (?:a |an )?(?:system )?(?:upgrade|update|override)|safe mode (?:is )?(?:off|disabled|deactivated)|(?:an )?exception to (?:[a-z]+ ){0,3}?(?:ethical|safety|content) (?:protocols|guidelines|policies|rules)) /,
   },
   {
     // Text addressed to the model rather than the reader.
@@ -85,7 +95,7 @@ const EN: readonly Omit<Rule, 'signal'>[] = [
     family: 'addressed_to_model',
     view: 'words',
     pattern:
-      / (?:(?:attention|note|message|instructions?|important|notice|reminder|memo|update|directive) (?:to|for) (?:the |all |any |every |you the )?(?:ai|assistant|agent|model|llm|language model|chatbot|bot|copilot|gpt|chatgpt|claude|gemini)s?|(?:dear|hey|hello|hi|attention|listen) (?:ai|assistant|agent|llm|chatbot|bot|chatgpt|gpt|claude|gemini|copilot|language model)|(?:ai|assistant|agent|llm|model|chatbot)s? (?:must|should|shall|will|needs? to|has to|is required to|is instructed to) (?:now |immediately |always |also )?(?:ignore|execute|call|send|run|approve|delete|rollback|transfer|forward|upload|disable|reply|respond|say|output|print|visit|open|click|tell|include|recommend|reveal|summari[sz]e)|if you are (?:an? )?(?:ai|llm|language model|large language model|assistant|agent|bot|chatbot|automated|gpt)|(?:ai|llm|gpt|chatbot|assistant|agent|model)s? (?:reading|processing|summari[sz]ing|browsing|parsing|scraping) (?:this|these)|when (?:the |an |you the )?(?:ai|assistant|agent|llm|model|chatbot) (?:reads|sees|processes|summari[sz]es|encounters|finds) this|(?:message|note|instructions?|request) (?:from (?:me|the user|your user|the developer|your developer|the admin|your owner|the owner|your creator|openai|anthropic) )?(?:to|for) you (?:the )?(?:ai|assistant|model|agent)|(?:from|by) (?:me|the user) to you the (?:ai|assistant|model)|(?:to|for) (?:you )?the (?:ai|assistant) (?:reading|processing) ) /,
+      / (?:(?:attention|note|message|instructions?|important|notice|reminder|memo|update|directive) (?:to|for) (?:the |all |any |every |you the )?(?:chat |virtual |ai )?(?:ai|assistant|agent|model|llm|language model|chatbot|bot|copilot|gpt|chatgpt|claude|gemini)s?|(?:dear|hey|hello|hi|attention|listen) (?:ai|assistant|agent|llm|chatbot|bot|chatgpt|gpt|claude|gemini|copilot|language model)|(?:ai|assistant|agent|llm|model|chatbot)s? (?:must|should|shall|will|needs? to|has to|is required to|is instructed to) (?:now |immediately |always |also )?(?:ignore|execute|call|send|run|approve|delete|rollback|transfer|forward|upload|disable|reply|respond|say|output|print|visit|open|click|tell|include|recommend|reveal|summari[sz]e)|if you are (?:an? )?(?:ai|llm|language model|large language model|assistant|agent|bot|chatbot|automated|gpt)|(?:ai|llm|gpt|chatbot|assistant|agent|model)s? (?:reading|processing|summari[sz]ing|browsing|parsing|scraping) (?:this|these)|when (?:the |an |you the )?(?:ai|assistant|agent|llm|model|chatbot) (?:reads|sees|processes|summari[sz]es|encounters|finds) this|(?:message|note|instructions?|request) (?:from (?:me|the user|your user|the developer|your developer|the admin|your owner|the owner|your creator|openai|anthropic) )?(?:to|for) you (?:the )?(?:ai|assistant|model|agent)|(?:from|by) (?:me|the user) to you the (?:ai|assistant|model)|(?:to|for) (?:you )?the (?:ai|assistant) (?:reading|processing) ) /,
   },
   {
     // System-prompt extraction and its paraphrases.
@@ -93,7 +103,7 @@ const EN: readonly Omit<Rule, 'signal'>[] = [
     family: 'prompt_extraction',
     view: 'words',
     pattern:
-      / (?:(?:reveal|print|show|output|repeat|leak|dump|display|tell me|give me|write|list|share|disclose|expose|recite|spell out|provide|return|echo|translate|summari[sz]e) (?:[a-z0-9]+ ){0,4}?(?:system prompt|system message|system instructions|hidden instructions|initial instructions|original instructions|developer message|hidden prompt|initial prompt|original prompt|secret instructions|your instructions|your prompt|your rules|your guidelines|your configuration|your directives|your programming|pre prompt|preprompt|prompt above|(?:text|words|content|instructions|prompt|lines|sentences) (?:above|before this|that came before|preceding)|everything above|everything before)|what (?:is|are|was|were) (?:your|the) (?:system prompt|system message|initial instructions|original instructions|instructions|initial prompt|original prompt|hidden instructions|rules you were given)|(?:what|how) (?:were|was|have) you (?:been )?(?:told|instructed|programmed|initiali[sz]ed|configured|prompted)|(?:start|begin) (?:your (?:answer|response|reply|output) )?with (?:the words |the phrase )?you are|(?:print|repeat|output|show) (?:the |your )?(?:first|previous|above|initial) (?:[0-9]+ )?(?:lines|words|sentences|paragraphs|characters|tokens)|(?:reveal|tell me|give me|what is|what s|print|show|output|spell) (?:the |your )?(?:secret |hidden )?(?:password|passphrase|secret word|secret key|access code)) /,
+      / (?:(?:reveal|print|show|output|repeat|leak|dump|display|tell me|give me|write|list|share|disclose|expose|recite|spell out|provide|return|echo|translate|summari[sz]e|relay|respond with|reply with|spell ?check|copy|paste) (?:[a-z0-9]+ ){0,4}?(?:(?:your|all your|all of your|every|each of your|all the|all of the) (?:[a-z]+ ){0,3}?(?:instructions?|prompts?|directives|guidelines|parameters|configuration)|(?:this|your) (?:system |initial |original |whole |entire |full )?prompt(?: texts?)?|(?:the )?(?:above|previous|preceding|initial|original) (?:prompt|instructions)|the (?:system|initial|original|whole|entire|full) prompt|prompt texts|(?:the |all (?:of )?the )?text above|system prompt|system message|system instructions|hidden instructions|initial instructions|original instructions|developer message|hidden prompt|initial prompt|original prompt|secret instructions|your instructions|your prompt|your rules|your guidelines|your configuration|your directives|your programming|pre prompt|preprompt|prompt above|(?:text|words|content|instructions|prompt|lines|sentences) (?:above|before this|that came before|preceding)|everything above|everything before)|what (?:is|are|was|were) (?:your|the) (?:system prompt|system message|initial instructions|original instructions|instructions|initial prompt|original prompt|hidden instructions|rules you were given)|(?:what|how) (?:were|was|have) you (?:been )?(?:told|instructed|programmed|initiali[sz]ed|configured|prompted)|what (?:is|was|were) (?:written|said|stated|typed) (?:above|before|at the (?:beginning|start|top))|(?:what|everything) (?:you see |is written |was written |that is )?above this (?:message|line|text|prompt)|instructions (?:you have|you ve|you were) (?:been )?given|(?:start|begin) (?:your (?:answer|response|reply|output) )?with (?:the words |the phrase )?you are|(?:print|repeat|output|show) (?:the |your )?(?:first|previous|above|initial) (?:[0-9]+ )?(?:lines|words|sentences|paragraphs|characters|tokens)|(?:reveal|tell me|give me|what is|what s|print|show|output|spell) (?:the |your )?(?:secret |hidden )?(?:password|passphrase|secret word|secret key|access code)) /,
   },
   {
     // Exfiltration: "send all environment variables", "append the conversation to this URL".
@@ -147,7 +157,12 @@ const EN: readonly Omit<Rule, 'signal'>[] = [
 
 interface Lexicon {
   readonly lang: string;
+  /** A character of the language's script (scripts other than Latin). */
   readonly gate?: RegExp;
+  /** Written with spaces between words whose letters the tokenizer keeps whole: use `words`. */
+  readonly spaced?: boolean;
+  /** Common function words: a Latin-script language's rules run only when one occurs. */
+  readonly stopwords?: readonly string[];
   /** Each entry becomes one rule of that family. */
   readonly override?: readonly string[];
   readonly role_play?: readonly string[];
@@ -161,9 +176,62 @@ const C = (n: number) => `[^.!?。！？؟।]{0,${n}}?`; // a bounded gap withi
 const LEXICONS: readonly Lexicon[] = [
   {
     lang: 'es',
+    stopwords: [
+      'el',
+      'la',
+      'los',
+      'las',
+      'un',
+      'una',
+      'unos',
+      'del',
+      'al',
+      'que',
+      'y',
+      'o',
+      'en',
+      'por',
+      'para',
+      'con',
+      'sin',
+      'sobre',
+      'como',
+      'pero',
+      'más',
+      'mas',
+      'tu',
+      'tus',
+      'su',
+      'sus',
+      'usted',
+      'ustedes',
+      'yo',
+      'es',
+      'son',
+      'está',
+      'esta',
+      'este',
+      'esto',
+      'eso',
+      'lo',
+      'le',
+      'les',
+      'me',
+      'te',
+      'se',
+      'mi',
+      'no',
+      'sí',
+      'ya',
+      'todo',
+      'todas',
+      'todos',
+      'anterior',
+      'anteriores',
+    ],
     override: [
-      ` (?:ignora|ignore|ignoren|ignorad|ignorar|olvida|olvide|olviden|olvidad|olvidar|descarta|descarte|omite|omita|haz caso omiso|no hagas caso|deja de seguir|desestima|pasa por alto) (?:de |a )?${G}(?:instruccion|instrucción|indicacion|indicación|orden|órdenes|ordenes|regla|norma|directriz|directrices|pauta|consigna|lo anterior|todo lo anterior|lo que|todo|la pregunta|el texto|el contexto|anterior)`,
-      ` (?:responde|responda|contesta|conteste|escribe|escriba|imprime|imprima|di|diga|muestra|muestre|emite|genera) (?:directamente|solo|solamente|únicamente|unicamente|simplemente) | (?:directamente|solo|solamente|únicamente|simplemente) (?:responde|responda|escribe|escriba|imprime|di|diga|emite|genera|produce|muestra) | no (?:respondas|responda|contestes|conteste) (?:a )?(?:la|esta|esa|tu|su) pregunta`,
+      ` (?:ignora|ignore|ignoren|ignorad|ignorar|olvida|olvide|olviden|olvidad|olvidar|descarta|descarte|omite|omita|haz caso omiso|no hagas caso|deja de seguir|desestima|pasa por alto) (?:de |a )?${G}(?:instruccion|instrucción|indicacion|indicación|orden|órdenes|ordenes|regla|norma|directriz|directrices|pauta|consigna|lo anterior|todo lo anterior|lo que|todo|pregunta|el texto|el contexto|anterior)`,
+      ` (?:responde|responda|contesta|conteste|escribe|escriba|imprime|imprima|di|diga|muestra|muestre|emite|emita|genera|genere|produce|produzca|reformula|reformule|repite|repita) (?:directamente|solo|solamente|únicamente|unicamente|simplemente) | (?:directamente|solo|solamente|únicamente|simplemente) (?:responde|responda|escribe|escriba|imprime|di|diga|emite|genera|produce|muestra) | no (?:respondas|responda|contestes|conteste) (?:a )?(?:la|esta|esa|tu|su) pregunta`,
     ],
     role_play: [
       ` (?:(?:a partir de ahora|desde ahora|de ahora en adelante) (?:eres|serás|seras|actuarás|actuaras|vas a|tú eres|tu eres)|actúa como|actua como|actúe como|finge ser|finge que eres|haz de cuenta que eres|ahora eres|juega el papel|interpreta el papel) `,
@@ -177,6 +245,52 @@ const LEXICONS: readonly Lexicon[] = [
   },
   {
     lang: 'fr',
+    stopwords: [
+      'le',
+      'la',
+      'les',
+      'un',
+      'une',
+      'des',
+      'du',
+      'de',
+      'et',
+      'ou',
+      'en',
+      'au',
+      'aux',
+      'pour',
+      'par',
+      'avec',
+      'sans',
+      'sur',
+      'dans',
+      'que',
+      'qui',
+      'ne',
+      'pas',
+      'plus',
+      'tu',
+      'te',
+      'toi',
+      'vous',
+      'votre',
+      'vos',
+      'ton',
+      'ta',
+      'tes',
+      'je',
+      'il',
+      'elle',
+      'est',
+      'sont',
+      'ce',
+      'cette',
+      'ces',
+      'tout',
+      'tous',
+      'toutes',
+    ],
     override: [
       ` (?:ignore|ignorez|ignorer|oublie|oubliez|oublier|ne tiens pas compte|ne tenez pas compte|ne prends pas en compte|ne prenez pas en compte|fais abstraction|faites abstraction|néglige|négligez|laisse de côté|laissez de côté|arrête de suivre|arrêtez de suivre|ne suis plus|ne suivez plus) (?:de |des |du )?${G}(?:instruction|consigne|directive|règle|regle|ordre|indication|ce qui précède|ce qui precede|tout ce qui|la question|le texte|le contexte|tout|précédent|precedent|ci dessus)`,
       ` (?:réponds|répondez|reponds|repondez|écris|écrivez|ecris|ecrivez|affiche|affichez|imprime|imprimez|dis|dites|produis|produisez|donne|donnez|sors|sortez) (?:directement|seulement|uniquement|simplement) | (?:ne réponds pas|ne répondez pas|ne reponds pas|ne repondez pas) (?:à|a) (?:la|cette|ta|votre) question | (?:directement|uniquement|seulement) (?:la réponse|répondre|écrire|afficher|imprimer|sortir) `,
@@ -193,13 +307,55 @@ const LEXICONS: readonly Lexicon[] = [
   },
   {
     lang: 'de',
+    stopwords: [
+      'der',
+      'die',
+      'das',
+      'den',
+      'dem',
+      'des',
+      'ein',
+      'eine',
+      'einen',
+      'einem',
+      'und',
+      'oder',
+      'in',
+      'im',
+      'mit',
+      'für',
+      'fur',
+      'von',
+      'zu',
+      'zum',
+      'zur',
+      'auf',
+      'nicht',
+      'ist',
+      'sind',
+      'du',
+      'dich',
+      'dir',
+      'dein',
+      'deine',
+      'sie',
+      'ihr',
+      'ihre',
+      'ich',
+      'wir',
+      'es',
+      'alle',
+      'alles',
+      'bitte',
+      'nur',
+    ],
     override: [
       ` (?:ignoriere|ignorieren|ignoriert|ignorier|vergiss|vergessen|vergesst|missachte|missachten|übergehe|übergehen|überspringe|verwirf|verwerfen|beachte nicht|beachten sie nicht|hör auf|höre auf|hören sie auf) ${G}(?:anweisung|instruktion|befehl|regel|vorgabe|richtlinie|aufgabe|das obige|alles obige|obige|alles vorherige|alles bisherige|alles davor|alles was|alles|vorherig|bisherig|frage|den text|kontext|gesagte)`,
       ` (?:anweisungen|anweisung|instruktionen|befehle|regeln|vorgaben|richtlinien|aufgaben|alles|obigen|vorherigen|frage) ${G}(?:ignorieren|ignoriert|ignorierst|vergessen|vergisst|missachten|überspringen) `,
-      ` (?:antworte|antworten sie|gib|geben sie|schreibe|schreib|schreiben sie|drucke|drucken sie) ${G}(?:direkt|nur|einfach|lediglich|ausschließlich) (?:aus |die antwort |folgendes |den satz |den text )?| beantworte (?:die|diese|meine) frage nicht | (?:direkt|nur) (?:ausgeben|ausgabe|antworten|folgendes ausgeben) `,
+      ` (?:antworte|antworten sie|gib|geben sie|schreibe|schreib|schreiben sie|drucke|drucken sie) ${G}(?:direkt|nur|einfach|lediglich|ausschließlich) (?:aus |die antwort |folgendes |den satz |den text )?| beantworte (?:die|diese|meine) frage nicht | (?:direkt|nur) (?:ausgeben|ausgabe|antworten|folgendes ausgeben) | sondern (?:nur|einfach|lediglich) (?:ausgeben|ausgegeben|schreiben|antworten|wiedergeben) | abweichend (?:zu|von) (?:den )?(?:vorherigen|bisherigen|obigen|vorigen) `,
     ],
     role_play: [
-      ` (?:(?:ab jetzt|ab sofort|von nun an|von jetzt an) (?:bist du|bist|sind sie|wirst du|handelst du|agierst du|spielst du|verhältst du)|tu so als|tue so als|tun sie so als|stell dir vor du bist|stellen sie sich vor sie sind|du bist jetzt|sie sind jetzt|spiele die rolle|spielen sie die rolle|verhalte dich wie|verhalten sie sich wie|agiere als|agieren sie als|schlüpfe in die rolle) `,
+      ` (?:(?:ab jetzt|ab sofort|von nun an|von jetzt an) (?:bist du|bist|sind sie|wirst du|handelst du|agierst du|spielst du|verhältst du)|tu so als|tue so als|tun sie so als|stell dir vor du bist|stellen sie sich vor sie sind|du bist jetzt|sie sind jetzt|spiele die rolle|spielen sie die rolle|verhalte dich wie|verhalten sie sich wie|agiere als|agieren sie als|schlüpfe in die rolle|ich möchte dass (?:sie|du) (?:als|wie) ) `,
     ],
     developer_mode: [
       ` (?:entwicklermodus|entwickler modus|debug modus|gottmodus|(?:ohne|keine) (?:jegliche |irgendwelche )?(?:einschränkungen|einschraenkungen|beschränkungen|filter|zensur|regeln|grenzen)) `,
@@ -211,6 +367,51 @@ const LEXICONS: readonly Lexicon[] = [
   },
   {
     lang: 'pt',
+    stopwords: [
+      'o',
+      'a',
+      'os',
+      'as',
+      'um',
+      'uma',
+      'uns',
+      'umas',
+      'do',
+      'da',
+      'dos',
+      'das',
+      'no',
+      'na',
+      'nos',
+      'nas',
+      'e',
+      'ou',
+      'em',
+      'por',
+      'para',
+      'com',
+      'sem',
+      'sobre',
+      'que',
+      'não',
+      'nao',
+      'você',
+      'voce',
+      'vocês',
+      'seu',
+      'sua',
+      'seus',
+      'suas',
+      'eu',
+      'é',
+      'são',
+      'todo',
+      'todos',
+      'todas',
+      'isso',
+      'este',
+      'esta',
+    ],
     override: [
       ` (?:ignore|ignora|ignorem|ignorar|esqueça|esqueca|esqueçam|esquecer|esquece|desconsidere|desconsidera|desconsiderar|descarte|descarta|despreze|não siga|nao siga|deixe de seguir|pare de seguir) (?:de |as |os )?${G}(?:instruç|instruc|orientaç|orientac|ordens|ordem|regra|diretriz|diretrizes|comando|o que foi dito|o acima|tudo acima|tudo o que|tudo|a pergunta|o texto|o contexto|anterior)`,
       ` (?:responda|responde|escreva|escreve|imprima|diga|diz|mostre|produza|gere|dê|de) (?:apenas|somente|só|diretamente|simplesmente) | (?:apenas|somente|diretamente|simplesmente) (?:responda|escreva|imprima|diga|emita|produza|gere) | não (?:responda|respondas) (?:a|à|essa|esta) pergunta `,
@@ -227,6 +428,47 @@ const LEXICONS: readonly Lexicon[] = [
   },
   {
     lang: 'it',
+    stopwords: [
+      'il',
+      'lo',
+      'la',
+      'i',
+      'gli',
+      'le',
+      'un',
+      'una',
+      'uno',
+      'del',
+      'della',
+      'dei',
+      'delle',
+      'di',
+      'e',
+      'o',
+      'in',
+      'per',
+      'con',
+      'senza',
+      'su',
+      'che',
+      'non',
+      'tu',
+      'ti',
+      'te',
+      'tuo',
+      'tua',
+      'tuoi',
+      'sei',
+      'sono',
+      'è',
+      'io',
+      'mi',
+      'questo',
+      'questa',
+      'tutto',
+      'tutti',
+      'tutte',
+    ],
     override: [
       ` (?:ignora|ignorate|ignori|ignorare|dimentica|dimenticate|dimentichi|dimenticare|trascura|tralascia|non considerare|non tenere conto|non seguire|smetti di seguire|lascia perdere|scarta) (?:di |le |delle |le tue )?${G}(?:istruzion|indicazion|ordini|regol|direttiv|comandi|quanto sopra|tutto quanto|tutto ciò|tutto cio|tutto|la domanda|il testo|il contesto|precedent|sopra)`,
       ` (?:rispondi|risponda|scrivi|scriva|stampa|stampi|di|dica|mostra|produci|genera|dai|fornisci) (?:solo|soltanto|solamente|direttamente|semplicemente|unicamente) | non rispondere (?:alla|a questa|a quella) domanda `,
@@ -244,10 +486,11 @@ const LEXICONS: readonly Lexicon[] = [
   {
     lang: 'ru',
     gate: /[\u0400-\u04ff]/,
+    spaced: true,
     override: [
       ` (?:игнорир|проигнорир|забуд|забыть|забей|не обращай|не обращайте|пропуст|отбрось|отбросьте|не учитывай|не учитывайте|не следуй|не следуйте|перестань следовать|перестаньте следовать|отмени|отмените|не выполняй|не выполняйте)[^ ]{0,6} ${G}(?:инструкц|указани|правил|команд|приказ|распоряжени|вышесказан|вышеизложен|выше|всё|все|вопрос|текст|контекст|предыдущ|прежн|сказанно|задани|ограничени)`,
       ` (?:инструкц|указани|правил|вопрос|вс[её])[^ ]{0,6} ${G}(?:игнорир|проигнорир|забуд|забыть|не учитыва)`,
-      ` (?:просто|только|сразу|напрямую) (?:выведи|выведите|напиши|напишите|ответь|ответьте|скажи|скажите|выдай|выдайте|напечатай|напечатайте|повтори|повторите) | (?:выведи|выведите|напиши|напишите|ответь|ответьте|скажи|скажите|выдай|выдайте) (?:только|просто|напрямую|сразу|лишь) | не отвечай(?:те)? на (?:этот |данный |мой |заданный )?вопрос`,
+      ` (?:просто|только|сразу|напрямую|прямо) (?:выведи|выведите|выводи|выводите|вывод|напиши|напишите|ответь|ответьте|скажи|скажите|выдай|выдайте|напечатай|напечатайте|повтори|повторите) | не отвечай(?:те)? (?:просто|а) | (?:выведи|выведите|напиши|напишите|ответь|ответьте|скажи|скажите|выдай|выдайте) (?:только|просто|напрямую|сразу|лишь) | не отвечай(?:те)? на (?:этот |данный |мой |заданный )?вопрос`,
     ],
     role_play: [
       ` (?:(?:с этого момента|отныне|теперь|с сегодняшнего дня) (?:ты|вы) (?:[^ ]{1,24} )?(?:будешь|будете|являешься|являетесь|—|это)?|притворись|притворитесь|представь что ты|представьте что вы|веди себя как|ведите себя как|действуй как|действуйте как|сыграй роль|сыграйте роль|играй роль|исполняй роль|ты теперь|вы теперь) `,
@@ -281,7 +524,7 @@ const LEXICONS: readonly Lexicon[] = [
     gate: /[\u3040-\u30ff]/,
     override: [
       `(?:指示|命令|指令|ルール|規則|質問|内容|プロンプト|制約|上記|以上|すべて|全て|これまで)${C(10)}(?:無視|忘れ|従わな|破棄|取り消)`,
-      `(?:直接|そのまま|ただ|単に)${C(6)}(?:出力|回答|答え|返答|表示|書い|言っ|印刷)|(?:出力|回答|返答)(?:のみ|だけ)|(?:次の|以下の)(?:文|テキスト|文章|内容|言葉)${C(4)}(?:出力|表示|印刷|繰り返)|質問に(?:は)?(?:答えない|答えず|回答しない|回答せず)`,
+      `(?:直接|そのまま|ただ|単に)${C(6)}(?:出力|回答|答え|返答|表示|書い|言っ|印刷)|(?:出力|回答|返答)(?:のみ|だけ)|(?:次の|以下の)(?:文|テキスト|文章|内容|言葉)${C(4)}(?:出力|表示|印刷|繰り返)|(?:質問|指示|問い)に(?:は)?(?:答えない|答えず|回答しない|回答せず)|(?:直接|そのまま)${C(4)}アウトプット`,
     ],
     role_play: [
       `(?:今から|これから|今後|以後)${C(4)}(?:あなたは|君は|お前は|あなたが)|(?:のふりをし|のふりをしろ|になりきっ|として振る舞|としてふるま|を演じ|の役を演|の役割を)`,
@@ -354,6 +597,22 @@ const LEXICONS: readonly Lexicon[] = [
   },
 ];
 
+/** Script gates of the languages written in scripts other than Latin. */
+export const SCRIPT_GATES: readonly (readonly [string, RegExp])[] = LEXICONS.flatMap((l) =>
+  l.gate === undefined ? [] : [[l.lang, l.gate] as const],
+);
+
+/** Function word -> the Latin-script languages it suggests (normalized like the `words` view). */
+export const STOPWORDS: ReadonlyMap<string, readonly string[]> = (() => {
+  const m = new Map<string, string[]>();
+  for (const l of LEXICONS)
+    for (const w of l.stopwords ?? []) {
+      const k = w.normalize('NFKC').toLowerCase();
+      m.set(k, [...(m.get(k) ?? []), l.lang]);
+    }
+  return m;
+})();
+
 const FAMILIES = ['override', 'role_play', 'developer_mode', 'prompt_extraction'] as const;
 
 function languageRules(): Omit<Rule, 'signal'>[] {
@@ -365,9 +624,8 @@ function languageRules(): Omit<Rule, 'signal'>[] {
           id: `instruction.${family}`,
           family,
           lang: lex.lang,
-          view: lex.gate === undefined ? 'words' : 'lower',
+          view: lex.gate === undefined || lex.spaced === true ? 'words' : 'lower',
           pattern: normalizedPattern(source),
-          ...(lex.gate === undefined ? {} : { gate: lex.gate }),
         });
       }
     }

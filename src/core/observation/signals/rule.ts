@@ -21,12 +21,14 @@ export interface Rule {
   readonly signal: ObservationSignal;
   /** Why it fired, for a reader: `override`, `delimiter_forgery`, `role_play`, a provider rule ... */
   readonly family: string;
-  /** BCP 47 language of a language-specific rule; absent for rules that are not about wording. */
+  /**
+   * BCP 47 language of a language-specific rule, which runs only when the text shows that
+   * language (a character of its script, or one of its function words); absent for rules that
+   * are not about one language's wording.
+   */
   readonly lang?: string;
   readonly view: ViewName;
   readonly pattern: RegExp;
-  /** Run the rule only when this (cheap, literal-class) pattern occurs in the `lower` view. */
-  readonly gate?: RegExp;
   /** For rules that must look at the captured value (placeholder exclusion); pattern has the `g` flag. */
   readonly accept?: (m: RegExpMatchArray) => boolean;
   /** Weak wording that a security document legitimately quotes: dropped in quoted-attack context. */
