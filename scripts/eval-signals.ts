@@ -113,27 +113,34 @@ interface Timing {
   readonly bytes: number;
 }
 
-/** Cost per KB of each item (microseconds), the median of `rounds` runs of that item. */
-function time(detector: Detector, items: readonly Item[], rounds: number): Timing {
-  const perKbUs: number[] = [];
-  let totalMs = 0;
-  let bytes = 0;
+/**
+ * Cost per KB of each item (microseconds): the median of `rounds` runs of that item. With two
+ * detectors, runs alternate item by item, so a change in machine load affects both alike.
+ */
+function time(detectors: readonly Detector[], items: readonly Item[], rounds: number): Timing[] {
+  const out = detectors.map(() => ({ perKbUs: [] as number[], totalMs: 0, bytes: 0 }));
   for (const it of items) {
-    const kb = Math.max(Buffer.byteLength(it.text) / 1024, 1 / 1024);
-    const runs: number[] = [];
+    const bytes = Buffer.byteLength(it.text);
+    const kb = Math.max(bytes / 1024, 1 / 1024);
+    const runs = detectors.map(() => [] as number[]);
     for (let r = 0; r < rounds; r++) {
-      const t0 = performance.now();
-      detector(it.text);
-      runs.push(performance.now() - t0);
+      detectors.forEach((d, i) => {
+        const t0 = performance.now();
+        d(it.text);
+        (runs[i] as number[]).push(performance.now() - t0);
+      });
     }
-    runs.sort((a, b) => a - b);
-    const med = quantile(runs, 0.5);
-    totalMs += med;
-    bytes += Buffer.byteLength(it.text);
-    perKbUs.push((med * 1000) / kb);
+    runs.forEach((rs, i) => {
+      rs.sort((a, b) => a - b);
+      const med = quantile(rs, 0.5);
+      const t = out[i] as { perKbUs: number[]; totalMs: number; bytes: number };
+      t.totalMs += med;
+      t.bytes += bytes;
+      t.perKbUs.push((med * 1000) / kb);
+    });
   }
-  perKbUs.sort((a, b) => a - b);
-  return { perKbUs, totalMs, bytes };
+  for (const t of out) t.perKbUs.sort((a, b) => a - b);
+  return out;
 }
 
 function evaluate(name: string, detector: Detector, items: readonly Item[]): string[] {
@@ -275,8 +282,9 @@ async function main(): Promise<number> {
 
   // Warm up both, then time them interleaved per round so load affects both alike.
   for (const d of [baseline, detectSignals]) if (d !== null) for (const it of items) d(it.text);
-  const cur = time(detectSignals, items, rounds);
-  const base = baseline === null ? null : time(baseline, items, rounds);
+  const timings = time(baseline === null ? [detectSignals] : [detectSignals, baseline], items, rounds);
+  const cur = timings[0] as Timing;
+  const base = baseline === null ? null : (timings[1] as Timing);
   const fmt = (name: string, t: Timing) =>
     `${name.padEnd(10)} ${((t.bytes / 1024 / t.totalMs) * 1000).toFixed(0).padStart(7)} KB/s   per-KB cost p50 ${quantile(t.perKbUs, 0.5).toFixed(0).padStart(6)} us   p99 ${quantile(t.perKbUs, 0.99).toFixed(0).padStart(6)} us`;
   lines.push('throughput (median of rounds per item):');

@@ -13,7 +13,7 @@
  * Never: deletes, rewrites or "sanitizes" evidence, treats the absence of a hit as safety, or
  * treats a hit as proof of intent (a security document may legitimately quote these strings).
  */
-import type { ObservationSignal, SignalEncoding, SignalHit } from './schema.js';
+import { SIGNAL_ENCODINGS, type ObservationSignal, type SignalEncoding, type SignalHit } from './schema.js';
 import { GENERIC_SHAPE_RULES, scanSecrets, SHAPE_RULES, type SecretWork } from './signals/credentials.js';
 import { SCRIPT_GATES, STOPWORDS, WORDING_RULES } from './signals/injection.js';
 import { CONFUSABLE_RE, CONFUSABLES, type Rule } from './signals/rule.js';
@@ -378,20 +378,38 @@ function record(state: ScanState, hit: SignalHit, family: string, lang: string |
   else if (lang !== undefined && !d.languages.includes(lang)) d.languages.push(lang);
 }
 
+/** Map keys of each rule's hits, per encoding, computed once (a scan must not build strings per rule). */
+const RULE_KEYS: ReadonlyMap<Rule, Readonly<Record<SignalEncoding, string>>> = new Map(
+  RULES.map((r) => [
+    r,
+    Object.fromEntries(SIGNAL_ENCODINGS.map((e) => [e, `${r.signal}\u0000${r.id}\u0000${e}`])) as Record<
+      SignalEncoding,
+      string
+    >,
+  ]),
+);
+
 function runRules(view: View, encoding: SignalEncoding, state: ScanState): void {
-  const quoted = discussesAttacks(view.words);
+  let quoted: boolean | null = null;
   for (const rule of RULES) {
-    const key = `${rule.signal}\u0000${rule.id}\u0000${encoding}`;
+    const key = (RULE_KEYS.get(rule) as Record<SignalEncoding, string>)[encoding];
     // A language rule adds its language to a hit already found; other rules need not run again.
-    if (rule.lang === undefined && state.hits.has(key)) continue;
-    if (rule.lang !== undefined && !view.langs.has(rule.lang)) continue;
-    if (rule.quotable === true && quoted) continue;
-    const texts = rule.view === 'squeezed' ? [view.squeezed, view.leet] : [view[rule.view]];
-    if (texts.some((t) => matches(rule, t)))
-      record(state, { signal: rule.signal, rule: rule.id, encoding }, rule.family, rule.lang);
+    if (rule.lang === undefined ? state.hits.has(key) : !view.langs.has(rule.lang)) continue;
+    const hit =
+      rule.view === 'squeezed'
+        ? matches(rule, view.squeezed) || matches(rule, view.leet)
+        : matches(rule, view[rule.view]);
+    if (!hit) continue;
+    if (rule.quotable === true) {
+      quoted ??= discussesAttacks(view.words);
+      if (quoted) continue;
+    }
+    record(state, { signal: rule.signal, rule: rule.id, encoding }, rule.family, rule.lang);
   }
   const secretWork: SecretWork = { chars: 0 };
-  const skip = (id: string) => state.hits.has(`credential_like_text\u0000${id}\u0000${encoding}`);
+  const prefix = `credential_like_text\u0000`;
+  const suffix = `\u0000${encoding}`;
+  const skip = (id: string) => state.hits.has(prefix + id + suffix);
   for (const m of scanSecrets(view.cased, secretWork, false, skip))
     record(
       state,
