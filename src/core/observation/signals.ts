@@ -13,7 +13,10 @@
  * Never: deletes, rewrites or "sanitizes" evidence, treats the absence of a hit as safety, or
  * treats a hit as proof of intent (a security document may legitimately quote these strings).
  */
-import type { ObservationSignal, SignalEncoding, SignalHit } from './schema.js';
+import { SIGNAL_ENCODINGS, type ObservationSignal, type SignalEncoding, type SignalHit } from './schema.js';
+import { GENERIC_SHAPE_RULES, scanSecrets, SHAPE_RULES, type SecretWork } from './signals/credentials.js';
+import { SCRIPT_GATES, STOPWORDS, WORDING_RULES } from './signals/injection.js';
+import { CONFUSABLE_RE, CONFUSABLES, type Rule } from './signals/rule.js';
 
 export const SIGNAL_LIMITS = {
   /** Longest text scanned at all; validation bounds payloads far below this. */
@@ -30,285 +33,30 @@ export const SIGNAL_LIMITS = {
   maxTokenChars: 64,
 } as const;
 
+/**
+ * A hit with what a reader needs to see why it fired: the family of wording or the credential
+ * rule, and the languages of the wording rules that matched. Not bound into receipts (see
+ * docs/observations.md, "Signals and receipts").
+ */
+export interface SignalDetail extends SignalHit {
+  readonly family: string;
+  readonly languages: string[];
+}
+
 export interface SignalReport {
   readonly signals: ObservationSignal[];
+  /** What receipts bind: signal, rule id (which names the family or provider rule) and encoding. */
   readonly hits: SignalHit[];
+  readonly details: SignalDetail[];
+  readonly work: SignalWork;
   /** False when part of the text (a tail past `maxScanChars`, an encoded segment past the budget) was not scanned. */
   readonly complete: boolean;
 }
 
-type ViewName = 'lower' | 'words' | 'squeezed' | 'cased' | 'raw';
-
-interface Rule {
-  readonly id: string;
-  readonly signal: ObservationSignal;
-  readonly view: ViewName;
-  readonly pattern: RegExp;
-  /** For rules that must look at the captured value (placeholder exclusion); pattern has the `g` flag. */
-  readonly accept?: (m: RegExpMatchArray) => boolean;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Rules. Views: `lower` keeps punctuation (JSON shapes), `words` is letters and digits separated
-// by single spaces (bounded-gap phrases), `squeezed` has every separator removed (defeats
-// letter-spacing and punctuation evasions; it is also run with digits folded as leetspeak),
-// `cased` keeps case for credential formats, `raw` is the payload itself (hidden characters).
-
-const OVERRIDE_VERBS = '(?:ignore|disregard|forget|override|bypass)';
-const OVERRIDE_QUALIFIERS =
-  '(?:previous|prior|preceding|above|earlier|original|initial|existing|system|developer|safety|security)';
-const OVERRIDE_TARGETS =
-  '(?:instruction|prompt|message|rule|direction|guideline|guardrail|polic|context|constraint|command|order)';
-
-const RULES: readonly Rule[] = [
-  // --- instruction_like_text: text addressed to the model that tries to steer it.
-  {
-    // "ignore previous instructions" and its spaced, dotted, zero-width and leetspeak spellings.
-    id: 'instruction.override',
-    signal: 'instruction_like_text',
-    view: 'squeezed',
-    pattern: new RegExp(
-      `${OVERRIDE_VERBS}[a-z0-9]{0,24}?${OVERRIDE_QUALIFIERS}[a-z0-9]{0,24}?${OVERRIDE_TARGETS}`,
-    ),
-  },
-  {
-    // "disregard your instructions", "forget everything above".
-    id: 'instruction.override_direct',
-    signal: 'instruction_like_text',
-    view: 'squeezed',
-    pattern:
-      /(?:ignore|disregard|forget)(?:all|any|the|your|my|these|those|of|every){0,3}(?:instructions|systemprompt|guardrails|programming|safetyrules|whatyouweretold|everythingabove|everythingbefore|everythingyou)/,
-  },
-  {
-    // Role reassignment: "you are now DAN", "act as root", "enable developer mode".
-    id: 'instruction.role_reassignment',
-    signal: 'instruction_like_text',
-    view: 'words',
-    pattern:
-      / (?:you are now|you will now act as|from now on you are|act as|pretend to be|roleplay as) (?:an? |the |my )?(?:[a-z]+ ){0,2}?(?:system|admin|administrator|root|superuser|developer|dan|jailbroken|unrestricted|unfiltered|evil|uncensored) |(?:enter|enable|activate|switch to) (?:developer|god|admin|debug|jailbreak|dan|unrestricted) mode /,
-  },
-  {
-    // "new system instructions:", "your real task is", "hidden instructions for the AI".
-    id: 'instruction.new_instructions',
-    signal: 'instruction_like_text',
-    view: 'words',
-    pattern:
-      / (?:new|updated|revised|real|actual|hidden|secret) (?:system|developer) (?:instructions|prompt|directives|message) | your (?:new|real|actual|true) (?:instructions|task|goal|objective|purpose|orders) (?:is|are) | (?:new|real|actual|hidden|secret) instructions (?:for|to) (?:the |all |any )?(?:ai|assistant|agent|model|llm)s? /,
-  },
-  {
-    // Chat-template and prompt delimiters forged inside data.
-    id: 'instruction.fake_delimiter',
-    signal: 'instruction_like_text',
-    view: 'lower',
-    pattern:
-      /<\|im_start\|>|<\|im_end\|>|<\|(?:system|assistant|user|developer)\|>|\[\/?inst\]|<<\/?sys>>|<\/?(?:system|developer)(?:_prompt|_message)?>|\[(?:system|developer)(?: message| prompt)?\]|begin (?:system|developer) (?:prompt|message|instructions)|end of (?:system|user) (?:prompt|message|input)/,
-  },
-  {
-    // Tool-call instructions: "call the tool", "invoke the delete function".
-    id: 'instruction.tool_call',
-    signal: 'instruction_like_text',
-    view: 'words',
-    pattern:
-      / (?:call|invoke|execute|trigger) (?:the |this |that |a |another )?(?:[a-z0-9]+ ){0,2}?(?:tool|function)s? /,
-  },
-  {
-    // Exfiltration: "send all environment variables", "upload the api keys".
-    id: 'instruction.exfiltration',
-    signal: 'instruction_like_text',
-    view: 'words',
-    pattern:
-      / (?:send|post|upload|exfiltrate|forward|email|transmit|leak|dump|reveal|share|paste|output|print|include) (?:[a-z0-9]+ ){0,3}?(?:environment variables?|env vars?|env file|credentials?|secrets?|api keys?|access keys?|access tokens?|tokens|passwords?|private keys?|ssh keys?|session cookies?|cookies) /,
-  },
-  {
-    // System-prompt extraction: "reveal your system prompt".
-    id: 'instruction.prompt_extraction',
-    signal: 'instruction_like_text',
-    view: 'words',
-    pattern:
-      / (?:reveal|print|show|output|repeat|leak|dump|display|tell me|give me) (?:[a-z]+ ){0,3}?(?:system prompt|system message|hidden instructions|initial instructions|original instructions|developer message|hidden prompt) /,
-  },
-  {
-    // Concealment from the human: "do not tell the user".
-    id: 'instruction.concealment',
-    signal: 'instruction_like_text',
-    view: 'words',
-    pattern:
-      / (?:do not|dont|don t|never|without) (?:tell|telling|inform|informing|alert|alerting|notify|notifying|mention|mentioning|reveal|show|asking|ask)(?: [a-z]+){0,2}? (?:the )?(?:user|human|operator|admin|administrator|security team|owner)s? /,
-  },
-  {
-    // Text addressed to the model rather than the reader: "attention AI assistant", "agents must now".
-    id: 'instruction.addressed_to_model',
-    signal: 'instruction_like_text',
-    view: 'words',
-    pattern:
-      / (?:attention|note|message|instructions?|important|notice) (?:to|for) (?:the |all |any |every )?(?:ai|assistant|agent|model|llm|language model|chatbot|copilot|gpt|claude)s? | (?:ai|assistant|agent|llm|model)s? (?:must|should|shall|will) (?:now |immediately )?(?:ignore|execute|call|send|run|approve|delete|rollback|transfer|forward|upload|disable) /,
-  },
-
-  // --- authority_claim: data shaped like a control-plane object (role, approval, tool call).
-  {
-    // `"role": "system"` inside a tool response (spec example).
-    id: 'authority.role_claim',
-    signal: 'authority_claim',
-    view: 'lower',
-    pattern: /["']?\brole["']? ?[:=] ?["']?(?:system|developer)\b/,
-  },
-  {
-    // `"approved": true`, `"approval_status": "granted"` (spec example).
-    id: 'authority.approval_claim',
-    signal: 'authority_claim',
-    view: 'lower',
-    pattern:
-      /["']?\b(?:approved|authori[sz]ed|is_approved|pre_?approved|human_approved|user_approved|admin_approved|approval_granted|confirmed_by_user|user_confirmed)["']? ?[:=] ?["']?(?:true|yes|1|granted)\b|["']?\b(?:approval|approval_status|authori[sz]ation|authori[sz]ation_status)["']? ?[:=] ?["']?(?:approved|granted|authori[sz]ed)\b/,
-  },
-  {
-    // Prose approval claims: "this action is pre-approved", "authorized by the administrator".
-    id: 'authority.approval_prose',
-    signal: 'authority_claim',
-    view: 'words',
-    pattern:
-      / (?:pre approved|preapproved|approval (?:has been |was )?granted|you are (?:now |hereby )?authori[sz]ed|authori[sz]ed by (?:the )?(?:admin|administrator|security team|user|owner|operator|system)|(?:admin|administrator|security team|operator) (?:has )?approved) /,
-  },
-  {
-    // Privilege flags: `"is_admin": true`, `"trusted": true`.
-    id: 'authority.privilege_claim',
-    signal: 'authority_claim',
-    view: 'lower',
-    pattern:
-      /["']?\b(?:is_admin|admin|sudo|elevated|trusted|privileged|is_trusted|superuser)["']? ?[:=] ?["']?(?:true|yes|1)\b/,
-  },
-  {
-    // A tool-call or next-action structure inside output: the output asks the harness to act.
-    id: 'authority.action_structure',
-    signal: 'authority_claim',
-    view: 'lower',
-    pattern:
-      /["'](?:tool_calls|tool_call|function_call|tool_use|next_action|required_action|agent_instruction|assistant_instructions|instructions_for_agent)["'] ?:/,
-  },
-
-  // --- credential_like_text: formats of live secrets. Pattern matching is a signal, not proof.
-  {
-    id: 'credential.aws_access_key_id',
-    signal: 'credential_like_text',
-    view: 'cased',
-    pattern: /(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])/,
-  },
-  {
-    id: 'credential.aws_secret_access_key',
-    signal: 'credential_like_text',
-    view: 'cased',
-    pattern: /aws_?secret_?access_?key["']?[^A-Za-z0-9/+]{1,5}[A-Za-z0-9/+]{40}/i,
-  },
-  {
-    id: 'credential.github_token',
-    signal: 'credential_like_text',
-    view: 'cased',
-    pattern: /(?<![A-Za-z0-9_])(?:gh[pousr]_[A-Za-z0-9]{36}|github_pat_[A-Za-z0-9_]{40})/,
-  },
-  {
-    // OpenAI / Anthropic style `sk-...`, Stripe `sk_live_...`, Slack `xoxb-...`, Google `AIza...`.
-    id: 'credential.api_token',
-    signal: 'credential_like_text',
-    view: 'cased',
-    pattern:
-      /(?<![A-Za-z0-9_-])sk-(?:proj-|ant-|live-|test-|svcacct-)?[A-Za-z0-9_-]{20}|(?<![A-Za-z0-9])[rs]k_(?:live|test)_[A-Za-z0-9]{16}|(?<![A-Za-z0-9])xox[abposr]-[A-Za-z0-9-]{10}|(?<![A-Za-z0-9])AIza[0-9A-Za-z_-]{35}/,
-  },
-  {
-    id: 'credential.private_key',
-    signal: 'credential_like_text',
-    view: 'cased',
-    pattern: /-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----/,
-  },
-  {
-    id: 'credential.jwt',
-    signal: 'credential_like_text',
-    view: 'cased',
-    pattern: /(?<![A-Za-z0-9_-])eyJ[A-Za-z0-9_-]{10}[A-Za-z0-9_-]{0,2048}?\.eyJ[A-Za-z0-9_-]{10}/,
-  },
-  {
-    id: 'credential.bearer_token',
-    signal: 'credential_like_text',
-    view: 'cased',
-    pattern:
-      /\bbearer[ \t]{1,3}[A-Za-z0-9._~+/-]{20}|\bauthorization\W{1,4}basic[ \t]{1,3}[A-Za-z0-9+/=]{12}/i,
-  },
-  {
-    // `password=...`, `"api_key": "..."`; placeholders (`<...>`, `${...}`, `your_key`) are not hits.
-    id: 'credential.assignment',
-    signal: 'credential_like_text',
-    view: 'cased',
-    pattern:
-      /(?:password|passwd|passphrase|pwd|secret|api[_-]?key|apikey|access[_-]?token|auth[_-]?token|refresh[_-]?token|client[_-]?secret|secret[_-]?key|private[_-]?key|x-api-key)["']?[ \t]{0,3}[:=][ \t]{0,3}["']?([^\s"'<>{}$%*&,;()[\]\\]{6,64})/gi,
-    accept: (m) => !isPlaceholder(m[1] ?? ''),
-  },
-  {
-    // Credentials embedded in a URL: `https://user:secret@host`.
-    id: 'credential.url_userinfo',
-    signal: 'credential_like_text',
-    view: 'cased',
-    pattern: /:\/\/[^\s/:@"'<>]{1,64}:([^\s/@"'<>]{3,64})@/g,
-    accept: (m) => !isPlaceholder(m[1] ?? ''),
-  },
-
-  // --- hidden_characters: text a human reviewer cannot see.
-  {
-    // Unicode tag characters smuggle invisible ASCII ("ASCII smuggling").
-    id: 'hidden.tag_characters',
-    signal: 'hidden_characters',
-    view: 'raw',
-    pattern: /[\u{E0000}-\u{E007F}]/u,
-  },
-  {
-    // Bidirectional overrides reorder what a reviewer sees ("Trojan Source").
-    id: 'hidden.bidi_control',
-    signal: 'hidden_characters',
-    view: 'raw',
-    pattern: /[\u202A-\u202E\u2066-\u2069]/,
-  },
-  {
-    // Zero-width characters split words past naive filters. A leading BOM is ordinary.
-    id: 'hidden.zero_width',
-    signal: 'hidden_characters',
-    view: 'raw',
-    pattern: /[\u200B\u200C\u2060\u180E\u2061-\u2064]|(?<!^)\uFEFF/,
-  },
-];
-
-const PLACEHOLDER =
-  /^(?:your|my|example|sample|placeholder|redacted|changeme|change_me|dummy|test|xxx|\.\.\.|none|null|undefined|true|false|secret|password|token|env\b|process\.|os\.|getenv|config\.|settings\.|vault:|ref:|\[redacted|\$|<|%|\{)/i;
-
-function isPlaceholder(value: string): boolean {
-  // Placeholder words, one repeated character (`xxxxxx`), and file paths (`pwd: /home/runner`).
-  return PLACEHOLDER.test(value) || /^(.)\1*$/.test(value) || /^[./~]/.test(value);
-}
+const RULES: readonly Rule[] = [...WORDING_RULES, ...SHAPE_RULES, ...GENERIC_SHAPE_RULES];
 
 // ---------------------------------------------------------------------------------------------
 // Normalization
-
-/** Cyrillic and Greek letters that render like Latin ones, folded on the lowercase view. */
-const CONFUSABLES: Readonly<Record<string, string>> = {
-  а: 'a',
-  е: 'e',
-  о: 'o',
-  р: 'p',
-  с: 'c',
-  у: 'y',
-  х: 'x',
-  і: 'i',
-  ј: 'j',
-  ѕ: 's',
-  ԁ: 'd',
-  ɡ: 'g',
-  ο: 'o',
-  α: 'a',
-  ε: 'e',
-  ι: 'i',
-  κ: 'k',
-  ν: 'v',
-  ρ: 'p',
-  υ: 'u',
-  τ: 't',
-};
-const CONFUSABLE_RE = new RegExp(`[${Object.keys(CONFUSABLES).join('')}]`, 'g');
 
 const LEET: ReadonlyArray<readonly [string, string]> = [
   ['0', 'o'],
@@ -391,9 +139,23 @@ interface View {
   readonly raw: string;
   readonly cased: string;
   readonly lower: string;
+  readonly folded: string;
   readonly words: string;
   readonly squeezed: string;
   readonly leet: string;
+  /** Languages the text shows (script or function words): their wording rules run. */
+  readonly langs: ReadonlySet<string>;
+}
+
+function languagesOf(lower: string, tokens: readonly string[]): Set<string> {
+  const langs = new Set<string>();
+  for (const t of tokens) {
+    const l = STOPWORDS.get(t);
+    if (l !== undefined) for (const x of l) langs.add(x);
+  }
+  if (NON_ASCII_RE.test(lower))
+    for (const [lang, gate] of SCRIPT_GATES) if (gate.test(lower)) langs.add(lang);
+  return langs;
 }
 
 function makeView(text: string): View {
@@ -406,7 +168,11 @@ function makeView(text: string): View {
   let folded = cased.toLowerCase();
   if (NON_ASCII_RE.test(folded)) folded = folded.replace(CONFUSABLE_RE, (c) => CONFUSABLES[c] ?? c);
   // `\n`, `\t` inside escaped JSON separate words; other backslashes only escape quotes.
-  if (folded.includes('\\')) folded = folded.replace(/\\[nrt]/g, ' ').replaceAll('\\', '');
+  if (folded.includes('\\'))
+    folded = folded
+      .replace(/\\[nr]/g, '\n')
+      .replace(/\\t/g, ' ')
+      .replaceAll('\\', '');
   const lower = folded.replace(/\s+/g, ' ');
   const tokens = tokenize(lower);
   const squeezed = tokens.join('');
@@ -417,7 +183,7 @@ function makeView(text: string): View {
       ? tokenize(lower.replaceAll('@', 'a').replaceAll('$', 's')).join('')
       : squeezed;
   for (const [digit, letter] of LEET) leet = leet.replaceAll(digit, letter);
-  return { raw: text, cased, lower, words, squeezed, leet };
+  return { raw: text, cased, lower, folded, words, squeezed, leet, langs: languagesOf(lower, tokens) };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -586,13 +352,72 @@ function decodings(text: string, depth: number, budget: Budget): Decoded[] {
 // ---------------------------------------------------------------------------------------------
 // Scanning
 
-function runRules(view: View, encoding: SignalEncoding, hits: Map<string, SignalHit>): void {
+/** What a scan did, counted in characters: tests bound work by these, never by time. */
+export interface SignalWork {
+  /** Characters of text (payload and decodings) that went through normalization and the rules. */
+  scannedChars: number;
+  /** Characters handed to credential-rule regexes in keyword windows. */
+  secretWindowChars: number;
+  /** Characters produced by decodings. */
+  decodedChars: number;
+}
+
+interface ScanState {
+  readonly hits: Map<string, SignalHit>;
+  readonly details: Map<string, SignalDetail>;
+  readonly budget: Budget;
+  readonly work: SignalWork;
+}
+
+function record(state: ScanState, hit: SignalHit, family: string, lang: string | undefined): void {
+  const key = `${hit.signal}\u0000${hit.rule}\u0000${hit.encoding}`;
+  if (!state.hits.has(key)) state.hits.set(key, hit);
+  const d = state.details.get(key);
+  if (d === undefined)
+    state.details.set(key, { ...hit, family, languages: lang === undefined ? [] : [lang] });
+  else if (lang !== undefined && !d.languages.includes(lang)) d.languages.push(lang);
+}
+
+/** Map keys of each rule's hits, per encoding, computed once (a scan must not build strings per rule). */
+const RULE_KEYS: ReadonlyMap<Rule, Readonly<Record<SignalEncoding, string>>> = new Map(
+  RULES.map((r) => [
+    r,
+    Object.fromEntries(SIGNAL_ENCODINGS.map((e) => [e, `${r.signal}\u0000${r.id}\u0000${e}`])) as Record<
+      SignalEncoding,
+      string
+    >,
+  ]),
+);
+
+function runRules(view: View, encoding: SignalEncoding, state: ScanState): void {
+  let quoted: boolean | null = null;
   for (const rule of RULES) {
-    const key = `${rule.signal}\u0000${rule.id}\u0000${encoding}`;
-    if (hits.has(key)) continue;
-    const texts = rule.view === 'squeezed' ? [view.squeezed, view.leet] : [view[rule.view]];
-    if (texts.some((t) => matches(rule, t))) hits.set(key, { signal: rule.signal, rule: rule.id, encoding });
+    const key = (RULE_KEYS.get(rule) as Record<SignalEncoding, string>)[encoding];
+    // A language rule adds its language to a hit already found; other rules need not run again.
+    if (rule.lang === undefined ? state.hits.has(key) : !view.langs.has(rule.lang)) continue;
+    const hit =
+      rule.view === 'squeezed'
+        ? matches(rule, view.squeezed) || matches(rule, view.leet)
+        : matches(rule, view[rule.view]);
+    if (!hit) continue;
+    if (rule.quotable === true) {
+      quoted ??= discussesAttacks(view.words);
+      if (quoted) continue;
+    }
+    record(state, { signal: rule.signal, rule: rule.id, encoding }, rule.family, rule.lang);
   }
+  const secretWork: SecretWork = { chars: 0 };
+  const prefix = `credential_like_text\u0000`;
+  const suffix = `\u0000${encoding}`;
+  const skip = (id: string) => state.hits.has(prefix + id + suffix);
+  for (const m of scanSecrets(view.cased, secretWork, false, skip))
+    record(
+      state,
+      { signal: 'credential_like_text', rule: m.rule, encoding },
+      m.rule.slice('credential.'.length),
+      undefined,
+    );
+  state.work.secretWindowChars += secretWork.chars;
 }
 
 function matches(rule: Rule, text: string): boolean {
@@ -601,17 +426,32 @@ function matches(rule: Rule, text: string): boolean {
   return false;
 }
 
-function scan(
-  text: string,
-  encoding: SignalEncoding,
-  depth: number,
-  budget: Budget,
-  hits: Map<string, SignalHit>,
-): void {
-  runRules(makeView(text), encoding, hits);
+/**
+ * Quoted-attack context: the text is *about* injection (a security document, a scanner's README,
+ * an advisory). Only weak wordings (`quotable` rules: "call the function", "send the token") are
+ * dropped there; override, forgery, role-play and every credential still fire, so a real secret
+ * or a real attack inside documentation prose is still signalled. An attacker can add these words
+ * too: that buys silence only for the weak wordings, which is the accepted trade-off.
+ */
+const ATTACK_TOPIC =
+  / (?:prompt injections?|injection attacks?|jailbreaks?|jailbreaking|red team(?:ing)?|vulnerabilit(?:y|ies)|cve [0-9]{4}|security advisory|exploits?|mitigations?|attack(?:er|ers|s)?|malicious|adversarial|secret scanning|secrets? detection|detectors?|scanners?|false positives?) /g;
+
+function discussesAttacks(words: string): boolean {
+  const seen = new Set<string>();
+  for (const m of words.matchAll(ATTACK_TOPIC)) {
+    seen.add(m[0]);
+    if (seen.size >= 2) return true;
+  }
+  return false;
+}
+
+function scan(text: string, encoding: SignalEncoding, depth: number, state: ScanState): void {
+  state.work.scannedChars += text.length;
+  runRules(makeView(text), encoding, state);
   if (depth >= SIGNAL_LIMITS.maxDecodeDepth) return;
-  for (const d of decodings(text, depth, budget)) {
-    scan(d.text, encoding === 'plain' ? d.encoding : encoding, depth + 1, budget, hits);
+  for (const d of decodings(text, depth, state.budget)) {
+    state.work.decodedChars += d.text.length;
+    scan(d.text, encoding === 'plain' ? d.encoding : encoding, depth + 1, state);
   }
 }
 
@@ -619,26 +459,40 @@ function scan(
 export function detectSignals(text: string): SignalReport {
   const truncated = text.length > SIGNAL_LIMITS.maxScanChars;
   const scanned = truncated ? text.slice(0, SIGNAL_LIMITS.maxScanChars) : text;
-  const hits = new Map<string, SignalHit>();
-  const budget: Budget = { chars: 0, segments: 0, exhausted: false };
-  scan(scanned, 'plain', 0, budget, hits);
+  const state: ScanState = {
+    hits: new Map(),
+    details: new Map(),
+    budget: { chars: 0, segments: 0, exhausted: false },
+    work: { scannedChars: 0, secretWindowChars: 0, decodedChars: 0 },
+  };
+  scan(scanned, 'plain', 0, state);
   // Content the scanner could not look at is reported, so padding cannot buy silence.
   if (truncated)
-    hits.set('unscanned.truncated', {
-      signal: 'unscanned_content',
-      rule: 'unscanned.truncated',
-      encoding: 'plain',
-    });
-  if (budget.exhausted) {
-    hits.set('unscanned.decode_budget', {
-      signal: 'unscanned_content',
-      rule: 'unscanned.decode_budget',
-      encoding: 'plain',
-    });
-  }
-  const sorted = [...hits.values()].sort(compareHits);
+    record(
+      state,
+      { signal: 'unscanned_content', rule: 'unscanned.truncated', encoding: 'plain' },
+      'truncated',
+      undefined,
+    );
+  if (state.budget.exhausted)
+    record(
+      state,
+      { signal: 'unscanned_content', rule: 'unscanned.decode_budget', encoding: 'plain' },
+      'decode_budget',
+      undefined,
+    );
+  const sorted = [...state.hits.values()].sort(compareHits);
+  const details = [...state.details.values()]
+    .map((d) => ({ ...d, languages: [...d.languages].sort() }))
+    .sort(compareHits);
   const signals = [...new Set(sorted.map((h) => h.signal))].sort();
-  return { signals, hits: sorted, complete: !truncated && !budget.exhausted };
+  return {
+    signals,
+    hits: sorted,
+    details,
+    complete: !truncated && !state.budget.exhausted,
+    work: state.work,
+  };
 }
 
 export function compareHits(a: SignalHit, b: SignalHit): number {
@@ -701,6 +555,7 @@ export function credentialSpans(text: string): CredentialSpan[] {
       spans.push({ rule: rule.id, start: value[0], end: value[1] });
     }
   }
+  for (const m of scanSecrets(text, { chars: 0 }, true)) spans.push(m);
   spans.sort((a, b) => a.start - b.start || b.end - a.end || cmp(a.rule, b.rule));
   const merged: CredentialSpan[] = [];
   for (const s of spans) {

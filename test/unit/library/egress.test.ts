@@ -14,7 +14,7 @@ import {
 } from '../../../src/library/egress.js';
 import { SIGNAL_LIMITS } from '../../../src/core/observation/signals.js';
 
-const AWS_KEY = 'AKIAIOSFODNN7EXAMPLE';
+const AWS_KEY = 'AKIA2E0A8F3B244C9986';
 const RECEIPT = 'a'.repeat(64);
 const OTHER = 'b'.repeat(64);
 

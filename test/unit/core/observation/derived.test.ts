@@ -182,7 +182,7 @@ describe('derived-observation receipt', () => {
 
 describe('redaction', () => {
   const SECRET_TEXT =
-    '{"db":"postgres://admin:S3cr3tPassw0rd@db.internal/prod","aws":"AKIAIOSFODNN7EXAMPLE"}';
+    '{"db":"postgres://admin:S3cr3tPassw0rd@db.internal/prod","aws":"AKIA2E0A8F3B244C9986"}';
 
   it('produces a separately hashed view bound to the protected original', () => {
     const original = candidateWith(SECRET_TEXT, ['credential_like_text']);
@@ -250,7 +250,7 @@ describe('redaction', () => {
 // Properties
 
 const SECRETS = [
-  'AKIAIOSFODNN7EXAMPLE',
+  'AKIA2E0A8F3B244C9986',
   'password=hunter22xyz',
   'ghp_A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8',
   'sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z',

@@ -124,7 +124,7 @@ describe('detector properties', () => {
   });
 
   it('a payload with no signal is just that: no signal, still untrusted', () => {
-    expect(detectSignals('{"service":"api","status":"healthy"}')).toEqual({
+    expect(detectSignals('{"service":"api","status":"healthy"}')).toMatchObject({
       signals: [],
       hits: [],
       complete: true,
@@ -164,9 +164,9 @@ describe('detector properties', () => {
   });
 
   it('locates credential spans in the original text for redaction', () => {
-    const text = 'key AKIAIOSFODNN7EXAMPLE then password=hunter22xyz end';
+    const text = 'key AKIA2E0A8F3B244C9986 then password=hunter22xyz end';
     const spans = credentialSpans(text);
-    expect(spans.map((s) => text.slice(s.start, s.end))).toEqual(['AKIAIOSFODNN7EXAMPLE', 'hunter22xyz']);
+    expect(spans.map((s) => text.slice(s.start, s.end))).toEqual(['AKIA2E0A8F3B244C9986', 'hunter22xyz']);
   });
 });
 
