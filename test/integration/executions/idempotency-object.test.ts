@@ -30,11 +30,17 @@ function setup(outcome: 'succeeded' | 'failed_no_effect' | 'indeterminate' = 'su
   const key = `test-key-${Date.now()}-${++seq}`;
   const tenant = run.authorization.body.tenant_id;
   const contractSha = run.authorization.body.tool_contract_sha256;
-  const id = operationId(tenant, contractSha, { kind: 'idempotency_key', idempotency_key: key });
+  const toolName = run.scenario.contract.tool_name;
+  const id = operationId(
+    tenant,
+    { tool_name: toolName, tool_contract_sha256: contractSha },
+    { kind: 'idempotency_key', idempotency_key: key },
+  );
   const claim = (over: Partial<ClaimRequest> = {}): ClaimRequest => ({
     operation_id: id,
     tenant_id: tenant,
     tool_contract_sha256: contractSha,
+    tool_name: toolName,
     idempotency_key: key,
     input_sha256: run.authorization.body.input_sha256,
     authorization_receipt_sha256: run.authorization.sha256,
