@@ -15,6 +15,9 @@ import { env } from 'cloudflare:workers';
 import { runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { legacyOperationId } from '../../../src/core/execution/idempotency.js';
+import { database } from '../../../src/db/client.js';
+import { d1TenantStore } from '../../../src/db/tenant-store.js';
+import { unresolvedAttemptFor } from '../../../src/services/executions.js';
 import {
   ROLLBACK_INPUT,
   authorizedRollback,
@@ -70,6 +73,13 @@ describe('one logical operation per tenant, tool and key', { timeout: SLOW_MS },
     expect(blocked.body.error.code).toBe('reconciliation_required');
     expect(blocked.body.error.message).toContain(opA);
     expect(blocked.body.error.issues).toEqual([{ path: 'operation_id', message: opA }]);
+    // What the approval view shows an approver of a retry with this key.
+    const store = d1TenantStore(database(env), s.tenant_id);
+    expect(await unresolvedAttemptFor(store, 'execute_rollback', a.idempotency_key)).toMatchObject({
+      operation_id: opA,
+      status: 'reconciliation_required',
+      tool_contract_sha256: s.rollback_contract_sha256,
+    });
     const held = await call('GET', `/v1/operations/${opA}`, { key: s.admin.api_key });
     expect(held.body.operation).toMatchObject({
       tool_contract_sha256: s.rollback_contract_sha256,
@@ -79,6 +89,7 @@ describe('one logical operation per tenant, tool and key', { timeout: SLOW_MS },
     // Once A is reconciled the key named A's operation: B's call needs a new key.
     const rec = await reconcile(s, opA, observe(a.receipt, 'succeeded'), s.admin.api_key);
     expect(rec.status).toBe(201);
+    expect(await unresolvedAttemptFor(store, 'execute_rollback', a.idempotency_key)).toBeNull();
     const after = await claim(s, b.sha256);
     expect(after.status).toBe(422);
     expect(after.body.error.code).toBe('idempotency_key_reused');

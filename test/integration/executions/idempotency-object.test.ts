@@ -242,6 +242,25 @@ describe('IdempotencyObject', () => {
     expect(log).toEqual([{ event: 'claim', to_status: 'pending' }]);
   });
 
+  it('upgrades an object stored under schema v1 in place: no tool name, same answers', async () => {
+    const s = setup();
+    await proceed(s);
+    // Back to the v1 layout, as an object created before v2 would be stored.
+    await runInDurableObject(s.stub, (_o: IdempotencyObject, state) => {
+      state.storage.sql.exec('ALTER TABLE operation DROP COLUMN tool_name');
+      state.storage.sql.exec('DELETE FROM schema_version WHERE version > 1');
+    });
+    await evictDurableObject(s.stub);
+    const read = await s.stub.read(s.tenant);
+    expect(read?.operation).toMatchObject({ status: 'pending', tool_name: null });
+    const again = await s.stub.claim(s.claim({ now: Date.now() }));
+    expect(again).toMatchObject({ outcome: 'refused', reason: 'in_progress' });
+    const versions = await runInDurableObject(s.stub, (_o: IdempotencyObject, state) =>
+      state.storage.sql.exec<{ version: number }>('SELECT version FROM schema_version').toArray(),
+    );
+    expect(versions.map((v) => v.version).sort()).toEqual([1, 2]);
+  });
+
   it('exposes only its intended RPC methods', async () => {
     const s = setup();
     const names = await runInDurableObject(s.stub, (o: IdempotencyObject) =>
