@@ -1,6 +1,7 @@
 /**
  * `IdempotencyObject`: one Durable Object per logical operation, named by `operationId(...)`
- * (src/core/execution/idempotency.ts). It is a thin adapter over the pure state machine: load the row,
+ * (src/core/execution/idempotency.ts): (tenant, tool, key), or a v1 name (tenant, contract, key)
+ * for objects created before v2. An object that was never claimed holds no storage. It is a thin adapter over the pure state machine: load the row,
  * call the core with `now`, write the row, answer. Every read-modify-write runs synchronously
  * inside the object's input gate (SQLite calls are synchronous and nothing is awaited between the
  * read and the write), so 64 concurrent claims see one another's writes and exactly one proceeds.
@@ -22,7 +23,9 @@ import {
   Operation,
   type Transition,
   claim,
+  legacyOperationId,
   nextAlarmAt,
+  operationId,
   reconcile,
   report,
   tick,
@@ -100,6 +103,8 @@ const MIGRATIONS: readonly (readonly string[])[] = [
       synced_version INTEGER NOT NULL
     )`,
   ],
+  // v2: operations are named by (tenant, tool, key); a v1 row has no tool name (null).
+  ['ALTER TABLE operation ADD COLUMN tool_name TEXT'],
 ];
 
 /** Apply every migration newer than the stored version, each in one transaction. Idempotent. */
@@ -118,6 +123,17 @@ function migrate(storage: DurableObjectStorage): void {
       sqlite.exec('INSERT INTO schema_version (version) VALUES (?)', v);
     });
   }
+}
+
+/**
+ * Has this object ever been written? Read-only: an object reached by a name that holds nothing
+ * (a guessed or mistyped operation id) must not acquire storage by being asked.
+ */
+function hasSchema(sqlite: SqlStorage): boolean {
+  return (
+    sqlite.exec("SELECT name FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'").toArray()
+      .length > 0
+  );
 }
 
 export const SCHEMA_VERSION = MIGRATIONS.length;
@@ -145,12 +161,20 @@ interface StoredReceiptRow extends Record<string, SqlStorageValue> {
 
 export class IdempotencyObject extends DurableObject<Env> {
   readonly #sql: SqlStorage;
+  /** False until the object holds anything: reads of an empty object write nothing. */
+  #migrated = false;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
     this.#sql = ctx.storage.sql;
-    // No request is delivered before the schema is current.
-    void ctx.blockConcurrencyWhile(async () => migrate(ctx.storage));
+    // No request is delivered before the schema is current. An empty object stays empty until
+    // its first claim, so a report or read naming nothing never creates storage.
+    void ctx.blockConcurrencyWhile(async () => {
+      if (hasSchema(this.#sql)) {
+        migrate(ctx.storage);
+        this.#migrated = true;
+      }
+    });
   }
 
   /** Claim the operation for dispatch. Exactly one claim per operation ever proceeds. */
@@ -160,7 +184,15 @@ export class IdempotencyObject extends DurableObject<Env> {
     if (!this.ctx.id.equals(this.env.IDEMPOTENCY.idFromName(req.operation_id))) {
       throw new Error('claim sent to an object that does not hold this operation');
     }
+    if (!expectedNames(req).includes(req.operation_id)) {
+      throw new Error('operation id is not derived from the claim it names');
+    }
     const nonce = bytesToHex(crypto.getRandomValues(new Uint8Array(16)));
+    // Synchronous, like everything up to the write: the input gate stays closed.
+    if (!this.#migrated) {
+      migrate(this.ctx.storage);
+      this.#migrated = true;
+    }
     const current = this.#load();
     if (current !== null) assertSameOperation(current, req);
     const t = claim(current, { ...req, fencing_nonce: nonce }, req.now);
@@ -282,6 +314,7 @@ export class IdempotencyObject extends DurableObject<Env> {
   // -------------------------------------------------------------------------------------------
 
   #load(): Operation | null {
+    if (!this.#migrated) return null;
     const rows = this.#sql.exec(`SELECT ${COLUMNS.join(', ')} FROM operation WHERE singleton = 1`).toArray();
     const row = rows[0];
     if (row === undefined) return null;
@@ -409,15 +442,36 @@ export class IdempotencyObject extends DurableObject<Env> {
 // Module helpers (not on the class, so never reachable over RPC)
 
 function assertSameOperation(op: Operation, req: ClaimRequest): void {
-  // The name is a digest of these; a difference means a caller bug, never a client input.
+  // The name is a digest of these; a difference means a caller bug, never a client input. A v2
+  // object is named by tool, so another contract of that tool reaches it (and is refused by the
+  // core); a v1 object (no tool name stored) is named by its contract.
   if (
     op.operation_id !== req.operation_id ||
     op.tenant_id !== req.tenant_id ||
-    op.tool_contract_sha256 !== req.tool_contract_sha256 ||
-    op.idempotency_key !== req.idempotency_key
+    op.idempotency_key !== req.idempotency_key ||
+    (op.tool_name === null
+      ? op.tool_contract_sha256 !== req.tool_contract_sha256
+      : op.tool_name !== req.tool_name)
   ) {
     throw new Error('claim does not name the operation this object holds');
   }
+}
+
+/** The names a claim may be addressed to: its v2 name, its v1 name (legacy object) or single-use. */
+function expectedNames(req: ClaimRequest): string[] {
+  const scope = { tool_name: req.tool_name, tool_contract_sha256: req.tool_contract_sha256 };
+  if (req.idempotency_key === null) {
+    return [
+      operationId(req.tenant_id, scope, {
+        kind: 'authorization',
+        authorization_receipt_sha256: req.authorization_receipt_sha256,
+      }),
+    ];
+  }
+  return [
+    operationId(req.tenant_id, scope, { kind: 'idempotency_key', idempotency_key: req.idempotency_key }),
+    legacyOperationId(req.tenant_id, req.tool_contract_sha256, req.idempotency_key),
+  ];
 }
 
 function checkReceipt(sha256: string, body: object, sameTenant: boolean): void {

@@ -10,6 +10,7 @@
 import { digestOf } from './canonical/canonical.js';
 import { coreError, fromZodError, type CoreError, type FieldIssue } from './errors.js';
 import type { JsonValue } from './canonical/json.js';
+import type { Role } from './identity/identity.js';
 import { ToolEffect, WRITE_EFFECTS } from './model.js';
 import { err, ok, type Result } from './result.js';
 import { Identifier, strict } from './schema.js';
@@ -106,6 +107,7 @@ export function validatePolicy(policy: TenantPolicy): Result<TenantPolicy, CoreE
   // Unsorted or repeated lists would give one policy two digests.
   sortedUnique(issues, 'policy.approval_required_effects', effects);
   sortedUnique(issues, 'policy.allowed_media_types', policy.allowed_media_types);
+  issues.push(...reconciliationOwnerIssues(policy.reconciliation.owner));
   if (issues.length > 0) {
     issues.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
     return err(coreError('invalid_policy', 'policy is not valid', issues));
@@ -125,4 +127,87 @@ function sortedUnique(issues: FieldIssue[], path: string, items: readonly string
 /** SHA-256 over the policy's RFC 8785 bytes: the `policy_sha256` receipts bind. */
 export function policyDigest(policy: TenantPolicy): string {
   return digestOf(policy);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reconciliation owner
+
+/** Roles that may be named as reconciliation owners: the ones the reconcile use case admits. */
+export const RECONCILING_ROLES = ['executor', 'tenant_admin'] as const satisfies readonly Role[];
+
+/**
+ * Who may settle an indeterminate outcome, read from `reconciliation.owner`. The field stays an
+ * `Identifier` (stored documents keep parsing); its syntax is one or more terms joined by `+`:
+ * `role:executor`, `role:tenant_admin`, `principal:<principal id>`. A value with no `role:` or
+ * `principal:` term is a label from before the owner was enforced (e.g. `team:sre`): it names
+ * nobody, so it means the tenant admins only (`legacy`), who could always reconcile.
+ */
+export interface ReconciliationOwner {
+  readonly roles: readonly Role[];
+  readonly principals: readonly string[];
+  readonly legacy: boolean;
+}
+
+const OWNER_PREFIXES = ['role:', 'principal:'] as const;
+/** An `Identifier` without `+` (the separator): server principal ids are `prn-<base32>`. */
+const OWNER_PRINCIPAL = /^[A-Za-z0-9][A-Za-z0-9._:@/=-]{0,117}$/;
+const ADMINS_ONLY: ReconciliationOwner = Object.freeze({
+  roles: Object.freeze(['tenant_admin'] as Role[]),
+  principals: Object.freeze([] as string[]),
+  legacy: true,
+});
+
+function ownerTerms(owner: string): { terms: string[]; enforced: boolean } {
+  const terms = owner.split('+');
+  return { terms, enforced: terms.some((t) => OWNER_PREFIXES.some((p) => t.startsWith(p))) };
+}
+
+/** Problems with an owner written with the enforced syntax; a plain label has none (see above). */
+export function reconciliationOwnerIssues(owner: string): FieldIssue[] {
+  const { terms, enforced } = ownerTerms(owner);
+  if (!enforced) return [];
+  const path = 'policy.reconciliation.owner';
+  const issues: FieldIssue[] = [];
+  const seen = new Set<string>();
+  for (const term of terms) {
+    // A mistyped owner must not silently become "admins only" or nobody at all.
+    if (seen.has(term)) issues.push({ path, message: `duplicate "${term}"` });
+    seen.add(term);
+    if (term.startsWith('role:')) {
+      const role = term.slice('role:'.length);
+      if (!(RECONCILING_ROLES as readonly string[]).includes(role)) {
+        issues.push({ path, message: `"${term}": role must be one of ${RECONCILING_ROLES.join(', ')}` });
+      }
+    } else if (term.startsWith('principal:')) {
+      if (!OWNER_PRINCIPAL.test(term.slice('principal:'.length))) {
+        issues.push({ path, message: `"${term}": must name a principal id` });
+      }
+    } else {
+      issues.push({ path, message: `"${term}": must be role:<role> or principal:<id>` });
+    }
+  }
+  return issues;
+}
+
+/**
+ * The owner an operation stored. Anything that is not a valid enforced owner (a legacy label, or
+ * a value accepted before validation existed) fails closed to the tenant admins.
+ */
+export function reconciliationOwner(owner: string): ReconciliationOwner {
+  const { terms, enforced } = ownerTerms(owner);
+  if (!enforced || reconciliationOwnerIssues(owner).length > 0) return ADMINS_ONLY;
+  return {
+    roles: terms.filter((t) => t.startsWith('role:')).map((t) => t.slice('role:'.length) as Role),
+    principals: terms.filter((t) => t.startsWith('principal:')).map((t) => t.slice('principal:'.length)),
+    legacy: false,
+  };
+}
+
+/** Is this principal one of the owner's? Roles are the principal's own, from trusted storage. */
+export function isReconciliationOwner(
+  owner: string,
+  principal: { readonly principal_id: string; readonly roles: readonly Role[] },
+): boolean {
+  const o = reconciliationOwner(owner);
+  return o.principals.includes(principal.principal_id) || principal.roles.some((r) => o.roles.includes(r));
 }

@@ -9,7 +9,7 @@
  * (migrations/0001_invariants.sql).
  * Never: lets a caller pass SQL or a table, or reads outside the tenant.
  */
-import { and, asc, desc, eq, getTableColumns, isNotNull, isNull, sql } from 'drizzle-orm';
+import { type SQL, and, asc, desc, eq, getTableColumns, inArray, isNotNull, isNull, sql } from 'drizzle-orm';
 import type { BatchItem } from 'drizzle-orm/batch';
 import { z } from 'zod';
 import type {
@@ -59,6 +59,12 @@ import {
 } from './schema.js';
 
 const StoredRoles = z.array(Role).min(1);
+
+/**
+ * Index rows read for one tenant, tool and key. Under v2 names there is at most one per
+ * contract of the tool and, in practice, one v1 row per contract pinned before v2.
+ */
+const KEY_OPERATIONS_LIMIT = 32;
 
 export function d1TenantStore(db: Db, tenant_id: string): TenantStore {
   return new D1TenantStore(db, tenant_id);
@@ -494,10 +500,13 @@ class D1TenantStore implements TenantStore {
     readonly grant_sha256: string;
     readonly approval_id: string | null;
     readonly principal_id: string;
+    readonly idempotency_key: string | null;
   }): Promise<DispatchState> {
     const t = this.tenant_id;
     const db = this.db;
-    const [contractRows, policyRows, receiptPolicyRows, grantRows, approvalRows, principalRows] =
+    // The receipt's tool, by name: every contract of it shares the key (operation family).
+    const toolName = sql`(SELECT ${contracts.tool_name} FROM ${contracts} WHERE ${contracts.tenant_id} = ${t} AND ${contracts.tool_contract_sha256} = ${a.tool_contract_sha256})`;
+    const [contractRows, policyRows, receiptPolicyRows, grantRows, approvalRows, principalRows, keyRows] =
       await db.batch([
         this.#contractQuery(a.tool_contract_sha256),
         this.#currentPolicyQuery(),
@@ -511,8 +520,20 @@ class D1TenantStore implements TenantStore {
           .where(and(eq(grants.tenant_id, t), eq(grants.grant_sha256, a.grant_sha256)))
           .limit(1),
         db
-          .select({ expires_at_unix_ms: approvals.expires_at_unix_ms })
+          .select({
+            expires_at_unix_ms: approvals.expires_at_unix_ms,
+            // The approver's revocation, read in the same batch: an approval ends with its approver.
+            approver_revoked_at_unix_ms: principals.revoked_at_unix_ms,
+            approver_id: principals.principal_id,
+          })
           .from(approvals)
+          .leftJoin(
+            principals,
+            and(
+              eq(principals.tenant_id, approvals.tenant_id),
+              eq(principals.principal_id, approvals.decided_by),
+            ),
+          )
           .where(
             a.approval_id === null
               ? sql`0 = 1`
@@ -522,11 +543,13 @@ class D1TenantStore implements TenantStore {
           .select({ revoked_at_unix_ms: principals.revoked_at_unix_ms })
           .from(principals)
           .where(and(eq(principals.tenant_id, t), eq(principals.principal_id, a.principal_id))),
+        this.#keyOperationsQuery(toolName, a.idempotency_key),
       ]);
     const contractRow = contractRows[0];
     const receiptPolicyRow = receiptPolicyRows[0];
     const grantRow = grantRows[0];
     const agentRow = principalRows[0];
+    const approvalRow = approvalRows[0];
     return {
       contract: contractRow === undefined ? null : toPinnedContract(contractRow),
       policy: toPolicyRecord(policyRows[0]),
@@ -539,9 +562,46 @@ class D1TenantStore implements TenantStore {
               grant: grantCache.get(grantRow.grant_sha256, grantRow.document),
               revoked: grantRow.revoked_at_unix_ms !== null,
             },
-      approval_expires_at_unix_ms: a.approval_id === null ? null : approvalRows[0]?.expires_at_unix_ms,
+      approval_expires_at_unix_ms: a.approval_id === null ? null : approvalRow?.expires_at_unix_ms,
+      // An approver row that is gone counts as revoked, like the agent's.
+      approver_revoked:
+        a.approval_id !== null &&
+        (approvalRow === undefined ||
+          approvalRow.approver_id === null ||
+          approvalRow.approver_revoked_at_unix_ms !== null),
       agent_revoked: agentRow === undefined || agentRow.revoked_at_unix_ms !== null,
+      key_operations: keyRows,
     };
+  }
+
+  /**
+   * The index rows of one tenant, key and tool (any contract of that tool). Through the
+   * (tenant, contract, key) unique index: one seek per contract of the tool.
+   */
+  #keyOperationsQuery(toolName: SQL, idempotency_key: string | null) {
+    const t = this.tenant_id;
+    const sameTool = this.db
+      .select({ sha: contracts.tool_contract_sha256 })
+      .from(contracts)
+      .where(and(eq(contracts.tenant_id, t), sql`${contracts.tool_name} = ${toolName}`));
+    return this.db
+      .select()
+      .from(operations)
+      .where(
+        idempotency_key === null
+          ? sql`0 = 1`
+          : and(
+              eq(operations.tenant_id, t),
+              inArray(operations.tool_contract_sha256, sameTool),
+              eq(operations.idempotency_key, idempotency_key),
+            ),
+      )
+      .orderBy(asc(operations.operation_id))
+      .limit(KEY_OPERATIONS_LIMIT);
+  }
+
+  async operationsForKey(tool_name: string, idempotency_key: string): Promise<readonly OperationRow[]> {
+    return this.#keyOperationsQuery(sql`${tool_name}`, idempotency_key);
   }
 
   async getOperation(operation_id: string): Promise<OperationRow | null> {

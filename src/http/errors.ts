@@ -42,6 +42,8 @@ export function wireError(reason: ErrorReason): WireError {
     case 'authorization_expired':
     case 'authorization_revoked':
     case 'executor_mismatch':
+    case 'not_reconciliation_owner':
+    case 'self_reconciliation':
       return { status: 403, code: reason };
     case 'not_found':
       return { status: 404, code: reason };

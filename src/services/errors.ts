@@ -35,6 +35,8 @@ export type ServiceErrorReason =
   | 'not_reconcilable'
   | 'idempotency_key_reused'
   | 'reconciliation_rejected'
+  | 'not_reconciliation_owner'
+  | 'self_reconciliation'
   | 'internal';
 
 export type ErrorReason = CoreErrorReason | ServiceErrorReason;

@@ -13,8 +13,13 @@
  * - a report is verified by the pure core against the operation's own contract and authorization,
  *   and recorded only with the current owner's fencing token, inside its lease; the operation's
  *   object stores the receipt and mirrors it into D1;
+ * - one logical operation per (tenant, tool, key): an operation under another contract of the
+ *   same tool, or an object named before v2 (by contract), is never bypassed;
+ * - a report or reconciliation finds its operation in the object itself (not the D1 index), and
+ *   a report of an execution that started before the claim is refused;
  * - a reconciliation is verified by the core; a still-indeterminate or violating observation is
- *   refused with every violation and changes nothing; an operation resolves once.
+ *   refused with every violation and changes nothing; an operation resolves once, and only by
+ *   the reconciliation owner the policy named, never as "no effect" by the principal that claimed.
  * Never: trusts a receipt digest it did not recompute, takes tenant, principal, time or the
  *   authorization from the body, or hands out a second `proceed` for an operation whose owner may
  *   have crashed after the effect (that is reconciliation).
@@ -24,18 +29,22 @@ import { digestOf } from '../core/canonical/canonical.js';
 import type { FieldIssue } from '../core/errors.js';
 import { verifyExecution } from '../core/execution/execution.js';
 import {
+  type ClaimRefusal,
   type DispatchRefusal,
   FencingToken,
   type OperationKey,
   OperationStatus,
   UNRESOLVED_STATUSES,
+  type OperationView,
   dispatchRefusal,
   leaseMs,
+  legacyKeyClaim,
   operationId,
+  startedBeforeClaim,
 } from '../core/execution/idempotency.js';
 import { reconcileOperation } from '../core/execution/reconciliation.js';
 import { AuthorizationReceipt, type ExecutionReceipt, ToolExecutionObservation } from '../core/model.js';
-import type { TenantPolicy } from '../core/policy.js';
+import { type TenantPolicy, isReconciliationOwner } from '../core/policy.js';
 import { Sha256 } from '../core/schema.js';
 import { StoredDocumentError } from '../db/documents.js';
 import { SINGLE_USE_INDEX_PREFIX } from '../db/operation-index.js';
@@ -69,7 +78,7 @@ export type OperationListQuery = z.infer<typeof OperationListQuery>;
 const DISPATCH_MESSAGES: Record<DispatchRefusal, string> = {
   authorization_denied: 'the authorization receipt is a denial',
   authorization_expired: 'the authorization receipt is past its dispatch deadline, grant or approval expiry',
-  authorization_revoked: 'the grant, contract, principal or policy changed since the authorization',
+  authorization_revoked: 'the grant, contract, agent, approver or policy changed since the authorization',
   executor_mismatch: 'the contract names another executor release',
 };
 
@@ -102,6 +111,19 @@ async function findOperationRow(store: TenantStore, operation_id: string): Promi
   return store.getOperation(operation_id);
 }
 
+/**
+ * The operation as its object holds it, or null (none, or another tenant's: indistinguishable).
+ * Report and reconcile ask the object, not the D1 index, so an index write that failed after a
+ * claim never hides the operation from its owner. An object that holds nothing answers null and
+ * stays empty (it writes no storage on a read), so a guessed id costs one empty lookup and
+ * reveals nothing; the id is a SHA-256 that binds the tenant, so another tenant's cannot be named
+ * by accident.
+ */
+async function findOperation(ctx: TenantContext, operation_id: string): Promise<OperationSnapshot | null> {
+  if (!Sha256.safeParse(operation_id).success) return null;
+  return ctx.operations.read(operation_id, ctx.caller.tenant_id);
+}
+
 /** Everything a report or reconciliation checks an observation against, from trusted storage. */
 interface OperationContext {
   readonly authorization: AuthorizationReceipt;
@@ -109,10 +131,10 @@ interface OperationContext {
   readonly policy: TenantPolicy;
 }
 
-async function loadOperationContext(store: TenantStore, row: OperationRow): Promise<OperationContext> {
+async function loadOperationContext(store: TenantStore, op: OperationView): Promise<OperationContext> {
   const [authorization, pinned, policy] = await Promise.all([
-    loadAuthorizationReceipt(store, row.authorization_receipt_sha256),
-    store.getContract(row.tool_contract_sha256),
+    loadAuthorizationReceipt(store, op.authorization_receipt_sha256),
+    store.getContract(op.tool_contract_sha256),
     store.currentPolicy(),
   ]);
   // An operation exists only for a stored receipt and pinned contract; anything else is corruption.
@@ -120,6 +142,38 @@ async function loadOperationContext(store: TenantStore, row: OperationRow): Prom
     throw new StoredDocumentError('operation refers to a missing receipt or contract');
   }
   return { authorization, pinned, policy: policy.policy };
+}
+
+/**
+ * An unresolved attempt of the same logical operation (tenant, tool, key) under any contract of
+ * the tool, or null: what an approver of a call with this key should see before approving, since
+ * the earlier attempt may already have had its effect. Read from the D1 index (it may lag the
+ * objects by an index retry); a pending row whose lease ran out is still listed as `pending`.
+ * For the approval view (src/services/approvals.ts); nothing here approves or refuses.
+ */
+export async function unresolvedAttemptFor(
+  store: TenantStore,
+  tool_name: string,
+  idempotency_key: string,
+): Promise<{
+  readonly operation_id: string;
+  readonly status: string;
+  readonly tool_contract_sha256: string;
+  readonly input_sha256: string;
+  readonly reconciliation_deadline_unix_ms: number | null;
+  readonly escalated_at_unix_ms: number | null;
+} | null> {
+  const rows = await store.operationsForKey(tool_name, idempotency_key);
+  const open = rows.find((r) => r.state === 'pending' || UNRESOLVED_STATUSES.has(r.state as OperationStatus));
+  if (open === undefined) return null;
+  return {
+    operation_id: open.operation_id,
+    status: open.state,
+    tool_contract_sha256: open.tool_contract_sha256,
+    input_sha256: open.input_sha256,
+    reconciliation_deadline_unix_ms: open.reconciliation_deadline_unix_ms,
+    escalated_at_unix_ms: open.escalated_at_unix_ms,
+  };
 }
 
 /** `executor_mismatch` unless the caller runs the contract's executor release. */
@@ -181,6 +235,7 @@ export async function claimExecution(ctx: TenantContext, body: ClaimBody) {
       contract_quarantined: pinned.quarantined_at_unix_ms !== null,
       // The authorized agent's row gone is as good as revoked.
       principal_revoked: d.agent_revoked,
+      approver_revoked: d.approver_revoked,
       contract_executor_release: pinned.contract.executor_release,
       executor_release: caller.executor_release,
     },
@@ -199,13 +254,30 @@ export async function claimExecution(ctx: TenantContext, body: ClaimBody) {
   } else {
     key = { kind: 'authorization', authorization_receipt_sha256: authorization.sha256 };
   }
-  const operation_id = operationId(t, a.tool_contract_sha256, key);
+  const scope = { tool_name: contract.tool_name, tool_contract_sha256: a.tool_contract_sha256 };
+  let operation_id = operationId(t, scope, key);
+  if (key.kind === 'idempotency_key') {
+    // An object named before v2 (by contract digest) may hold this tenant, tool and key: the new
+    // name must never bypass it. The index is how it is found (v1 names need the contract).
+    const legacy = legacyKeyClaim(d.key_operations, operation_id, {
+      tenant_id: t,
+      tool_contract_sha256: a.tool_contract_sha256,
+      idempotency_key: key.idempotency_key,
+      input_sha256: a.input_sha256,
+    });
+    if (legacy.kind === 'route') operation_id = legacy.operation_id;
+    if (legacy.kind === 'refused') {
+      ctx.log({ claim: legacy.reason, blocking_operation_id: legacy.operation_id });
+      throw claimRefusal(legacy.reason, legacy.operation_id, null, now);
+    }
+  }
   ctx.log({ operation_id });
 
   const result = await ctx.operations.claim({
     operation_id,
     tenant_id: t,
     tool_contract_sha256: a.tool_contract_sha256,
+    tool_name: contract.tool_name,
     idempotency_key: key.kind === 'idempotency_key' ? key.idempotency_key : null,
     input_sha256: a.input_sha256,
     authorization_receipt_sha256: authorization.sha256,
@@ -228,28 +300,46 @@ export async function claimExecution(ctx: TenantContext, body: ClaimBody) {
     case 'replay':
       return { status: 'replayed' as const, operation_id, ...snapshotBody(result) };
     case 'refused':
-      switch (result.reason) {
-        case 'idempotency_key_reused':
-          // The reason only: neither the other input's digest nor how far its operation got.
-          throw new ServiceError(
-            'idempotency_key_reused',
-            'this idempotency key was already used for a different input; use a new key',
-          );
-        case 'in_progress': {
-          const lease = result.operation?.lease_expires_at_unix_ms ?? now;
-          throw new ServiceError(
-            'in_progress',
-            'another executor holds this operation',
-            [],
-            Math.max(1, Math.ceil((lease - now) / 1000)),
-          );
-        }
-        case 'reconciliation_required':
-          throw new ServiceError(
-            'reconciliation_required',
-            'the outcome of this operation is unknown; it must be reconciled, not retried',
-          );
-      }
+      throw claimRefusal(
+        result.reason,
+        result.operation?.operation_id ?? null,
+        result.operation?.lease_expires_at_unix_ms ?? null,
+        now,
+      );
+  }
+}
+
+/**
+ * The error for a refused claim. A blocking operation is named (it may be another contract's, or
+ * a v1 object's): the caller reconciles that one. A reused key names nothing of the other input.
+ */
+function claimRefusal(
+  reason: ClaimRefusal,
+  blocking: string | null,
+  leaseEnd: number | null,
+  now: number,
+): ServiceError {
+  const named = blocking === null ? [] : [{ path: 'operation_id', message: blocking }];
+  switch (reason) {
+    case 'idempotency_key_reused':
+      // The reason only: neither the other input's digest nor how far its operation got.
+      return new ServiceError(
+        'idempotency_key_reused',
+        'this idempotency key was already used for a different input or contract; use a new key',
+      );
+    case 'in_progress':
+      return new ServiceError(
+        'in_progress',
+        `another executor holds operation ${blocking ?? 'of this key'}`,
+        named,
+        Math.max(1, Math.ceil(((leaseEnd ?? now) - now) / 1000)),
+      );
+    case 'reconciliation_required':
+      return new ServiceError(
+        'reconciliation_required',
+        `the outcome of operation ${blocking ?? 'of this key'} is unknown; it must be reconciled, not retried`,
+        named,
+      );
   }
 }
 
@@ -260,11 +350,23 @@ export async function reportExecution(ctx: TenantContext, body: ReportBody) {
   const { caller, store, now } = ctx;
   requireRole(caller, ROLES_FOR.report);
   ctx.log({ operation_id: body.operation_id });
-  const row = await findOperationRow(store, body.operation_id);
-  if (row === null) throw notFound('operation');
-  const opCtx = await loadOperationContext(store, row);
+  const found = await findOperation(ctx, body.operation_id);
+  if (found === null) throw notFound('operation');
+  const opCtx = await loadOperationContext(store, found.operation);
   requireExecutorOf(caller, opCtx.pinned);
   checkObservationTime(body.observation, opCtx.policy, now);
+  // An effect that started before the claim ran without the operation's fence.
+  if (
+    startedBeforeClaim(
+      found.operation,
+      body.observation.started_at_unix_ms,
+      opCtx.policy.observation_limits.max_clock_skew_ms,
+    )
+  ) {
+    throw new ServiceError('invalid_observation', 'observation is not valid', [
+      { path: 'observation.started_at_unix_ms', message: 'is before the operation was claimed' },
+    ]);
+  }
 
   const receipt: ExecutionReceipt = unwrap(
     verifyExecution(opCtx.pinned.contract, opCtx.authorization, body.observation),
@@ -299,14 +401,20 @@ export async function reconcileExecution(ctx: TenantContext, body: ReconcileBody
   const { caller, store, now } = ctx;
   requireRole(caller, ROLES_FOR.reconcile);
   ctx.log({ operation_id: body.operation_id });
-  const row = await findOperationRow(store, body.operation_id);
-  if (row === null) throw notFound('operation');
-  const opCtx = await loadOperationContext(store, row);
+  const snapshot = await findOperation(ctx, body.operation_id);
+  if (snapshot === null) throw notFound('operation');
+  // Only the owner the policy named when the operation was claimed settles it: a false "no
+  // effect" from anyone else invites a second write.
+  if (!isReconciliationOwner(snapshot.operation.reconciliation_owner, caller)) {
+    throw new ServiceError(
+      'not_reconciliation_owner',
+      'only the reconciliation owner named by the policy may reconcile this operation',
+    );
+  }
+  const opCtx = await loadOperationContext(store, snapshot.operation);
   // An executor observes the target with its own release; an admin relays such an observation.
   if (!caller.roles.includes('tenant_admin')) requireExecutorOf(caller, opCtx.pinned);
 
-  const snapshot = await ctx.operations.read(body.operation_id, caller.tenant_id);
-  if (snapshot === null) throw notFound('operation');
   const done = snapshot.reconciliation_receipt;
   // A retry whose answer was lost gets the resolution it made, not a conflict.
   if (done !== null && done.body.target_observation_sha256 === digestOf(body.observation)) {
@@ -343,6 +451,17 @@ export async function reconcileExecution(ctx: TenantContext, body: ReconcileBody
     );
   }
   const receipt = outcome.receipt;
+  // The principal that claimed (and may have performed the effect) cannot alone declare that
+  // nothing happened: that claim is what would license a second write.
+  if (
+    receipt.body.resolution === 'verified_failed_no_effect' &&
+    caller.principal_id === snapshot.operation.owner_principal_id
+  ) {
+    throw new ServiceError(
+      'self_reconciliation',
+      'the principal that claimed this operation cannot settle it as no effect; another owner must',
+    );
+  }
   ctx.log({ reconciliation_receipt_sha256: receipt.sha256 });
 
   const result = await ctx.operations.reconcile(body.operation_id, {

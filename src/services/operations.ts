@@ -21,6 +21,7 @@ export const ClaimRequest = strict({
   operation_id: Sha256,
   tenant_id: Identifier,
   tool_contract_sha256: Sha256,
+  tool_name: Identifier,
   idempotency_key: IdempotencyKey.nullable(),
   input_sha256: Sha256,
   authorization_receipt_sha256: Sha256,

@@ -166,6 +166,13 @@ export interface DispatchState {
   readonly approval_expires_at_unix_ms: number | null | undefined;
   /** The authorized agent's row is revoked or gone. */
   readonly agent_revoked: boolean;
+  /** The named approval's approver is revoked or gone (false when the receipt names none). */
+  readonly approver_revoked: boolean;
+  /**
+   * Index rows of the same tenant, idempotency key and tool (any contract of it); empty for a
+   * keyless receipt. A v1 object among them must not be bypassed by the v2 name.
+   */
+  readonly key_operations: readonly OperationRow[];
 }
 
 export interface RecordedObservation {
@@ -248,8 +255,11 @@ export interface TenantStore {
     readonly grant_sha256: string;
     readonly approval_id: string | null;
     readonly principal_id: string;
+    readonly idempotency_key: string | null;
   }): Promise<DispatchState>;
   getOperation(operation_id: string): Promise<OperationRow | null>;
+  /** Index rows of this tenant's operations under `idempotency_key` for any contract of the tool. */
+  operationsForKey(tool_name: string, idempotency_key: string): Promise<readonly OperationRow[]>;
   listOperations(status: string | undefined, limit: number): Promise<readonly OperationRow[]>;
 
   // Observations

@@ -98,7 +98,8 @@ describe('walkthrough: the rollback, end to end', () => {
     expect(claim.body.status).toBe('proceed');
 
     // 9. report the observed effect; a second claim replays it
-    const t = receipt.body.requested_at_unix_ms as number;
+    // The execution starts after the claim (the walkthrough reads `operation.created_at_unix_ms`).
+    const t = claim.body.operation.created_at_unix_ms as number;
     const payload = JSON.stringify(OUTPUT);
     const payloadBytes = new TextEncoder().encode(payload);
     const payloadSha = [...new Uint8Array(await crypto.subtle.digest('SHA-256', payloadBytes))]

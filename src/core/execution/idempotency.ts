@@ -2,7 +2,8 @@
  * The idempotency state machine of one logical operation (spec ch. 11, "Idempotency is a
  * logical-operation contract", "Indeterminate is an honest terminal observation").
  *
- * One operation is named by (tenant, tool contract, idempotency key). Its states:
+ * One operation is named by (tenant, tool name, idempotency key): the spec's (tenant, tool,
+ * idempotency_key), so a re-pinned contract of the same tool reaches the same operation. Its states:
  *
  *   (none) --claim--> pending --report ok/no effect--> succeeded | failed_no_effect
  *                       |  \--report indeterminate or rejected--\
@@ -14,7 +15,9 @@
  * refused before anything else is looked at, and the refusal carries nothing of the stored
  * input; a pending operation whose lease ran out is never handed to a new owner (its owner may
  * have crashed after the effect) but routed to reconciliation; only the current owner's fencing
- * token completes a pending operation, and only before its lease ends; terminal outcomes replay.
+ * token completes a pending operation, and only before its lease ends; terminal outcomes replay;
+ * a claim under another contract digest of the same tool never proceeds (an unresolved or live
+ * operation blocks it, a settled one is a used key).
  * Time-driven transitions (lease expiry, escalation) are applied on every event, so the answer
  * never depends on whether an alarm already ran.
  * Never: reads a clock or randomness (`now` and the fencing nonce are arguments), does I/O, or
@@ -35,9 +38,13 @@ import { Identifier, Sha256, UnixMs, strict } from '../schema.js';
 
 /**
  * Domain tags of operation names. Versioned: a change in what names an operation is a new tag,
- * never a silent re-interpretation of existing objects.
+ * never a silent re-interpretation of existing objects. v1 named a keyed operation by contract
+ * digest (a re-pinned contract of the same tool started a fresh operation under the same key);
+ * v2 names it by tool name. v1 objects still exist and are reached through the D1 index
+ * (`legacyKeyClaim`), never by a new name.
  */
-export const OPERATION_NAME_TAG = 'writ.idempotency.v1';
+export const OPERATION_NAME_TAG_V1 = 'writ.idempotency.v1';
+export const OPERATION_NAME_TAG = 'writ.idempotency.v2';
 /** Read-only contracts carry no key: each authorization receipt is its own single-use operation. */
 export const SINGLE_USE_NAME_TAG = 'writ.idempotency.single-use.v1';
 
@@ -45,16 +52,89 @@ export type OperationKey =
   | { readonly kind: 'idempotency_key'; readonly idempotency_key: string }
   | { readonly kind: 'authorization'; readonly authorization_receipt_sha256: string };
 
+/** What an operation belongs to: the tool (its operation family) and the contract authorized. */
+export interface OperationScope {
+  readonly tool_name: string;
+  readonly tool_contract_sha256: string;
+}
+
 /**
  * The operation id (and Durable Object name): SHA-256 over the canonical JSON array of a
  * versioned tag and the scope. A JSON array is unambiguous where string concatenation is not
  * (`"a:b" + "c"` and `"a" + "b:c"` collide); the two tags keep a key that happens to look like
- * a receipt digest from ever naming a single-use operation.
+ * a receipt digest from ever naming a single-use operation. A keyed operation is scoped by
+ * tenant and tool (spec: "scoped by tenant and operation family"); a single-use one by the
+ * receipt, which already binds the contract.
  */
-export function operationId(tenantId: string, toolContractSha256: string, key: OperationKey): string {
+export function operationId(tenantId: string, scope: OperationScope, key: OperationKey): string {
   return key.kind === 'idempotency_key'
-    ? digestOf([OPERATION_NAME_TAG, tenantId, toolContractSha256, key.idempotency_key])
-    : digestOf([SINGLE_USE_NAME_TAG, tenantId, toolContractSha256, key.authorization_receipt_sha256]);
+    ? digestOf([OPERATION_NAME_TAG, tenantId, scope.tool_name, key.idempotency_key])
+    : digestOf([SINGLE_USE_NAME_TAG, tenantId, scope.tool_contract_sha256, key.authorization_receipt_sha256]);
+}
+
+/** The v1 name of a keyed operation (by contract digest): only to recognise objects made before v2. */
+export function legacyOperationId(
+  tenantId: string,
+  toolContractSha256: string,
+  idempotencyKey: string,
+): string {
+  return digestOf([OPERATION_NAME_TAG_V1, tenantId, toolContractSha256, idempotencyKey]);
+}
+
+/** What the D1 index says of an operation under the same tenant, tool and key. */
+export interface IndexedKeyOperation {
+  readonly operation_id: string;
+  readonly tool_contract_sha256: string;
+  readonly input_sha256: string;
+  /** The mirrored status; it may lag the object (a lease may have run out since). */
+  readonly state: string;
+}
+
+export type LegacyKeyClaim =
+  | { readonly kind: 'none' }
+  /** A v1 object holds this very (contract, key): it answers the claim, as it did before v2. */
+  | { readonly kind: 'route'; readonly operation_id: string }
+  | { readonly kind: 'refused'; readonly reason: ClaimRefusal; readonly operation_id: string | null };
+
+/**
+ * Before a keyed claim reaches its v2 object: does a v1 object (named by contract digest) already
+ * hold the same tenant, tool and key? Then the v2 name must not bypass it. The same contract is
+ * routed to its v1 object; another contract is refused by the same rules as inside one object
+ * (`claim`): another input is a reused key, a live or unresolved operation blocks, a settled one
+ * is a used key. `rows` are the index rows of the tenant, tool and key; the v2 object's own row
+ * (`v2Id`) is ignored, since that object decides for itself.
+ */
+export function legacyKeyClaim(
+  rows: readonly IndexedKeyOperation[],
+  v2Id: string,
+  c: {
+    readonly tenant_id: string;
+    readonly tool_contract_sha256: string;
+    readonly idempotency_key: string;
+    readonly input_sha256: string;
+  },
+): LegacyKeyClaim {
+  // A row is v1 only if its id is the v1 name of its own contract and key: nothing else is routed.
+  const legacy = rows.filter(
+    (r) =>
+      r.operation_id !== v2Id &&
+      r.operation_id === legacyOperationId(c.tenant_id, r.tool_contract_sha256, c.idempotency_key),
+  );
+  const same = legacy.find((r) => r.tool_contract_sha256 === c.tool_contract_sha256);
+  if (same !== undefined) return { kind: 'route', operation_id: same.operation_id };
+  const sorted = [...legacy].sort((a, b) => (a.operation_id < b.operation_id ? -1 : 1));
+  if (sorted.some((r) => r.input_sha256 !== c.input_sha256)) {
+    return { kind: 'refused', reason: 'idempotency_key_reused', operation_id: null };
+  }
+  const live = sorted.find((r) => r.state === 'pending');
+  if (live !== undefined) return { kind: 'refused', reason: 'in_progress', operation_id: live.operation_id };
+  const open = sorted.find((r) => !REPLAYABLE_STATUSES.has(r.state as OperationStatus));
+  if (open !== undefined) {
+    return { kind: 'refused', reason: 'reconciliation_required', operation_id: open.operation_id };
+  }
+  return sorted.length > 0
+    ? { kind: 'refused', reason: 'idempotency_key_reused', operation_id: null }
+    : { kind: 'none' };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -90,6 +170,8 @@ export interface DispatchState {
   readonly contract_quarantined: boolean;
   /** The agent that was authorized. */
   readonly principal_revoked: boolean;
+  /** The principal that approved the receipt's approval is revoked (false when none). */
+  readonly approver_revoked: boolean;
   readonly contract_executor_release: string;
   /** The executor presenting the receipt (`null`: not an executor at all). */
   readonly executor_release: string | null;
@@ -116,6 +198,8 @@ export function dispatchRefusal(s: DispatchState, now: number): DispatchRefusal 
     s.grant_revoked ||
     s.contract_quarantined ||
     s.principal_revoked ||
+    // An approval is the approver's standing judgement: it ends with the approver's authority.
+    s.approver_revoked ||
     s.current_policy_sha256 !== s.receipt.policy_sha256
   ) {
     return 'authorization_revoked';
@@ -167,7 +251,10 @@ const Duration = z.number().int().min(1).max(Number.MAX_SAFE_INTEGER);
 export const Operation = strict({
   operation_id: Sha256,
   tenant_id: Identifier,
+  /** The contract of the claim that proceeded. */
   tool_contract_sha256: Sha256,
+  /** The tool (operation family) the name is scoped by; null for a v1 operation (by contract). */
+  tool_name: Identifier.nullable(),
   idempotency_key: IdempotencyKey.nullable(),
   input_sha256: Sha256,
   /** The authorization receipt of the claim that proceeded. */
@@ -185,6 +272,7 @@ export const Operation = strict({
   reconciliation_deadline_unix_ms: UnixMs.nullable(),
   escalated_at_unix_ms: UnixMs.nullable(),
   reconciliation_receipt_sha256: Sha256.nullable(),
+  /** When the one claim that proceeded was made: an effect must not start before it. */
   created_at_unix_ms: UnixMs,
   /** Strictly increases with every transition: a version for whoever mirrors this state. */
   updated_at_unix_ms: UnixMs,
@@ -237,6 +325,7 @@ export interface ClaimEvent {
   readonly operation_id: string;
   readonly tenant_id: string;
   readonly tool_contract_sha256: string;
+  readonly tool_name: string | null;
   readonly idempotency_key: string | null;
   readonly input_sha256: string;
   readonly authorization_receipt_sha256: string;
@@ -331,6 +420,7 @@ export function claim(current: Operation | null, e: ClaimEvent, now: number): Tr
       operation_id: e.operation_id,
       tenant_id: e.tenant_id,
       tool_contract_sha256: e.tool_contract_sha256,
+      tool_name: e.tool_name,
       idempotency_key: e.idempotency_key,
       input_sha256: e.input_sha256,
       authorization_receipt_sha256: e.authorization_receipt_sha256,
@@ -366,6 +456,18 @@ export function claim(current: Operation | null, e: ClaimEvent, now: number): Tr
   // the state, so the refusal can reveal neither the stored input nor how far the operation got.
   if (op.input_sha256 !== e.input_sha256) {
     return { state: op, changed, answer: { kind: 'refused', reason: 'idempotency_key_reused' } };
+  }
+  if (op.tool_contract_sha256 !== e.tool_contract_sha256) {
+    // Another reviewed contract of the same tool (e.g. re-pinned after drift): the operation
+    // under the first one may still have its effect, so it blocks; once settled, the key named
+    // that contract's operation, and another contract's call needs a new key.
+    const reason: ClaimRefusal =
+      op.status === 'pending'
+        ? 'in_progress'
+        : UNRESOLVED_STATUSES.has(op.status)
+          ? 'reconciliation_required'
+          : 'idempotency_key_reused';
+    return { state: op, changed, answer: { kind: 'refused', reason } };
   }
   switch (op.status) {
     case 'pending':
@@ -478,6 +580,19 @@ export function nextAlarmAt(op: Operation): number | null {
     case 'reconciled_no_effect':
       return null;
   }
+}
+
+/**
+ * An execution that started before its claim was not dispatched by the fenced owner: the effect
+ * may have run without the operation's lease (a second executor, or one that acted first and
+ * claimed after). The executor's clock may trail the Worker's by the policy's skew.
+ */
+export function startedBeforeClaim(
+  op: Pick<Operation, 'created_at_unix_ms'>,
+  started_at_unix_ms: number,
+  max_clock_skew_ms: number,
+): boolean {
+  return started_at_unix_ms + max_clock_skew_ms < op.created_at_unix_ms;
 }
 
 /** Stamp a transition: `updated_at` strictly increases even when two land in the same millisecond. */

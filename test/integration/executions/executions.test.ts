@@ -308,15 +308,22 @@ describe('reconciliation and escalation', { timeout: SLOW_MS }, () => {
     const retryAuth = await authorizedRollback(s, { ...ROLLBACK_INPUT }, a.idempotency_key);
     expect((await claim(s, retryAuth.sha256)).body.error.code).toBe('reconciliation_required');
 
+    // The demo policy's owner is a legacy label (`team:sre`): it names nobody, so only the tenant
+    // admins reconcile (test/integration/executions/hardening.test.ts covers enforced owners).
     // Still indeterminate resolves nothing.
-    const unsure = await reconcile(s, id, observe(a.receipt, 'indeterminate', { at: deadline - 1_000 }));
+    const unsure = await reconcile(
+      s,
+      id,
+      observe(a.receipt, 'indeterminate', { at: deadline - 1_000 }),
+      s.admin.api_key,
+    );
     expect(unsure.status).toBe(422);
     expect(unsure.body.error.code).toBe('reconciliation_rejected');
     expect(unsure.body.error.issues).toEqual([{ path: 'observation', message: 'outcome_indeterminate' }]);
 
     // The target shows the rollback happened: a reconciliation receipt linked to the original.
     const target = observe(a.receipt, 'succeeded', { at: deadline - 1_000 });
-    const rec = await reconcile(s, id, target);
+    const rec = await reconcile(s, id, target, s.admin.api_key);
     expect(rec.status).toBe(201);
     const rr = rec.body.reconciliation_receipt;
     expect(rr.body).toMatchObject({
@@ -325,7 +332,7 @@ describe('reconciliation and escalation', { timeout: SLOW_MS }, () => {
       original_execution_receipt_sha256: original.sha256,
       authorization_receipt_sha256: a.sha256,
       resolution: 'verified_succeeded',
-      reconciled_by: s.executor.principal_id,
+      reconciled_by: s.admin.principal_id,
       violations: [],
     });
     expect(rec.body.operation).toMatchObject({
@@ -333,10 +340,15 @@ describe('reconciliation and escalation', { timeout: SLOW_MS }, () => {
       escalated_at_unix_ms: deadline,
     });
     // A lost-answer retry gets the same resolution; a different one is refused.
-    const retry = await reconcile(s, id, target);
+    const retry = await reconcile(s, id, target, s.admin.api_key);
     expect(retry.status).toBe(200);
     expect(retry.body.reconciliation_receipt).toEqual(rr);
-    const differ = await reconcile(s, id, observe(a.receipt, 'failed_no_effect', { at: deadline - 500 }));
+    const differ = await reconcile(
+      s,
+      id,
+      observe(a.receipt, 'failed_no_effect', { at: deadline - 500 }),
+      s.admin.api_key,
+    );
     expect(differ.status).toBe(409);
     expect(differ.body.error.code).toBe('not_reconcilable');
 
@@ -368,7 +380,7 @@ describe('reconciliation and escalation', { timeout: SLOW_MS }, () => {
     const c = await claim(s, a.sha256);
     const id = c.body.operation_id as string;
     await report(s, id, c.body.fencing_token, observe(a.receipt, 'indeterminate'));
-    const rec = await reconcile(s, id, observe(a.receipt, 'failed_no_effect'));
+    const rec = await reconcile(s, id, observe(a.receipt, 'failed_no_effect'), s.admin.api_key);
     expect(rec.status).toBe(201);
     const replay = await claim(s, a.sha256);
     expect(replay.status).toBe(200);
@@ -404,7 +416,7 @@ describe('reconciliation and escalation', { timeout: SLOW_MS }, () => {
     const late = await report(s, id, c.body.fencing_token, observe(a.receipt, 'succeeded'));
     expect(late.body.error.code).toBe('stale_fencing_token');
     // Reconciled from the target; there was no execution receipt to link.
-    const rec = await reconcile(s, id, observe(a.receipt, 'succeeded'));
+    const rec = await reconcile(s, id, observe(a.receipt, 'succeeded'), s.admin.api_key);
     expect(rec.status).toBe(201);
     expect(rec.body.reconciliation_receipt.body.original_execution_receipt_sha256).toBeNull();
   });
@@ -413,11 +425,16 @@ describe('reconciliation and escalation', { timeout: SLOW_MS }, () => {
     const s = await seedTenant('recon-refuse');
     const a = await authorizedRollback(s);
     const c = await claim(s, a.sha256);
-    const live = await reconcile(s, c.body.operation_id, observe(a.receipt, 'succeeded'));
+    const live = await reconcile(s, c.body.operation_id, observe(a.receipt, 'succeeded'), s.admin.api_key);
     expect(live.status).toBe(409);
     expect(live.body.error.code).toBe('not_reconcilable');
     await report(s, c.body.operation_id, c.body.fencing_token, observe(a.receipt, 'succeeded'));
-    const settled = await reconcile(s, c.body.operation_id, observe(a.receipt, 'succeeded', { tookMs: 6 }));
+    const settled = await reconcile(
+      s,
+      c.body.operation_id,
+      observe(a.receipt, 'succeeded', { tookMs: 6 }),
+      s.admin.api_key,
+    );
     expect(settled.status).toBe(409);
   });
 });

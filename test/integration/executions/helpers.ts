@@ -7,7 +7,7 @@ import { operationStub } from '../../../durable-objects/idempotency.js';
 import { digestOf, sha256HexOfText } from '../../../src/core/canonical/canonical.js';
 import type { ToolExecutionObservation } from '../../../src/core/model.js';
 import type { Seeded } from '../../../scripts/seed.js';
-import { DEMO_EXECUTOR_RELEASE } from '../../../scripts/seed.js';
+import { DEMO_EXECUTOR_RELEASE, DEMO_POLICY, ROLLBACK_CONTRACT } from '../../../scripts/seed.js';
 import {
   type Json,
   type Reply,
@@ -127,4 +127,52 @@ export async function otherExecutor(s: Seeded, executor_release: string): Promis
   });
   if (r.status !== 201) throw new Error(`principal creation failed: ${JSON.stringify(r.body)}`);
   return r.body.api_key as string;
+}
+
+/** Put a policy whose reconciliation owner is `owner`, and re-issue the agent's grant under it. */
+export async function putReconciliationOwner(s: Seeded, owner: string): Promise<void> {
+  const put = await call('PUT', '/v1/policy', {
+    key: s.admin.api_key,
+    body: { ...DEMO_POLICY, reconciliation: { ...DEMO_POLICY.reconciliation, owner } },
+  });
+  if (put.status !== 200) throw new Error(`policy failed: ${JSON.stringify(put.body)}`);
+  // A grant binds the policy it was issued under; authorizations need one under the new policy.
+  const scope = [
+    { type: 'deployment', attributes: { environment: ['production', 'staging'], service: ['api'] } },
+  ];
+  const grant = await call('POST', '/v1/grants', {
+    key: s.admin.api_key,
+    body: {
+      principal_id: s.agent.principal_id,
+      allowed_tools: ['execute_rollback', 'get_deployment'],
+      allowed_effects: ['external_write', 'read_only'],
+      capabilities: [
+        { capability: 'deployment:read', resources: scope },
+        { capability: 'deployment:rollback', resources: scope },
+      ],
+      expires_at_unix_ms: Date.now() + 24 * 60 * 60_000,
+    },
+  });
+  if (grant.status !== 201) throw new Error(`grant failed: ${JSON.stringify(grant.body)}`);
+}
+
+/** Pin a second reviewed contract of the same tool (as after drift was quarantined). */
+export async function pinSecondRollbackContract(s: Seeded): Promise<string> {
+  const r = await call('POST', '/v1/contracts', {
+    key: s.admin.api_key,
+    body: { ...ROLLBACK_CONTRACT, contract_release: 'execute_rollback 2026.02.0' },
+  });
+  if (r.status !== 201 && r.status !== 200) throw new Error(`pin failed: ${JSON.stringify(r.body)}`);
+  return r.body.tool_contract_sha256 as string;
+}
+
+/** A second executor principal of the contract's release. */
+export function secondExecutor(s: Seeded): Promise<{ principal_id: string; api_key: string }> {
+  return call('POST', '/v1/principals', {
+    key: s.admin.api_key,
+    body: { name: uniqueName('executor-2'), roles: ['executor'], executor_release: DEMO_EXECUTOR_RELEASE },
+  }).then((r) => {
+    if (r.status !== 201) throw new Error(`principal creation failed: ${JSON.stringify(r.body)}`);
+    return { principal_id: r.body.principal_id as string, api_key: r.body.api_key as string };
+  });
 }

@@ -30,11 +30,17 @@ function setup(outcome: 'succeeded' | 'failed_no_effect' | 'indeterminate' = 'su
   const key = `test-key-${Date.now()}-${++seq}`;
   const tenant = run.authorization.body.tenant_id;
   const contractSha = run.authorization.body.tool_contract_sha256;
-  const id = operationId(tenant, contractSha, { kind: 'idempotency_key', idempotency_key: key });
+  const toolName = run.scenario.contract.tool_name;
+  const id = operationId(
+    tenant,
+    { tool_name: toolName, tool_contract_sha256: contractSha },
+    { kind: 'idempotency_key', idempotency_key: key },
+  );
   const claim = (over: Partial<ClaimRequest> = {}): ClaimRequest => ({
     operation_id: id,
     tenant_id: tenant,
     tool_contract_sha256: contractSha,
+    tool_name: toolName,
     idempotency_key: key,
     input_sha256: run.authorization.body.input_sha256,
     authorization_receipt_sha256: run.authorization.sha256,
@@ -234,6 +240,25 @@ describe('IdempotencyObject', () => {
         .toArray(),
     );
     expect(log).toEqual([{ event: 'claim', to_status: 'pending' }]);
+  });
+
+  it('upgrades an object stored under schema v1 in place: no tool name, same answers', async () => {
+    const s = setup();
+    await proceed(s);
+    // Back to the v1 layout, as an object created before v2 would be stored.
+    await runInDurableObject(s.stub, (_o: IdempotencyObject, state) => {
+      state.storage.sql.exec('ALTER TABLE operation DROP COLUMN tool_name');
+      state.storage.sql.exec('DELETE FROM schema_version WHERE version > 1');
+    });
+    await evictDurableObject(s.stub);
+    const read = await s.stub.read(s.tenant);
+    expect(read?.operation).toMatchObject({ status: 'pending', tool_name: null });
+    const again = await s.stub.claim(s.claim({ now: Date.now() }));
+    expect(again).toMatchObject({ outcome: 'refused', reason: 'in_progress' });
+    const versions = await runInDurableObject(s.stub, (_o: IdempotencyObject, state) =>
+      state.storage.sql.exec<{ version: number }>('SELECT version FROM schema_version').toArray(),
+    );
+    expect(versions.map((v) => v.version).sort()).toEqual([1, 2]);
   });
 
   it('exposes only its intended RPC methods', async () => {

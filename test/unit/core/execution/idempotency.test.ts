@@ -6,6 +6,7 @@ import {
   type DispatchRefusal,
   type DispatchState,
   OPERATION_NAME_TAG,
+  OPERATION_NAME_TAG_V1,
   OPERATION_STATUSES,
   type Operation,
   type OperationStatus,
@@ -16,10 +17,13 @@ import {
   dispatchRefusal,
   formatFencingToken,
   leaseMs,
+  legacyKeyClaim,
+  legacyOperationId,
   nextAlarmAt,
   operationId,
   reconcile,
   report,
+  startedBeforeClaim,
   tick,
   viewOf,
 } from '../../../../src/core/execution/idempotency.js';
@@ -39,6 +43,7 @@ const claimEvent = (over: Partial<ClaimEvent> = {}): ClaimEvent => ({
   operation_id: h('0'),
   tenant_id: 'tenant-a',
   tool_contract_sha256: h('1'),
+  tool_name: 'execute_rollback',
   idempotency_key: 'key-00000001',
   input_sha256: h('2'),
   authorization_receipt_sha256: h('3'),
@@ -98,30 +103,55 @@ function inState(status: OperationStatus): Operation {
 }
 
 describe('operation names', () => {
-  it('hash a versioned JSON array, not a concatenation', () => {
-    const id = operationId('t', h('1'), { kind: 'idempotency_key', idempotency_key: 'key-00000001' });
-    expect(id).toBe(digestOf([OPERATION_NAME_TAG, 't', h('1'), 'key-00000001']));
-    expect(canonicalize([OPERATION_NAME_TAG, 't', h('1'), 'key-00000001'])).toContain(
-      '"writ.idempotency.v1"',
+  const scope = (tool_name: string, c = h('1')) => ({ tool_name, tool_contract_sha256: c });
+  const k = (key: string) => ({ kind: 'idempotency_key', idempotency_key: key }) as const;
+
+  it('hash a versioned JSON array of tenant, tool and key, not a concatenation', () => {
+    const id = operationId('t', scope('deploy'), k('key-00000001'));
+    expect(id).toBe(digestOf([OPERATION_NAME_TAG, 't', 'deploy', 'key-00000001']));
+    expect(canonicalize([OPERATION_NAME_TAG, 't', 'deploy', 'key-00000001'])).toContain(
+      '"writ.idempotency.v2"',
+    );
+    expect(legacyOperationId('t', h('1'), 'key-00000001')).toBe(
+      digestOf([OPERATION_NAME_TAG_V1, 't', h('1'), 'key-00000001']),
     );
   });
 
-  it('separate tenants, contracts and keys, and cannot be forged by shifting a separator', () => {
-    const k = (key: string) => ({ kind: 'idempotency_key', idempotency_key: key }) as const;
-    const ids = new Set([
-      operationId('a', h('1'), k('key-0000000b')),
-      operationId('b', h('1'), k('key-0000000b')),
-      operationId('a', h('2'), k('key-0000000b')),
-      operationId('a', h('1'), k('key-0000000c')),
-      operationId('a:', h('1'), k('key-0000000b')),
-    ]);
-    expect(ids.size).toBe(5);
+  it('give one name to every contract of a tool under one key (one logical operation)', () => {
+    expect(operationId('a', scope('deploy', h('1')), k('key-0000000b'))).toBe(
+      operationId('a', scope('deploy', h('2')), k('key-0000000b')),
+    );
+    // A v2 name never equals the v1 name of the same key, so old objects are never re-used silently.
+    expect(operationId('a', scope('deploy'), k('key-0000000b'))).not.toBe(
+      legacyOperationId('a', h('1'), 'key-0000000b'),
+    );
   });
 
-  it('keep single-use names apart from a key that spells a receipt digest', () => {
-    const keyed = operationId('a', h('1'), { kind: 'idempotency_key', idempotency_key: h('3') });
-    const single = operationId('a', h('1'), { kind: 'authorization', authorization_receipt_sha256: h('3') });
+  it('separate tenants, tools and keys, and cannot be forged by shifting a separator', () => {
+    const ids = new Set([
+      operationId('a', scope('deploy'), k('key-0000000b')),
+      operationId('b', scope('deploy'), k('key-0000000b')),
+      operationId('a', scope('rollback'), k('key-0000000b')),
+      operationId('a', scope('deploy'), k('key-0000000c')),
+      operationId('a:', scope('deploy'), k('key-0000000b')),
+      operationId('a', scope(':deploy'), k('key-0000000b')),
+    ]);
+    expect(ids.size).toBe(6);
+  });
+
+  it('keep single-use names apart from a key that spells a receipt digest, per contract', () => {
+    const keyed = operationId('a', scope('deploy'), k(h('3')));
+    const single = operationId('a', scope('deploy'), {
+      kind: 'authorization',
+      authorization_receipt_sha256: h('3'),
+    });
     expect(keyed).not.toBe(single);
+    expect(
+      operationId('a', scope('deploy', h('2')), {
+        kind: 'authorization',
+        authorization_receipt_sha256: h('3'),
+      }),
+    ).not.toBe(single);
   });
 });
 
@@ -155,6 +185,117 @@ describe('claim', () => {
       reconciliation_deadline_unix_ms: T0 + LEASE + WINDOW,
       fencing_nonce: NONCE,
     });
+  });
+});
+
+describe('one logical operation per tenant, tool and key', () => {
+  const underB = (over: Partial<ClaimEvent> = {}) =>
+    claimEvent({ tool_contract_sha256: h('8'), fencing_nonce: OTHER_NONCE, ...over });
+
+  it('refuses a claim under another contract of the tool by the state of the first', () => {
+    const expected: Record<OperationStatus, string> = {
+      pending: 'in_progress',
+      reconciliation_required: 'reconciliation_required',
+      escalated: 'reconciliation_required',
+      // Settled under contract A: the key named that contract's operation; B needs a new key.
+      succeeded: 'idempotency_key_reused',
+      failed_no_effect: 'idempotency_key_reused',
+      reconciled_succeeded: 'idempotency_key_reused',
+      reconciled_no_effect: 'idempotency_key_reused',
+    };
+    for (const status of OPERATION_STATUSES) {
+      const t = claim(inState(status), underB(), T0 + 2000);
+      expect(t.answer, status).toEqual({ kind: 'refused', reason: expected[status] });
+      expect(t.state?.tool_contract_sha256).toBe(h('1'));
+    }
+  });
+
+  it('never proceeds twice whatever contracts the claims name (property)', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.record({ c: fc.constantFrom('1', '8', 'c'), dt: fc.nat(LEASE * 2) }), {
+          minLength: 1,
+          maxLength: 12,
+        }),
+        (claims) => {
+          let state: Operation | null = null;
+          let now = T0;
+          let proceeds = 0;
+          for (const x of claims) {
+            now += x.dt;
+            const t = claim(state, claimEvent({ tool_contract_sha256: h(x.c) }), now);
+            if (t.answer.kind === 'proceed') proceeds++;
+            state = t.state;
+          }
+          return proceeds === 1;
+        },
+      ),
+    );
+  });
+});
+
+describe('legacyKeyClaim (objects named before v2)', () => {
+  const T = 'tenant-a';
+  const KEY = 'key-00000001';
+  const V2 = h('e');
+  const row = (contract: string, state: string, input = h('2')) => ({
+    operation_id: legacyOperationId(T, contract, KEY),
+    tool_contract_sha256: contract,
+    input_sha256: input,
+    state,
+  });
+  const c = { tenant_id: T, tool_contract_sha256: h('8'), idempotency_key: KEY, input_sha256: h('2') };
+
+  it('routes the same contract to its v1 object, whatever its state', () => {
+    for (const state of ['pending', 'succeeded', 'escalated']) {
+      expect(legacyKeyClaim([row(h('8'), state)], V2, c)).toEqual({
+        kind: 'route',
+        operation_id: legacyOperationId(T, h('8'), KEY),
+      });
+    }
+  });
+
+  it('refuses another contract: live, unresolved (naming it), settled or another input', () => {
+    const a = legacyOperationId(T, h('1'), KEY);
+    expect(legacyKeyClaim([row(h('1'), 'pending')], V2, c)).toEqual({
+      kind: 'refused',
+      reason: 'in_progress',
+      operation_id: a,
+    });
+    for (const state of ['reconciliation_required', 'escalated']) {
+      expect(legacyKeyClaim([row(h('1'), state)], V2, c)).toEqual({
+        kind: 'refused',
+        reason: 'reconciliation_required',
+        operation_id: a,
+      });
+    }
+    expect(legacyKeyClaim([row(h('1'), 'succeeded')], V2, c)).toEqual({
+      kind: 'refused',
+      reason: 'idempotency_key_reused',
+      operation_id: null,
+    });
+    expect(legacyKeyClaim([row(h('1'), 'escalated', h('9'))], V2, c)).toEqual({
+      kind: 'refused',
+      reason: 'idempotency_key_reused',
+      operation_id: null,
+    });
+  });
+
+  it('ignores the v2 row and rows whose id is not a v1 name of their key', () => {
+    const v2row = { ...row(h('1'), 'escalated'), operation_id: V2 };
+    const stray = { ...row(h('1'), 'escalated'), operation_id: h('f') };
+    expect(legacyKeyClaim([v2row, stray], V2, c)).toEqual({ kind: 'none' });
+    expect(legacyKeyClaim([], V2, c)).toEqual({ kind: 'none' });
+  });
+});
+
+describe('startedBeforeClaim', () => {
+  it('refuses an execution that started before the claim, beyond the clock skew', () => {
+    const op = { created_at_unix_ms: T0 };
+    expect(startedBeforeClaim(op, T0, 5_000)).toBe(false);
+    expect(startedBeforeClaim(op, T0 - 5_000, 5_000)).toBe(false);
+    expect(startedBeforeClaim(op, T0 - 5_001, 5_000)).toBe(true);
+    expect(startedBeforeClaim(op, T0 - 1, 0)).toBe(true);
   });
 });
 
@@ -483,6 +624,7 @@ describe('dispatchRefusal', () => {
     approval_expires_at_unix_ms: T0 + 900_000,
     contract_quarantined: false,
     principal_revoked: false,
+    approver_revoked: false,
     contract_executor_release: 'rollback-executor 1.4.2',
     executor_release: 'rollback-executor 1.4.2',
   };
@@ -502,6 +644,7 @@ describe('dispatchRefusal', () => {
     ['a revoked grant', { grant_revoked: true }, T0 + 1, 'authorization_revoked'],
     ['a quarantined contract', { contract_quarantined: true }, T0 + 1, 'authorization_revoked'],
     ['a revoked agent', { principal_revoked: true }, T0 + 1, 'authorization_revoked'],
+    ['a revoked approver', { approver_revoked: true }, T0 + 1, 'authorization_revoked'],
     ['a new policy', { current_policy_sha256: h('q') }, T0 + 1, 'authorization_revoked'],
     [
       'another executor release',
