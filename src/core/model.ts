@@ -244,6 +244,8 @@ export const AUTHORIZATION_VIOLATIONS = [
   'idempotency_key_missing',
   'input_too_large',
   'input_empty',
+  'named_principal_mismatch',
+  'named_tenant_mismatch',
   'policy_mismatch',
   'principal_mismatch',
   'principal_revoked',
@@ -315,6 +317,10 @@ export const AuthorizationReceiptBodyV2 = strict({
   executor_principal_id: Identifier.nullable(),
   /** `evaluated_at_unix_ms` + the policy's `authorization_max_dispatch_ms`; dispatch must start before. */
   dispatch_deadline_unix_ms: UnixMs,
+  /** The principal the request named beside the authenticated one (untrusted; checked), or null. */
+  named_principal_id: Identifier.nullable(),
+  /** The tenant the request named beside the authenticated one (untrusted; checked), or null. */
+  named_tenant_id: Identifier.nullable(),
 });
 export type AuthorizationReceiptBodyV2 = z.infer<typeof AuthorizationReceiptBodyV2>;
 

@@ -398,6 +398,7 @@ class D1TenantStore implements TenantStore {
         grant: d.grant,
         invocation: d.invocation,
         trusted_state: d.trusted,
+        options: d.options,
         evaluated_at_unix_ms: now,
       },
       created_at_unix_ms: now,

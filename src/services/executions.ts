@@ -94,13 +94,14 @@ export async function loadAuthorizationReceipt(
   if (stored === null || stored.kind !== 'authorization') return null;
   const parsed = AuthorizationReceipt.safeParse(stored.receipt);
   // A stored receipt that does not parse or hash to its key is corruption: fail closed (500).
-  if (
-    !parsed.success ||
-    parsed.data.sha256 !== sha256 ||
-    digestOf(parsed.data.body) !== sha256 ||
-    parsed.data.body.tenant_id !== store.tenant_id
-  ) {
+  if (!parsed.success || parsed.data.sha256 !== sha256 || digestOf(parsed.data.body) !== sha256) {
     throw new StoredDocumentError('stored authorization receipt does not verify');
+  }
+  // Version 1 denials recorded the tenant a body named; such a receipt is still this tenant's
+  // (it is stored under it) and still a denial: the claim refuses it (403), it is no corruption.
+  // An authorization naming another tenant cannot exist: that is corruption.
+  if (parsed.data.body.tenant_id !== store.tenant_id && parsed.data.body.decision !== 'denied') {
+    throw new StoredDocumentError('stored authorization receipt names another tenant');
   }
   return parsed.data;
 }

@@ -7,7 +7,7 @@
 import { z } from 'zod';
 import { ToolGrant, ToolInvocation, TrustedState } from '../core/model.js';
 import { type ReplayReport, verifyAuthorizationReceipt } from '../core/receipts/replay.js';
-import { Sha256, UnixMs } from '../core/schema.js';
+import { Identifier, Sha256, UnixMs } from '../core/schema.js';
 import type { TenantContext } from './context.js';
 import { notFound } from './errors.js';
 import type { StoredReceipt, TenantStore } from './ports.js';
@@ -17,6 +17,14 @@ const AuthorizationEvidence = z.strictObject({
   grant: ToolGrant,
   invocation: ToolInvocation,
   trusted_state: TrustedState,
+  /** Version 2 receipts: the options they were issued with (absent for version 1). */
+  options: z
+    .strictObject({
+      dispatch_window_ms: z.number().int(),
+      executor_principal_id: Identifier.nullable(),
+      named: z.strictObject({ tenant_id: Identifier.nullable(), principal_id: Identifier.nullable() }),
+    })
+    .optional(),
   evaluated_at_unix_ms: UnixMs,
 });
 
@@ -46,5 +54,6 @@ async function replayAuthorization(store: TenantStore, stored: StoredReceipt): P
     invocation: e.invocation,
     now: e.evaluated_at_unix_ms,
     trusted: e.trusted_state,
+    ...(e.options === undefined ? {} : { options: e.options }),
   });
 }

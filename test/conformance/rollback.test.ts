@@ -197,7 +197,10 @@ describe('walkthrough: the rollback, end to end', () => {
       ...agent,
       body: { ...read, input: { service: 'api', environment: 'staging' }, tenant_id: 'ten-someoneelse' },
     });
-    expect(cross.body.violations).toEqual(['contract_quarantined', 'grant_revoked', 'tenant_mismatch']);
+    expect(cross.body.violations).toEqual(['contract_quarantined', 'grant_revoked', 'named_tenant_mismatch']);
+    // The receipt names who actually called; the named tenant is recorded beside it.
+    expect(cross.body.receipt.body.tenant_id).toBe(s.tenant_id);
+    expect(cross.body.receipt.body.named_tenant_id).toBe('ten-someoneelse');
     const nobody = await call('GET', '/v1/policy', { key: `writ_${'A'.repeat(43)}` });
     expect(nobody.status).toBe(401);
   });

@@ -50,6 +50,12 @@ export interface AuthorizationReceiptOptions {
   readonly dispatch_window_ms: number;
   /** The one executor principal that may act on the receipt, or `null` for any running the release. */
   readonly executor_principal_id: string | null;
+  /**
+   * Identities the request named beside the authenticated ones (untrusted): each is recorded in
+   * the receipt and, when it differs from the invocation's (authenticated) identity, adds its own
+   * violation. Absent or null: nothing was named.
+   */
+  readonly named?: { readonly tenant_id: string | null; readonly principal_id: string | null };
 }
 
 export function authorizeToolCall(
@@ -134,7 +140,11 @@ function authorizeToolCallUnchecked(
     WRITE_EFFECTS.has(contract.effect) || trusted.approval_required_effects.includes(contract.effect);
   const approval = invocation.approval;
   if (approval === null) {
-    if (approvalRequired) v.push('approval_missing');
+    // Version 2: a named approval that is unusable in any state (unknown, another agent's,
+    // pending, denied, consumed, approver revoked) is `approval_unusable`, whether or not the
+    // call needs one; `approval_missing` means none was named. Version 1 kept its old rule.
+    if (options !== undefined && trusted.approval_unusable) v.push('approval_unusable');
+    else if (approvalRequired) v.push('approval_missing');
   } else {
     // An approval is checked whenever present: a mismatched approval is evidence of tampering.
     // Each binding stops "I approved a rollback" from authorizing a different one.
@@ -148,6 +158,15 @@ function authorizeToolCallUnchecked(
     if (approval.approver_principal_id === invocation.principal_id) v.push('approval_self_approved');
     if (trusted.approval_unusable) v.push('approval_unusable');
   }
+
+  // A tenant or principal named in the request is checked against the authenticated identity
+  // the invocation carries; it never selects anything, and its mismatch has its own code.
+  const named = options?.named;
+  const namedTenant = named?.tenant_id ?? null;
+  const namedPrincipal = named?.principal_id ?? null;
+  if (namedTenant !== null && namedTenant !== invocation.tenant_id) v.push('named_tenant_mismatch');
+  if (namedPrincipal !== null && namedPrincipal !== invocation.principal_id)
+    v.push('named_principal_mismatch');
 
   // Trusted state the adapter looked up: revocation and quarantine apply on the next call.
   if (trusted.contract_quarantined) v.push('contract_quarantined');
@@ -202,6 +221,8 @@ function authorizeToolCallUnchecked(
           input_sha256: invocation.input_sha256,
           invocation_id: invocation.invocation_id,
           invocation_sha256,
+          named_principal_id: namedPrincipal,
+          named_tenant_id: namedTenant,
           policy_sha256: invocation.policy_sha256,
           principal_id: invocation.principal_id,
           receipt_kind: 'authorization',
@@ -246,6 +267,16 @@ function checkOptions(o: AuthorizationReceiptOptions, now: number): CoreError | 
     return coreError('invalid_request', 'executor principal id is not an identifier', [
       { path: 'options.executor_principal_id', message: 'must be an identifier or null' },
     ]);
+  }
+  for (const [k, id] of Object.entries(o.named ?? {})) {
+    if (
+      id !== null &&
+      (typeof id !== 'string' || id.length > IDENTIFIER_MAX || !IDENTIFIER_PATTERN.test(id))
+    ) {
+      return coreError('invalid_request', 'a named identity is not an identifier', [
+        { path: `options.named.${k}`, message: 'must be an identifier or null' },
+      ]);
+    }
   }
   return null;
 }

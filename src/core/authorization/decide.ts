@@ -12,9 +12,11 @@
  *
  * Guarantees:
  * - default deny: a principal without grants is evaluated against the empty grant and denied;
- * - tenant, principal, policy and time come from `state` and `now`, never from the request; a
- *   tenant or principal named in the request is only carried into the invocation so that the
- *   per-call check (`authorizeToolCall`) records the mismatch;
+ * - tenant, principal, policy and time come from `state` and `now`, never from the request: the
+ *   invocation and the receipt always carry the authenticated caller; a tenant or principal the
+ *   request names is recorded beside it (`named_*`) and, when it differs, is its own violation;
+ * - receipts are version 2: they bind the executor audience (the contract's executor release)
+ *   and the dispatch deadline (the policy's `authorization_max_dispatch_ms` after evaluation);
  * - grants are tried in the order given (the store returns them by `grant_id`): the first
  *   authorized one decides; if none authorizes, the first evaluated one's denial is the receipt;
  *   unrevoked grants are tried before revoked ones, so a denial says `grant_revoked` only when
@@ -44,7 +46,7 @@ import {
 import type { TenantPolicy } from '../policy.js';
 import { err, ok, type Result } from '../result.js';
 import { Identifier, JsonInput, Sha256 } from '../schema.js';
-import { authorizeToolCall } from './authorize.js';
+import { type AuthorizationReceiptOptions, authorizeToolCall } from './authorize.js';
 
 /** The authorize request every door translates into (the body of `POST /v1/authorize`). */
 export const AuthorizeRequest = z.strictObject({
@@ -141,6 +143,8 @@ export interface AuthorizationDecision {
   readonly receipt: AuthorizationReceipt;
   readonly invocation: ToolInvocation;
   readonly trusted: TrustedState;
+  /** The receipt options it was issued with: replay needs them (version 2). */
+  readonly options: AuthorizationReceiptOptions;
   readonly grant: ToolGrant;
   /** Null for a denial: a denial changes nothing but storing its receipt. */
   readonly effects: AuthorizationEffects | null;
@@ -200,19 +204,20 @@ function decide(
 
   const candidates = grantCandidates(state, request);
   if (!candidates.ok) return candidates;
+  const options: AuthorizationReceiptOptions = {
+    dispatch_window_ms: state.policy.policy.authorization_max_dispatch_ms,
+    executor_principal_id: null,
+    named: { tenant_id: request.tenant_id ?? null, principal_id: request.principal_id ?? null },
+  };
   const invocation: ToolInvocation = {
     invocation_id,
     run_envelope_sha256: runKnown
       ? run.run_envelope_sha256
       : unknownRunDigest(caller.tenant_id, request.run_id),
-    // A named tenant or principal is carried into the invocation so the core records the
-    // mismatch against the trusted grant; lookups only ever used the authenticated ones.
-    tenant_id: request.tenant_id ?? caller.tenant_id,
-    // A grant named by id may belong to another principal; naming that owner in the request must
-    // not make them agree (grant borrowing), so such an invocation carries the caller.
-    principal_id: namesForeignGrant(state, request)
-      ? caller.principal_id
-      : (request.principal_id ?? caller.principal_id),
+    // Who actually called: a named tenant or principal never enters the invocation (audit must
+    // never blame the principal a body named), only the receipt's `named_*` fields.
+    tenant_id: caller.tenant_id,
+    principal_id: caller.principal_id,
     policy_sha256: state.policy.policy_sha256,
     tool_contract_sha256: pinned.tool_contract_sha256,
     input_sha256: sha256Hex(input),
@@ -234,7 +239,7 @@ function decide(
       principal_revoked: caller.revoked,
       run_violations: [...run_violations].sort(),
     };
-    const decided = authorizeToolCall(contract, candidate.grant, invocation, now, trusted);
+    const decided = authorizeToolCall(contract, candidate.grant, invocation, now, trusted, options);
     if (!decided.ok) return decided;
     const receipt = decided.value;
     if (receipt.body.decision === 'authorized') {
@@ -242,11 +247,12 @@ function decide(
         receipt,
         invocation,
         trusted,
+        options,
         grant: candidate.grant,
         effects: effectsOf(receipt.body.effect, invocation, candidate, run, caller.principal_id),
       });
     }
-    first ??= { receipt, invocation, trusted, grant: candidate.grant, effects: null };
+    first ??= { receipt, invocation, trusted, options, grant: candidate.grant, effects: null };
   }
   // grantCandidates never returns an empty list.
   if (first === undefined) return err(coreError('invalid_request', 'no grant was evaluated'));
@@ -278,12 +284,6 @@ function grantCandidates(
   const rows = live.length > 0 ? live : state.grants;
   if (rows.length > 0) return ok(rows.map((g) => ({ ...g, stored: true })));
   return ok([{ grant: emptyGrant(state.caller, state.policy.policy_sha256), revoked: false, stored: false }]);
-}
-
-/** A grant named by `grant_id` that is not the caller's own. */
-function namesForeignGrant(state: AuthorizationState, request: AuthorizeRequest): boolean {
-  const named = request.grant_id === undefined ? undefined : state.grants[0];
-  return named !== undefined && named.grant.principal_id !== state.caller.principal_id;
 }
 
 function effectsOf(

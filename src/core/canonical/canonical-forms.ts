@@ -97,9 +97,9 @@ function targetText(t: ResourceRef): string {
 /**
  * `canonicalize(body)` in one pass. `invocationValidated` says the body's invocation fields came
  * from a validated invocation (`isValidatedInvocation`), so they are quoted without scanning.
- * Version 2 bodies add `dispatch_deadline_unix_ms`, `executor_principal_id` and `executor_release`,
- * written in their sorted places. Which members to write is decided by which are present (all
- * three, or none), not by `receipt_version`, so the text is the reference's for any body; a body
+ * Version 2 bodies add `dispatch_deadline_unix_ms`, `executor_principal_id`, `executor_release`,
+ * `named_principal_id` and `named_tenant_id`, written in their sorted places. Which members to
+ * write is decided by which are present (all five, or none), not by `receipt_version`, so the text is the reference's for any body; a body
  * with only some of them goes to the reference serializer. `executor_release` is a contract label
  * that may hold a quote or a backslash, so it is always escaped.
  */
@@ -131,6 +131,7 @@ export function authorizationBodyText(body: AuthorizationReceiptBody, invocation
     `,"input_sha256":${inv(body.input_sha256)}` +
     `,"invocation_id":${inv(body.invocation_id)}` +
     `,"invocation_sha256":${raw(body.invocation_sha256)}` +
+    (v2 ? namedText(body as AuthorizationReceiptBodyV2) : '') +
     `,"policy_sha256":${inv(body.policy_sha256)}` +
     `,"principal_id":${inv(body.principal_id)}` +
     `,"receipt_kind":${str(body.receipt_kind)}` +
@@ -145,7 +146,13 @@ export function authorizationBodyText(body: AuthorizationReceiptBody, invocation
   );
 }
 
-const AUDIENCE_MEMBERS = ['dispatch_deadline_unix_ms', 'executor_principal_id', 'executor_release'] as const;
+const AUDIENCE_MEMBERS = [
+  'dispatch_deadline_unix_ms',
+  'executor_principal_id',
+  'executor_release',
+  'named_principal_id',
+  'named_tenant_id',
+] as const;
 
 function audienceMembers(body: AuthorizationReceiptBody): 'none' | 'all' | 'partial' {
   let n = 0;
@@ -157,6 +164,13 @@ function audienceMembers(body: AuthorizationReceiptBody): 'none' | 'all' | 'part
 function audienceText(body: AuthorizationReceiptBodyV2): string {
   const p = body.executor_principal_id;
   return `,"executor_principal_id":${p === null ? 'null' : str(p)},"executor_release":${str(body.executor_release)}`;
+}
+
+/** The two named-identity members between `invocation_sha256` and `policy_sha256`. */
+function namedText(body: AuthorizationReceiptBodyV2): string {
+  const p = body.named_principal_id;
+  const t = body.named_tenant_id;
+  return `,"named_principal_id":${p === null ? 'null' : str(p)},"named_tenant_id":${t === null ? 'null' : str(t)}`;
 }
 
 /** A string known to need no escape (see the module comment); any other value as `canonicalize`. */

@@ -221,7 +221,8 @@ describe('access evaluation (§6, §10.1)', () => {
     });
     expect(r.status).toBe(200);
     expect(r.body.decision).toBe(false);
-    expect(r.body.context.violations).toContain('principal_mismatch');
+    expect(r.body.context.violations).toEqual(['named_principal_mismatch']);
+    expect(r.body.context.receipt.body.principal_id).toBe(s.agent.principal_id);
   });
 
   it('resource properties must be the target the input names; a wrong type denies', async () => {

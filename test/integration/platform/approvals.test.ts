@@ -105,7 +105,7 @@ describe('approval requests', () => {
       },
     });
     expect(z.status).toBe(403);
-    expect(z.body.violations).toEqual(['approval_missing']);
+    expect(z.body.violations).toEqual(['approval_unusable']);
   });
 
   it('concurrent approvals: exactly one decision wins', async () => {

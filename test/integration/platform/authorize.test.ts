@@ -343,10 +343,21 @@ describe('POST /v1/authorize', () => {
     const base = { tool_contract_sha256: s.read_contract_sha256, input: READ_INPUT, run_id: run };
     const t = await authorize(s, { ...base, tenant_id: other.tenant_id });
     expect(t.status).toBe(403);
-    expect(t.body.violations).toEqual(['tenant_mismatch']);
+    expect(t.body.violations).toEqual(['named_tenant_mismatch']);
+    // The receipt names who actually called (audit never blames the named one).
+    expect(t.body.receipt.body).toMatchObject({
+      tenant_id: s.tenant_id,
+      principal_id: s.agent.principal_id,
+      named_tenant_id: other.tenant_id,
+      named_principal_id: null,
+    });
     const p = await authorize(s, { ...base, principal_id: other.agent.principal_id });
     expect(p.status).toBe(403);
-    expect(p.body.violations).toEqual(['principal_mismatch']);
+    expect(p.body.violations).toEqual(['named_principal_mismatch']);
+    expect(p.body.receipt.body).toMatchObject({
+      principal_id: s.agent.principal_id,
+      named_principal_id: other.agent.principal_id,
+    });
     const same = await authorize(s, { ...base, tenant_id: s.tenant_id, principal_id: s.agent.principal_id });
     expect(same.status).toBe(200);
   });
@@ -405,7 +416,7 @@ describe('POST /v1/authorize', () => {
       body: authorizeBody(s, run.body.run_id, { approval_id }),
     });
     expect(r.status).toBe(403);
-    expect(r.body.violations).toEqual(['approval_missing']);
+    expect(r.body.violations).toEqual(['approval_unusable']);
   });
 
   it('a policy change invalidates grants and approvals issued under the previous policy', async () => {

@@ -256,7 +256,7 @@ describe('tenant isolation matrix', () => {
     expect(runCross.body.violations).toEqual(['run_unknown']);
     const approvalCross = await authorize(A.s, authorizeBody(A.s, A.run, { approval_id: B.approval }));
     expect(approvalCross.status).toBe(403);
-    expect(approvalCross.body.violations).toEqual(['approval_missing']);
+    expect(approvalCross.body.violations).toEqual(['approval_unusable']);
   });
 
   it('lists show only the caller’s tenant', async () => {

@@ -201,7 +201,14 @@ describe('a denial is a value', () => {
     });
     // Every code except the three that contradict codes present (input_empty vs input_too_large,
     // approval_missing vs an approval presented, grant_not_yet_valid vs grant_expired), sorted, each once.
-    const contradicted = new Set(['input_empty', 'approval_missing', 'grant_not_yet_valid']);
+    // The named-identity codes exist only in version 2 receipts (options name the identities).
+    const contradicted = new Set([
+      'input_empty',
+      'approval_missing',
+      'grant_not_yet_valid',
+      'named_principal_mismatch',
+      'named_tenant_mismatch',
+    ]);
     const expected = AUTHORIZATION_VIOLATIONS.filter((c) => !contradicted.has(c));
     expect(body.decision).toBe('denied');
     expect(body.violations).toEqual([...expected].sort());

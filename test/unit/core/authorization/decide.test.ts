@@ -17,6 +17,7 @@ import { applyPatch, type PatchOp } from '../fixtures.js';
 import {
   INVOCATION_ID,
   type StateScenario,
+  buildApprovalRecord,
   buildReadStateScenario,
   buildStateScenario,
   grantRecord,
@@ -25,6 +26,8 @@ import {
 const JsonOp = z.union([
   z.strictObject({ op: z.enum(['replace', 'add']), path: z.string(), value: z.json() }),
   z.strictObject({ op: z.literal('remove'), path: z.string() }),
+  // The stored approval of the rollback (state-fixtures.ts), e.g. named on another call.
+  z.strictObject({ op: z.literal('use_rollback_approval') }),
   z.strictObject({
     op: z.literal('add_grant'),
     overrides: z.record(z.string(), z.json()),
@@ -60,6 +63,10 @@ const files = import.meta.glob('../../../data/decisions/state/*.json', { eager: 
 function scenarioOf(c: StateCase): StateScenario {
   let s = c.scenario === 'read_only' ? buildReadStateScenario() : buildStateScenario();
   for (const op of c.ops ?? []) {
+    if (op.op === 'use_rollback_approval') {
+      s = { ...s, state: { ...s.state, approval: buildApprovalRecord() } };
+      continue;
+    }
     if (op.op === 'add_grant') {
       const g = grantRecord(op.overrides as never, op.revoked === true);
       s = { ...s, state: { ...s.state, grants: [...s.state.grants, g] } };
@@ -99,6 +106,11 @@ describe('decision cases at the entry point (test/data/decisions/state)', () => 
     if (!out.ok) throw new Error(`unexpected error: ${out.error.message}`);
     const d = out.value;
     expect(d.receipt.body.decision).toBe(c.expect.class);
+    // Who actually called, whatever the request named.
+    expect([d.receipt.body.tenant_id, d.receipt.body.principal_id]).toEqual([
+      s.state.caller.tenant_id,
+      s.state.caller.principal_id,
+    ]);
     expect(d.receipt.body.violations).toEqual(c.expect.violations);
     if (c.expect.grant_id !== undefined) expect(d.grant.grant_id).toBe(c.expect.grant_id);
     // A denial changes nothing but storing its receipt.

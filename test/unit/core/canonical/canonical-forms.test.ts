@@ -193,6 +193,8 @@ describe('authorizationBodyText writes the reference canonical text for version 
       { executor_release: 'rel "quoted" \\ \u0001 é😀' },
       { executor_principal_id: 'a"b' },
       { executor_principal_id: 7 },
+      { named_principal_id: 'p"\\q\u0007' },
+      { named_tenant_id: 8 },
       { executor_release: '\ud800' },
       { dispatch_deadline_unix_ms: Number.NaN },
       { dispatch_deadline_unix_ms: -0 },
@@ -210,6 +212,8 @@ describe('authorizationBodyText writes the reference canonical text for version 
       ['dispatch_deadline_unix_ms'],
       ['executor_release', 'executor_principal_id'],
       ['executor_release', 'executor_principal_id', 'dispatch_deadline_unix_ms'],
+      ['named_principal_id'],
+      ['named_tenant_id', 'named_principal_id'],
     ]) {
       const b = { ...two };
       for (const k of drop) delete b[k];
@@ -228,6 +232,8 @@ describe('authorizationBodyText writes the reference canonical text for version 
         dispatch_deadline_unix_ms: num,
         executor_principal_id: fc.option(anyString, { nil: null }),
         executor_release: anyString,
+        named_principal_id: fc.option(anyString, { nil: null }),
+        named_tenant_id: fc.option(anyString, { nil: null }),
       },
       { requiredKeys: [] },
     );

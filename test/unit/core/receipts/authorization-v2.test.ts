@@ -30,6 +30,8 @@ describe('authorization receipt version 2', () => {
       executor_release: EXECUTOR_RELEASE,
       executor_principal_id: null,
       dispatch_deadline_unix_ms: T.now + 60_000,
+      named_principal_id: null,
+      named_tenant_id: null,
     });
     expect(two.sha256).toBe(digestOf(two.body));
     expect(two.sha256).not.toBe(one.sha256);
