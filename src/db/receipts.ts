@@ -10,7 +10,15 @@ import type { Db } from './client.js';
 import { parseStoredJson, toCanonicalText } from './documents.js';
 import { receipts } from './schema.js';
 
-export type TenantReceipt = NewReceipt & { readonly tenant_id: string };
+export type TenantReceipt = NewReceipt & {
+  readonly tenant_id: string;
+  /** Observation receipts only: the indexed id columns (see `receipts.observation_claim`). */
+  readonly observation?: {
+    readonly observation_id: string;
+    readonly raw_sha256: string;
+    readonly claim: string | null;
+  };
+};
 
 /**
  * Insert statements for `db.batch([...])`, so a receipt is written in the same transaction as the
@@ -33,6 +41,9 @@ export function insertReceiptStatements(db: Db, ...items: readonly TenantReceipt
         outcome: r.outcome,
         principal_id: r.principal_id ?? null,
         created_at_unix_ms: r.created_at_unix_ms,
+        observation_id: r.observation?.observation_id ?? null,
+        observation_raw_sha256: r.observation?.raw_sha256 ?? null,
+        observation_claim: r.observation?.claim ?? null,
       })
       .onConflictDoNothing();
   });

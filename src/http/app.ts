@@ -25,6 +25,7 @@ import { receiptRoutes } from './routes/receipts.js';
 import { reconciliationRoutes } from './routes/reconciliations.js';
 import { runRoutes } from './routes/runs.js';
 import { tenantRoutes } from './routes/tenants.js';
+import { usageRoutes } from './routes/usage.js';
 
 export function createApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -66,6 +67,7 @@ export function createApp(): Hono<AppEnv> {
   v1.route('/', reconciliationRoutes);
   v1.route('/', operationRoutes);
   v1.route('/', observationRoutes);
+  v1.route('/', usageRoutes);
   app.route('/v1', v1);
 
   app.notFound((c) => errorResponse(c, new ServiceError('not_found', 'no such route')));

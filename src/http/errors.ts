@@ -61,6 +61,8 @@ export function wireError(reason: ErrorReason): WireError {
       return { status: 413, code: reason };
     case 'unsupported_media_type':
       return { status: 415, code: reason };
+    case 'quota_exceeded':
+      return { status: 429, code: reason };
     case 'internal':
       return { status: 500, code: reason };
   }

@@ -33,6 +33,8 @@ export type ServiceErrorReason =
   | 'not_reconcilable'
   | 'idempotency_key_reused'
   | 'reconciliation_rejected'
+  // A tenant's storage quota (docs/storage.md, "Quotas").
+  | 'quota_exceeded'
   | 'internal';
 
 export type ErrorReason = CoreErrorReason | ServiceErrorReason;
