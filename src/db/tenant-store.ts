@@ -64,6 +64,9 @@ import {
 
 const StoredRoles = z.array(Role).min(1);
 
+/** An id no row has (ids are never empty): a lookup that must find nothing still uses its key. */
+const NO_ID = '';
+
 export function d1TenantStore(db: Db, tenant_id: string): TenantStore {
   return new D1TenantStore(db, tenant_id);
 }
@@ -354,11 +357,8 @@ class D1TenantStore implements TenantStore {
             >`(select p.revoked_at_unix_ms from principals p where p.tenant_id = ${approvals.tenant_id} and p.principal_id = ${approvals.decided_by})`,
           })
           .from(approvals)
-          .where(
-            approvalId === null
-              ? sql`0 = 1`
-              : and(eq(approvals.tenant_id, t), eq(approvals.approval_id, approvalId)),
-          ),
+          // No approval named: a primary-key lookup of an id no row has (never a table scan).
+          .where(and(eq(approvals.tenant_id, t), eq(approvals.approval_id, approvalId ?? NO_ID))),
         // Every unrevoked grant, never a window of them: a live grant must not fall out of view
         // behind revoked ones. Their number is bounded when grants are created (MAX_LIVE_GRANTS).
         db
@@ -385,7 +385,7 @@ class D1TenantStore implements TenantStore {
                   eq(grants.principal_id, principal_id),
                   isNotNull(grants.revoked_at_unix_ms),
                 )
-              : sql`0 = 1`,
+              : and(eq(grants.tenant_id, t), eq(grants.grant_id, NO_ID)),
           )
           .orderBy(asc(grants.grant_id))
           .limit(1),
@@ -563,11 +563,7 @@ class D1TenantStore implements TenantStore {
         db
           .select({ expires_at_unix_ms: approvals.expires_at_unix_ms })
           .from(approvals)
-          .where(
-            a.approval_id === null
-              ? sql`0 = 1`
-              : and(eq(approvals.tenant_id, t), eq(approvals.approval_id, a.approval_id)),
-          ),
+          .where(and(eq(approvals.tenant_id, t), eq(approvals.approval_id, a.approval_id ?? NO_ID))),
         db
           .select({ revoked_at_unix_ms: principals.revoked_at_unix_ms })
           .from(principals)

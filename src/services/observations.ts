@@ -7,7 +7,9 @@
  * re-hashed, with the executor observation it was computed from; its authorization receipt and
  * contract come from trusted storage, the observation policy from the tenant policy in force; the
  * core decides. Every well-formed observation gets a stored receipt: accepted (with the evidence,
- * whose authority is only ever `untrusted_evidence_only`) or rejected (every violation). An
+ * whose authority is only ever `untrusted_evidence_only`) or rejected (every violation; the
+ * refused payload itself is never stored, only its digests, sizes and findings). Only the executor
+ * that reported the execution may observe it. An
  * observation id already recorded for different content is a violation
  * (`observation_id_conflict`); the same content again replays the stored receipt (strict replay,
  * with the original evaluation time).
@@ -28,6 +30,9 @@ import {
   type ObservationValidationInput,
   RawToolErrorObservation,
   RawToolObservation,
+  WithheldContent,
+  errorDetailFindings,
+  inlineContentFindings,
   observationPolicyFromTenantPolicy,
   validateErrorObservation,
   validateObservation,
@@ -54,6 +59,8 @@ const StoredObservationEvidence = strict({
   trusted: ObservationTrustedContext,
   policy: ObservationPolicy,
   observation: z.unknown(),
+  /** Present for a refusal whose payload (or detail) was not kept. */
+  withheld: WithheldContent.optional(),
   evaluated_at_unix_ms: UnixMs,
 });
 
@@ -197,16 +204,26 @@ function decide(
 
 /**
  * What replay needs besides the stored upstream receipts. An accepted observation keeps the raw
- * observation (its payload was admitted); a rejected one never keeps more than was admitted.
+ * observation (its payload was admitted). A refused one never keeps more than was admitted: the
+ * raw observation without its payload (or error detail) and the findings of those bytes, from
+ * which `verifyWithheldObservationReceipt` replays the receipt.
  */
 function storedEvidence(
   body: ObservationBody,
   trusted: ObservationTrustedContext,
   policy: ObservationPolicy,
   evaluated_at_unix_ms: number,
-  _decision: string,
+  decision: string,
 ) {
-  return { kind: body.kind, trusted, policy, observation: body.observation, evaluated_at_unix_ms };
+  const common = { kind: body.kind, trusted, policy, evaluated_at_unix_ms };
+  if (decision !== 'rejected') return { ...common, observation: body.observation };
+  if (body.kind === 'error') {
+    const { detail: _detail, ...kept } = body.observation;
+    return { ...common, observation: kept, withheld: errorDetailFindings(body.observation, policy) };
+  }
+  if (body.observation.payload === null) return { ...common, observation: body.observation };
+  const { payload: _payload, ...kept } = body.observation;
+  return { ...common, observation: kept, withheld: inlineContentFindings(body.observation, policy) };
 }
 
 /** The tenant's execution receipt with the observation it was computed from, verified, or null. */

@@ -7,7 +7,10 @@
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
-import type { RawToolObservation } from '../../../src/core/observation/index.js';
+import {
+  type RawToolObservation,
+  verifyWithheldObservationReceipt,
+} from '../../../src/core/observation/index.js';
 import { tenantStore } from '../../../src/platform/bindings.js';
 import { observe as observeService } from '../../../src/services/observations.js';
 import type { TenantStore } from '../../../src/services/ports.js';
@@ -149,5 +152,64 @@ describe('observation storage', { timeout: SLOW_MS }, () => {
     const loser = a.status === 403 ? a : b;
     expect(loser.body.violations).toContain('observation_id_conflict');
     expect(await holders(s.tenant_id, third.observation_id)).toBe(1);
+  });
+
+  it('keeps digests, sizes and violations of a refused 200 KB payload, not the payload; it still replays', async () => {
+    const s = await seedTenant('obs-refused');
+    const e = await executed(s);
+    const big = JSON.stringify({ filler: 'x'.repeat(200 * 1024) });
+    const raw = rawOutput(s, e, big);
+    const r = await post(s, raw);
+    expect(r.status).toBe(403);
+    expect(r.body.violations).toContain('payload_too_large');
+    const sha = r.body.receipt.sha256 as string;
+
+    const row = await env.DB.prepare(
+      'SELECT length(receipt) + length(evidence) AS bytes, evidence FROM receipts WHERE tenant_id = ? AND sha256 = ?',
+    )
+      .bind(s.tenant_id, sha)
+      .first<{ bytes: number; evidence: string }>();
+    if (row === null) throw new Error('receipt not stored');
+    // Digests, sizes, violations and the raw observation's other fields: a few KB, never the payload.
+    expect(row.bytes).toBeLessThan(8 * 1024);
+    expect(row.evidence).not.toContain('xxxxxxxx');
+    const evidence = JSON.parse(row.evidence) as Json;
+    expect(evidence.observation.payload).toBeUndefined();
+    expect(evidence.withheld).toMatchObject({
+      actual_bytes: new TextEncoder().encode(big).byteLength,
+      actual_sha256: null,
+    });
+
+    // Replay from what is stored, with the upstream receipts and contract from storage.
+    const store = tenantStore(env, s.tenant_id);
+    const [exec, auth, pinned] = await Promise.all([
+      store.getReceipt(e.execution.sha256),
+      store.getReceipt(e.authorization.sha256),
+      store.getContract(s.rollback_contract_sha256),
+    ]);
+    const stored = await store.getReceipt(sha);
+    if (exec === null || auth === null || pinned === null || stored === null) throw new Error('missing');
+    const inputs = {
+      trusted: evidence.trusted,
+      policy: evidence.policy,
+      contract: pinned.contract,
+      authorization: auth.receipt as Json,
+      execution: { receipt: exec.receipt as Json, observation: (exec.evidence as Json).observation },
+      now: evidence.evaluated_at_unix_ms,
+      observation: evidence.observation,
+      withheld: evidence.withheld,
+    };
+    expect(verifyWithheldObservationReceipt(stored.receipt, inputs)).toEqual({ ok: true, differences: [] });
+    // Kept findings are bound by the receipt: an edited one does not replay.
+    const edited = verifyWithheldObservationReceipt(stored.receipt, {
+      ...inputs,
+      withheld: { ...evidence.withheld, raw_observation_sha256: '0'.repeat(64) },
+    });
+    expect(edited.ok).toBe(false);
+
+    // The same observation again replays the stored receipt (the caller sends the payload again).
+    const again = await post(s, raw);
+    expect(again.status).toBe(403);
+    expect(again.body.receipt).toEqual(r.body.receipt);
   });
 });
