@@ -48,7 +48,7 @@ import { type Db, invariantViolation } from './client.js';
 import { parseStored, StoredDocumentError, toCanonicalText } from './documents.js';
 import { contractCache, grantCache, policyCache } from './caches.js';
 import { hasTriggerMessage, quotaChecked, throwIfQuota, utcDay } from './quotas.js';
-import { getReceiptRow, insertReceiptStatements } from './receipts.js';
+import { getReceiptRow, insertReceiptStatements, invocationFromReceiptBody } from './receipts.js';
 import {
   approvals,
   contracts,
@@ -432,7 +432,7 @@ class D1TenantStore implements TenantStore {
       receipt: d.receipt,
       outcome: d.receipt.body.decision,
       principal_id,
-      evidence: authorizationEvidence(d, now),
+      evidence: authorizationEvidence(d),
       created_at_unix_ms: now,
     });
     if (insert === undefined) throw new Error('no receipt statement');
@@ -721,18 +721,21 @@ class D1TenantStore implements TenantStore {
 }
 
 /**
- * What an authorization receipt is replayed from. The grant is referred to by digest (it is
- * stored, immutable, in `grants`); only the synthetic empty grant, which has no row, is embedded.
+ * What an authorization receipt is replayed from besides the receipt body (evidence version 2):
+ * the trusted state, the approval the invocation carried, and nothing the body already binds.
+ * The contract and the grant are referred to by the body's digests and loaded from storage; only
+ * the synthetic empty grant, which has no row, is embedded. The invocation is rebuilt from the
+ * body; should it not hash to the body's `invocation_sha256`, it is stored whole instead.
  */
-function authorizationEvidence(d: AuthorizationDecision, now: number) {
-  const grant_sha256 = digestOf(d.grant);
+function authorizationEvidence(d: AuthorizationDecision) {
+  const approval = d.invocation.approval;
+  const rebuilt = invocationFromReceiptBody(d.receipt.body, approval);
+  const compact = digestOf(rebuilt) === d.receipt.body.invocation_sha256;
   return {
-    tool_contract_sha256: d.receipt.body.tool_contract_sha256,
-    grant_sha256,
+    evidence_version: 2,
     ...(d.grant.grant_id === EMPTY_GRANT_ID ? { grant: d.grant } : {}),
-    invocation: d.invocation,
+    ...(compact ? (approval === null ? {} : { approval }) : { invocation: d.invocation }),
     trusted_state: d.trusted,
-    evaluated_at_unix_ms: now,
   };
 }
 

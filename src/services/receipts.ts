@@ -2,21 +2,29 @@
  * Read a receipt of the caller's tenant with the evidence it was computed from. Authorization
  * receipts are replayed on read: the core recomputes the receipt from the stored contract, grant,
  * invocation and trusted state, and the answer says whether the stored bytes still match
- * (`replay.ok`) and, if not, which fields differ. The evidence names the contract and the grant
- * by digest and both are loaded from storage; evidence stored before migration 0002 embeds the
- * grant and replays from that copy.
+ * (`replay.ok`) and, if not, which fields differ. Evidence keeps only what the receipt body does
+ * not bind: the contract and the grant are loaded by the body's digests and the invocation is
+ * rebuilt from the body; evidence stored before migration 0002, which copies grant and
+ * invocation whole, replays from those copies.
  */
 import { z } from 'zod';
 import { digestOf } from '../core/canonical/canonical.js';
-import { ToolGrant, ToolInvocation, TrustedState } from '../core/model.js';
+import {
+  AuthorizationReceipt,
+  ToolApproval,
+  ToolGrant,
+  ToolInvocation,
+  TrustedState,
+} from '../core/model.js';
+import { invocationFromReceiptBody } from '../db/receipts.js';
 import { type ReplayReport, verifyAuthorizationReceipt } from '../core/receipts/replay.js';
 import { Sha256, UnixMs } from '../core/schema.js';
 import type { TenantContext } from './context.js';
 import { notFound } from './errors.js';
 import type { StoredReceipt, TenantStore } from './ports.js';
 
-/** Evidence as stored before 0002: the whole grant copied into every receipt. Still replayed. */
-const EmbeddedGrantEvidence = z.strictObject({
+/** Evidence as stored before migration 0002: the grant and the invocation copied whole. Still replayed. */
+const EmbeddedEvidence = z.strictObject({
   tool_contract_sha256: Sha256,
   grant: ToolGrant,
   invocation: ToolInvocation,
@@ -25,19 +33,17 @@ const EmbeddedGrantEvidence = z.strictObject({
 });
 
 /**
- * Evidence as stored now: the grant by digest (loaded from `grants`, immutable); embedded only
- * for the synthetic empty grant, which has no row.
+ * Evidence version 2 (src/db/tenant-store.ts `authorizationEvidence`): only what the receipt body
+ * does not bind. Contract and grant come from storage by the body's digests (the empty grant,
+ * which has no row, is embedded); the invocation is rebuilt from the body unless stored whole.
  */
-const GrantDigestEvidence = z.strictObject({
-  tool_contract_sha256: Sha256,
-  grant_sha256: Sha256,
+const CompactEvidence = z.strictObject({
+  evidence_version: z.literal(2),
   grant: ToolGrant.optional(),
-  invocation: ToolInvocation,
+  approval: ToolApproval.optional(),
+  invocation: ToolInvocation.optional(),
   trusted_state: TrustedState,
-  evaluated_at_unix_ms: UnixMs,
 });
-
-const AuthorizationEvidence = z.union([EmbeddedGrantEvidence, GrantDigestEvidence]);
 
 export async function getReceipt(ctx: TenantContext, sha: string) {
   if (!Sha256.safeParse(sha).success) throw notFound('receipt');
@@ -54,31 +60,38 @@ export async function getReceipt(ctx: TenantContext, sha: string) {
 }
 
 async function replayAuthorization(store: TenantStore, stored: StoredReceipt): Promise<ReplayReport> {
-  const evidence = AuthorizationEvidence.safeParse(stored.evidence);
-  if (!evidence.success) return { ok: false, differences: ['evidence'] };
-  const e = evidence.data;
+  const old = EmbeddedEvidence.safeParse(stored.evidence);
+  if (old.success) {
+    const e = old.data;
+    const pinned = await store.getContract(e.tool_contract_sha256);
+    if (pinned === null) return { ok: false, differences: ['evidence.tool_contract_sha256'] };
+    return verifyAuthorizationReceipt(stored.receipt, {
+      contract: pinned.contract,
+      grant: e.grant,
+      invocation: e.invocation,
+      now: e.evaluated_at_unix_ms,
+      trusted: e.trusted_state,
+    });
+  }
+  const compact = CompactEvidence.safeParse(stored.evidence);
+  const body = AuthorizationReceipt.shape.body.safeParse(stored.receipt.body);
+  if (!compact.success || !body.success) return { ok: false, differences: ['evidence'] };
+  const e = compact.data;
+  const b = body.data;
   const [pinned, grant] = await Promise.all([
-    store.getContract(e.tool_contract_sha256),
-    evidenceGrant(store, e),
+    store.getContract(b.tool_contract_sha256),
+    // An embedded grant must be the one the body names, or the evidence was edited.
+    e.grant !== undefined
+      ? Promise.resolve(digestOf(e.grant) === b.grant_sha256 ? e.grant : null)
+      : store.grantByDigest(b.grant_sha256),
   ]);
-  if (pinned === null) return { ok: false, differences: ['evidence.tool_contract_sha256'] };
-  if (grant === null) return { ok: false, differences: ['evidence.grant_sha256'] };
+  if (pinned === null) return { ok: false, differences: ['body.tool_contract_sha256'] };
+  if (grant === null) return { ok: false, differences: ['body.grant_sha256'] };
   return verifyAuthorizationReceipt(stored.receipt, {
     contract: pinned.contract,
     grant,
-    invocation: e.invocation,
-    now: e.evaluated_at_unix_ms,
+    invocation: e.invocation ?? invocationFromReceiptBody(b, e.approval ?? null),
+    now: b.evaluated_at_unix_ms,
     trusted: e.trusted_state,
   });
-}
-
-/** The grant the evidence names: embedded (old evidence, the empty grant) or stored under its digest. */
-async function evidenceGrant(
-  store: TenantStore,
-  e: z.infer<typeof AuthorizationEvidence>,
-): Promise<ToolGrant | null> {
-  if (!('grant_sha256' in e)) return e.grant;
-  // An embedded grant must be the one the digest names, or the evidence was edited.
-  if (e.grant !== undefined) return digestOf(e.grant) === e.grant_sha256 ? e.grant : null;
-  return store.grantByDigest(e.grant_sha256);
 }

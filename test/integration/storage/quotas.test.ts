@@ -13,6 +13,7 @@ import { DEFAULT_QUOTAS, type Quotas } from '../../../src/services/ports.js';
 import type { Seeded } from '../../../scripts/seed.js';
 import {
   ADMIN_TOKEN,
+  approvedApproval,
   authorize,
   authorizeBody,
   call,
@@ -160,8 +161,8 @@ describe('authorization receipt evidence', { timeout: SLOW_MS }, () => {
     expect(r.status).toBe(200);
     const sha = r.body.receipt.sha256 as string;
     const got = await call('GET', `/v1/receipts/${sha}`, { key: s.admin.api_key });
-    expect(got.body.evidence.grant).toBeUndefined();
-    expect(got.body.evidence.grant_sha256).toBe(r.body.receipt.body.grant_sha256);
+    // Only what the body does not bind: no grant, no contract, no invocation copy.
+    expect(Object.keys(got.body.evidence).sort()).toEqual(['evidence_version', 'trusted_state']);
     expect(got.body.replay).toEqual({ ok: true, differences: [] });
 
     const row = await env.DB.prepare(
@@ -171,7 +172,31 @@ describe('authorization receipt evidence', { timeout: SLOW_MS }, () => {
       .first<{ bytes: number }>();
     // Measured and stated in docs/storage.md ("Bytes per receipt").
     console.info(`authorization receipt row: ${row?.bytes} bytes of receipt and evidence`);
-    expect(row?.bytes).toBeLessThan(3000);
+    expect(row?.bytes).toBeLessThanOrEqual(1536);
+
+    // With an approval (carried in the evidence) and as a denial under the empty grant.
+    const approval_id = await approvedApproval(s);
+    const approved = await authorize(s, authorizeBody(s, run, { approval_id }));
+    expect(approved.status).toBe(200);
+    const a = await call('GET', `/v1/receipts/${approved.body.receipt.sha256}`, { key: s.admin.api_key });
+    expect(a.body.evidence.approval.approval_id).toBe(approval_id);
+    expect(a.body.replay).toEqual({ ok: true, differences: [] });
+    const stranger = await call('POST', '/v1/principals', {
+      key: s.admin.api_key,
+      body: { name: 'no grants', roles: ['agent'] },
+    });
+    const strangerRun = await call('POST', '/v1/runs', {
+      key: stranger.body.api_key,
+      body: { max_calls: 1, max_external_writes: 0, max_duration_ms: 60_000 },
+    });
+    const denied = await call('POST', '/v1/authorize', {
+      key: stranger.body.api_key,
+      body: readBody(s, strangerRun.body.run_id),
+    });
+    expect(denied.status).toBe(403);
+    const dr = await call('GET', `/v1/receipts/${denied.body.receipt.sha256}`, { key: s.admin.api_key });
+    expect(dr.body.evidence.grant.grant_id).toBe('grant-none');
+    expect(dr.body.replay).toEqual({ ok: true, differences: [] });
 
     // A receipt stored before 0002, whose evidence embeds the grant, still replays.
     const store = tenantStore(env, s.tenant_id);
