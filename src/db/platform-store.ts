@@ -1,15 +1,15 @@
 /**
  * The D1 adapter of `PlatformStore`: what is not one tenant's (API-key lookup, tenant creation).
  *
- * Guarantees: a tenant, its first policy and its first admin are written in one batch; a name
- * race is decided by the unique index (the loser wrote nothing).
+ * Guarantees: a tenant, its quota row (defaults), its first policy and its first admin are written
+ * in one batch; a name race is decided by the unique index (the loser wrote nothing).
  */
 import { eq } from 'drizzle-orm';
-import type { PlatformStore, NewPrincipal, PrincipalRow } from '../services/ports.js';
+import type { PlatformStore, NewPrincipal, PrincipalRow, Quotas } from '../services/ports.js';
 import type { TenantPolicy } from '../core/policy.js';
 import type { Db } from './client.js';
 import { toCanonicalText } from './documents.js';
-import { principals, policies, tenants } from './schema.js';
+import { principals, policies, tenantQuotas, tenants } from './schema.js';
 import { principalValues, toPrincipalRow } from './tenant-store.js';
 
 export function d1PlatformStore(db: Db): PlatformStore {
@@ -38,6 +38,8 @@ export function d1PlatformStore(db: Db): PlatformStore {
     }) {
       try {
         await db.batch([
+          // First: the quota triggers on the inserts below read the tenant's quota row.
+          db.insert(tenantQuotas).values({ tenant_id: t.tenant_id, updated_at_unix_ms: t.now }),
           db.insert(policies).values({
             tenant_id: t.tenant_id,
             policy_sha256: t.policy_sha256,
@@ -63,6 +65,15 @@ export function d1PlatformStore(db: Db): PlatformStore {
         }
         throw e;
       }
+    },
+
+    async setQuotas(tenant_id: string, quotas: Quotas, now: number) {
+      const r = await db
+        .update(tenantQuotas)
+        .set({ ...quotas, updated_at_unix_ms: now })
+        .where(eq(tenantQuotas.tenant_id, tenant_id))
+        .run();
+      return r.meta.changes > 0;
     },
   };
 }

@@ -5,12 +5,21 @@
  */
 import { and, eq } from 'drizzle-orm';
 import { digestOf } from '../core/canonical/canonical.js';
+import type { AuthorizationReceiptBody, ToolApproval, ToolInvocation } from '../core/model.js';
 import type { NewReceipt, StoredReceipt } from '../services/ports.js';
 import type { Db } from './client.js';
 import { parseStoredJson, toCanonicalText } from './documents.js';
 import { receipts } from './schema.js';
 
-export type TenantReceipt = NewReceipt & { readonly tenant_id: string };
+export type TenantReceipt = NewReceipt & {
+  readonly tenant_id: string;
+  /** Observation receipts only: the indexed id columns (see `receipts.observation_claim`). */
+  readonly observation?: {
+    readonly observation_id: string;
+    readonly raw_sha256: string;
+    readonly claim: string | null;
+  };
+};
 
 /**
  * Insert statements for `db.batch([...])`, so a receipt is written in the same transaction as the
@@ -33,6 +42,9 @@ export function insertReceiptStatements(db: Db, ...items: readonly TenantReceipt
         outcome: r.outcome,
         principal_id: r.principal_id ?? null,
         created_at_unix_ms: r.created_at_unix_ms,
+        observation_id: r.observation?.observation_id ?? null,
+        observation_raw_sha256: r.observation?.raw_sha256 ?? null,
+        observation_claim: r.observation?.claim ?? null,
       })
       .onConflictDoNothing();
   });
@@ -60,5 +72,31 @@ export async function getReceiptRow(
     outcome: row.outcome,
     principal_id: row.principal_id,
     created_at_unix_ms: row.created_at_unix_ms,
+  };
+}
+
+/**
+ * The invocation an authorization receipt was computed from, rebuilt from the receipt body (which
+ * carries every invocation field but the approval, of which it keeps the id) and the approval.
+ * Sound by construction: the body binds `invocation_sha256`, so a rebuilt invocation is only ever
+ * used when it hashes to that digest (checked on write, and by replay).
+ */
+export function invocationFromReceiptBody(
+  body: AuthorizationReceiptBody,
+  approval: ToolApproval | null,
+): ToolInvocation {
+  return {
+    invocation_id: body.invocation_id,
+    run_envelope_sha256: body.run_envelope_sha256,
+    tenant_id: body.tenant_id,
+    principal_id: body.principal_id,
+    policy_sha256: body.policy_sha256,
+    tool_contract_sha256: body.tool_contract_sha256,
+    input_sha256: body.input_sha256,
+    input_bytes: body.input_bytes,
+    target: body.target,
+    requested_at_unix_ms: body.requested_at_unix_ms,
+    idempotency_key: body.idempotency_key,
+    approval,
   };
 }

@@ -10,7 +10,7 @@
  */
 import { sql } from 'drizzle-orm';
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core';
-import { APPROVAL_STATUSES } from '../services/ports.js';
+import { APPROVAL_STATUSES, DEFAULT_QUOTAS } from '../services/ports.js';
 
 export const tenants = sqliteTable('tenants', {
   tenant_id: text().primaryKey(),
@@ -79,7 +79,15 @@ export const grants = sqliteTable(
     created_at_unix_ms: integer().notNull(),
     revoked_at_unix_ms: integer(),
   },
-  (t) => [index('grants_principal').on(t.tenant_id, t.principal_id, t.grant_id)],
+  (t) => [
+    index('grants_principal').on(t.tenant_id, t.principal_id, t.grant_id),
+    // Every live grant of a principal, however many were revoked before it (decision input).
+    index('grants_live')
+      .on(t.tenant_id, t.principal_id, t.grant_id)
+      .where(sql`${t.revoked_at_unix_ms} IS NULL`),
+    // Receipt replay and dispatch load a grant by the digest the receipt binds.
+    index('grants_digest').on(t.tenant_id, t.grant_sha256),
+  ],
 );
 
 export const approvals = sqliteTable(
@@ -124,7 +132,11 @@ export const runs = sqliteTable(
     writes_used: integer().notNull().default(0),
     created_at_unix_ms: integer().notNull(),
   },
-  (t) => [index('runs_tenant').on(t.tenant_id, t.run_id)],
+  (t) => [
+    index('runs_tenant').on(t.tenant_id, t.run_id),
+    // Open runs (deadline not passed) are counted against the tenant's quota.
+    index('runs_open').on(t.tenant_id, t.deadline_unix_ms),
+  ],
 );
 
 /** Every receipt kind (authorization, execution, reconciliation, ...), by content digest. */
@@ -142,12 +154,42 @@ export const receipts = sqliteTable(
     outcome: text().notNull(),
     principal_id: text(),
     created_at_unix_ms: integer().notNull(),
+    /** Observation receipts: the observation id and the raw observation's digest (indexed lookup). */
+    observation_id: text(),
+    observation_raw_sha256: text(),
+    /**
+     * The observation id this receipt holds: set on the first receipt recorded for an id (accepted
+     * or rejected), null on a receipt rejected for `observation_id_conflict`. Unique per tenant and
+     * kind, so of two different observations racing for one id exactly one is stored as its holder.
+     */
+    observation_claim: text(),
   },
   (t) => [
     primaryKey({ columns: [t.tenant_id, t.sha256] }),
     index('receipts_kind').on(t.tenant_id, t.kind, t.created_at_unix_ms),
+    uniqueIndex('receipts_observation_claim')
+      .on(t.tenant_id, t.kind, t.observation_claim)
+      .where(sql`${t.observation_claim} IS NOT NULL`),
+    uniqueIndex('receipts_observation_raw')
+      .on(t.tenant_id, t.kind, t.observation_id, t.observation_raw_sha256)
+      .where(sql`${t.observation_id} IS NOT NULL`),
   ],
 );
+
+/** A tenant's storage quotas (set by the platform admin) and its usage against them. */
+export const tenantQuotas = sqliteTable('tenant_quotas', {
+  tenant_id: text().primaryKey(),
+  max_stored_bytes: integer().notNull().default(DEFAULT_QUOTAS.max_stored_bytes),
+  max_receipts_per_day: integer().notNull().default(DEFAULT_QUOTAS.max_receipts_per_day),
+  max_open_approvals: integer().notNull().default(DEFAULT_QUOTAS.max_open_approvals),
+  max_open_runs: integer().notNull().default(DEFAULT_QUOTAS.max_open_runs),
+  /** Document bytes stored for the tenant, kept by triggers on every counted insert. */
+  stored_bytes: integer().notNull().default(0),
+  /** UTC day (`created_at_unix_ms / 86400000`) that `receipts_today` counts. */
+  receipts_day: integer().notNull().default(0),
+  receipts_today: integer().notNull().default(0),
+  updated_at_unix_ms: integer().notNull(),
+});
 
 /** Index of idempotency operations (the Durable Object is the source of truth; it mirrors here). */
 export const operations = sqliteTable(

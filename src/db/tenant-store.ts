@@ -9,19 +9,33 @@
  * (migrations/0001_invariants.sql).
  * Never: lets a caller pass SQL or a table, or reads outside the tenant.
  */
-import { type SQL, and, asc, desc, eq, getTableColumns, inArray, isNotNull, isNull, sql } from 'drizzle-orm';
+import {
+  type SQL,
+  and,
+  asc,
+  desc,
+  eq,
+  getTableColumns,
+  gt,
+  inArray,
+  isNotNull,
+  isNull,
+  sql,
+} from 'drizzle-orm';
 import type { BatchItem } from 'drizzle-orm/batch';
 import { z } from 'zod';
-import type {
-  ApprovalRecord,
-  GrantRecord,
-  AuthorizationDecision,
-  AuthorizationState,
-  AuthorizeRequest,
+import {
+  type ApprovalRecord,
+  type AuthorizationDecision,
+  type AuthorizationState,
+  type AuthorizeRequest,
+  EMPTY_GRANT_ID,
+  type GrantRecord,
 } from '../core/authorization/decide.js';
+import { digestOf } from '../core/canonical/canonical.js';
 import { Role } from '../core/identity/identity.js';
 import { toToolApproval } from '../core/authorization/approval.js';
-import type { ToolContract } from '../core/model.js';
+import type { ToolContract, ToolGrant } from '../core/model.js';
 import type { TenantPolicy } from '../core/policy.js';
 import type {
   ApprovalDecision,
@@ -33,19 +47,21 @@ import type {
   GrantRow,
   NewPrincipal,
   NewReceipt,
+  ObservationRecord,
   OperationRow,
   PinnedContract,
   PolicyRecord,
   PrincipalRow,
-  RecordedObservation,
   RunRow,
   StoredReceipt,
   TenantStore,
+  Usage,
 } from '../services/ports.js';
 import { type Db, invariantViolation } from './client.js';
 import { parseStored, StoredDocumentError, toCanonicalText } from './documents.js';
 import { contractCache, grantCache, policyCache } from './caches.js';
-import { getReceiptRow, insertReceiptStatements } from './receipts.js';
+import { hasTriggerMessage, quotaChecked, throwIfQuota, utcDay } from './quotas.js';
+import { getReceiptRow, insertReceiptStatements, invocationFromReceiptBody } from './receipts.js';
 import {
   approvals,
   contracts,
@@ -55,6 +71,7 @@ import {
   principals,
   receipts,
   runs,
+  tenantQuotas,
   tenants,
 } from './schema.js';
 
@@ -65,6 +82,8 @@ const StoredRoles = z.array(Role).min(1);
  * contract of the tool and, in practice, one v1 row per contract pinned before v2.
  */
 const KEY_OPERATIONS_LIMIT = 32;
+/** An id no row has (ids are never empty): a lookup that must find nothing still uses its key. */
+const NO_ID = '';
 
 export function d1TenantStore(db: Db, tenant_id: string): TenantStore {
   return new D1TenantStore(db, tenant_id);
@@ -103,18 +122,21 @@ class D1TenantStore implements TenantStore {
   }
 
   async putPolicy(policy: TenantPolicy, policy_sha256: string, now: number): Promise<void> {
-    await this.db.batch([
-      this.db
-        .insert(policies)
-        .values({
-          tenant_id: this.tenant_id,
-          policy_sha256,
-          document: toCanonicalText(policy),
-          created_at_unix_ms: now,
-        })
-        .onConflictDoNothing(),
-      this.db.update(tenants).set({ policy_sha256 }).where(eq(tenants.tenant_id, this.tenant_id)),
-    ]);
+    await quotaChecked(
+      this.db.batch([
+        this.db
+          .insert(policies)
+          .values({
+            tenant_id: this.tenant_id,
+            policy_sha256,
+            document: toCanonicalText(policy),
+            created_at_unix_ms: now,
+          })
+          .onConflictDoNothing(),
+        this.db.update(tenants).set({ policy_sha256 }).where(eq(tenants.tenant_id, this.tenant_id)),
+      ]),
+      now,
+    );
   }
 
   // -- Contracts ------------------------------------------------------------------------------
@@ -137,19 +159,22 @@ class D1TenantStore implements TenantStore {
     pinned_by: string,
     now: number,
   ): Promise<boolean> {
-    const inserted = await this.db
-      .insert(contracts)
-      .values({
-        tenant_id: this.tenant_id,
-        tool_contract_sha256: sha256,
-        document: toCanonicalText(contract),
-        tool_name: contract.tool_name,
-        effect: contract.effect,
-        pinned_by,
-        pinned_at_unix_ms: now,
-      })
-      .onConflictDoNothing()
-      .run();
+    const inserted = await quotaChecked(
+      this.db
+        .insert(contracts)
+        .values({
+          tenant_id: this.tenant_id,
+          tool_contract_sha256: sha256,
+          document: toCanonicalText(contract),
+          tool_name: contract.tool_name,
+          effect: contract.effect,
+          pinned_by,
+          pinned_at_unix_ms: now,
+        })
+        .onConflictDoNothing()
+        .run(),
+      now,
+    );
     return inserted.meta.changes > 0;
   }
 
@@ -212,9 +237,9 @@ class D1TenantStore implements TenantStore {
     return row === undefined ? null : toGrantRow(row);
   }
 
-  async insertGrant(g: Omit<GrantRow, 'revoked_at_unix_ms'>): Promise<void> {
+  async insertGrant(g: Omit<GrantRow, 'revoked_at_unix_ms'>): Promise<'inserted' | 'limit'> {
     if (g.grant.tenant_id !== this.tenant_id) throw new Error('grant of another tenant');
-    await this.db.insert(grants).values({
+    const insert = this.db.insert(grants).values({
       grant_id: g.grant_id,
       tenant_id: this.tenant_id,
       principal_id: g.principal_id,
@@ -223,6 +248,14 @@ class D1TenantStore implements TenantStore {
       created_by: g.created_by,
       created_at_unix_ms: g.created_at_unix_ms,
     });
+    try {
+      await quotaChecked(insert.run(), g.created_at_unix_ms);
+      return 'inserted';
+    } catch (e) {
+      // The live-grant bound is a trigger, so two creations racing cannot both pass it.
+      if (hasTriggerMessage(e, 'grant_limit')) return 'limit';
+      throw e;
+    }
   }
 
   async revokeGrant(grant_id: string, now: number): Promise<void> {
@@ -241,7 +274,13 @@ class D1TenantStore implements TenantStore {
   // -- Runs -----------------------------------------------------------------------------------
 
   async insertRun(r: Omit<RunRow, 'calls_used' | 'writes_used'>): Promise<void> {
-    await this.db.insert(runs).values({ ...r, tenant_id: this.tenant_id });
+    await quotaChecked(
+      this.db
+        .insert(runs)
+        .values({ ...r, tenant_id: this.tenant_id })
+        .run(),
+      r.created_at_unix_ms,
+    );
   }
 
   async getRun(run_id: string): Promise<RunRow | null> {
@@ -270,7 +309,7 @@ class D1TenantStore implements TenantStore {
 
   async insertApproval(a: ApprovalRow): Promise<void> {
     if (a.tenant_id !== this.tenant_id) throw new Error('approval of another tenant');
-    await this.db.insert(approvals).values(a);
+    await quotaChecked(this.db.insert(approvals).values(a).run(), a.created_at_unix_ms);
   }
 
   async getApproval(approval_id: string): Promise<ApprovalWithContract | null> {
@@ -315,42 +354,60 @@ class D1TenantStore implements TenantStore {
     const t = this.tenant_id;
     const db = this.db;
     const approvalId = request.approval_id ?? null;
-    const [policyRows, contractRows, principalRows, runRows, approvalRows, grantRows] = await db.batch([
-      this.#currentPolicyQuery(),
-      this.#contractQuery(request.tool_contract_sha256),
-      db
-        .select({ revoked_at_unix_ms: principals.revoked_at_unix_ms })
-        .from(principals)
-        .where(and(eq(principals.tenant_id, t), eq(principals.principal_id, principal_id))),
-      db
-        .select()
-        .from(runs)
-        .where(and(eq(runs.tenant_id, t), eq(runs.run_id, request.run_id))),
-      db
-        .select({
-          ...getTableColumns(approvals),
-          // An approval is only as good as its approver: a revoked approver's approvals stop working.
-          approver_revoked_at_unix_ms: sql<
-            number | null
-          >`(select p.revoked_at_unix_ms from principals p where p.tenant_id = ${approvals.tenant_id} and p.principal_id = ${approvals.decided_by})`,
-        })
-        .from(approvals)
-        .where(
-          approvalId === null
-            ? sql`0 = 1`
-            : and(eq(approvals.tenant_id, t), eq(approvals.approval_id, approvalId)),
-        ),
-      db
-        .select()
-        .from(grants)
-        .where(
-          request.grant_id === undefined
-            ? and(eq(grants.tenant_id, t), eq(grants.principal_id, principal_id))
-            : and(eq(grants.tenant_id, t), eq(grants.grant_id, request.grant_id)),
-        )
-        .orderBy(asc(grants.grant_id))
-        .limit(64),
-    ]);
+    const [policyRows, contractRows, principalRows, runRows, approvalRows, grantRows, revokedRows] =
+      await db.batch([
+        this.#currentPolicyQuery(),
+        this.#contractQuery(request.tool_contract_sha256),
+        db
+          .select({ revoked_at_unix_ms: principals.revoked_at_unix_ms })
+          .from(principals)
+          .where(and(eq(principals.tenant_id, t), eq(principals.principal_id, principal_id))),
+        db
+          .select()
+          .from(runs)
+          .where(and(eq(runs.tenant_id, t), eq(runs.run_id, request.run_id))),
+        db
+          .select({
+            ...getTableColumns(approvals),
+            // An approval is only as good as its approver: a revoked approver's approvals stop working.
+            approver_revoked_at_unix_ms: sql<
+              number | null
+            >`(select p.revoked_at_unix_ms from principals p where p.tenant_id = ${approvals.tenant_id} and p.principal_id = ${approvals.decided_by})`,
+          })
+          .from(approvals)
+          // No approval named: a primary-key lookup of an id no row has (never a table scan).
+          .where(and(eq(approvals.tenant_id, t), eq(approvals.approval_id, approvalId ?? NO_ID))),
+        // Every unrevoked grant, never a window of them: a live grant must not fall out of view
+        // behind revoked ones. Their number is bounded when grants are created (MAX_LIVE_GRANTS).
+        db
+          .select()
+          .from(grants)
+          .where(
+            request.grant_id === undefined
+              ? and(
+                  eq(grants.tenant_id, t),
+                  eq(grants.principal_id, principal_id),
+                  isNull(grants.revoked_at_unix_ms),
+                )
+              : and(eq(grants.tenant_id, t), eq(grants.grant_id, request.grant_id)),
+          )
+          .orderBy(asc(grants.grant_id)),
+        // One revoked grant, used only when none is live, so the denial says `grant_revoked`.
+        db
+          .select()
+          .from(grants)
+          .where(
+            request.grant_id === undefined
+              ? and(
+                  eq(grants.tenant_id, t),
+                  eq(grants.principal_id, principal_id),
+                  isNotNull(grants.revoked_at_unix_ms),
+                )
+              : and(eq(grants.tenant_id, t), eq(grants.grant_id, NO_ID)),
+          )
+          .orderBy(asc(grants.grant_id))
+          .limit(1),
+      ]);
     const contractRow = contractRows[0];
     const approvalRow = approvalRows[0];
     return {
@@ -373,7 +430,7 @@ class D1TenantStore implements TenantStore {
         approvalRow === undefined
           ? null
           : toApprovalRecord(approvalRow, approvalRow.approver_revoked_at_unix_ms !== null),
-      grants: grantRows.map((g) => ({
+      grants: (grantRows.length > 0 ? grantRows : revokedRows).map((g) => ({
         grant: grantCache.get(g.grant_sha256, g.document),
         revoked: g.revoked_at_unix_ms !== null,
       })),
@@ -393,14 +450,7 @@ class D1TenantStore implements TenantStore {
       receipt: d.receipt,
       outcome: d.receipt.body.decision,
       principal_id,
-      evidence: {
-        tool_contract_sha256: d.receipt.body.tool_contract_sha256,
-        grant: d.grant,
-        invocation: d.invocation,
-        trusted_state: d.trusted,
-        options: d.options,
-        evaluated_at_unix_ms: now,
-      },
+      evidence: authorizationEvidence(d),
       created_at_unix_ms: now,
     });
     if (insert === undefined) throw new Error('no receipt statement');
@@ -475,6 +525,7 @@ class D1TenantStore implements TenantStore {
       await db.batch([insert, ...statements]);
       return { ok: true };
     } catch (err) {
+      throwIfQuota(err, now);
       const lost = invariantViolation(err);
       if (lost === null) throw err;
       return { ok: false, lost };
@@ -490,7 +541,17 @@ class D1TenantStore implements TenantStore {
   async insertReceipt(r: NewReceipt): Promise<void> {
     const [insert] = insertReceiptStatements(this.db, { ...r, tenant_id: this.tenant_id });
     if (insert === undefined) throw new Error('no receipt statement');
-    await insert.run();
+    await quotaChecked(insert.run(), r.created_at_unix_ms);
+  }
+
+  async grantByDigest(grant_sha256: string): Promise<ToolGrant | null> {
+    const row = await this.db
+      .select({ document: grants.document })
+      .from(grants)
+      .where(and(eq(grants.tenant_id, this.tenant_id), eq(grants.grant_sha256, grant_sha256)))
+      .limit(1)
+      .get();
+    return row === undefined ? null : grantCache.get(grant_sha256, row.document);
   }
 
   // -- Executions and operations --------------------------------------------------------------
@@ -535,11 +596,7 @@ class D1TenantStore implements TenantStore {
               eq(principals.principal_id, approvals.decided_by),
             ),
           )
-          .where(
-            a.approval_id === null
-              ? sql`0 = 1`
-              : and(eq(approvals.tenant_id, t), eq(approvals.approval_id, a.approval_id)),
-          ),
+          .where(and(eq(approvals.tenant_id, t), eq(approvals.approval_id, a.approval_id ?? NO_ID))),
         db
           .select({ revoked_at_unix_ms: principals.revoked_at_unix_ms })
           .from(principals)
@@ -630,29 +687,53 @@ class D1TenantStore implements TenantStore {
 
   // -- Observations ---------------------------------------------------------------------------
 
-  async recordedObservations(kind: string, observation_id: string): Promise<readonly RecordedObservation[]> {
-    const rows = await this.db
-      .select({
-        sha256: receipts.sha256,
-        raw_observation_sha256: sql<
-          string | null
-        >`json_extract(${receipts.receipt}, '$.body.raw_observation_sha256')`,
-        evidence: receipts.evidence,
-      })
-      .from(receipts)
-      .where(
-        and(
-          eq(receipts.tenant_id, this.tenant_id),
-          eq(receipts.kind, kind),
-          sql`json_extract(${receipts.receipt}, '$.body.observation_id') = ${observation_id}`,
+  async observationRecords(
+    kind: string,
+    observation_id: string,
+    raw_observation_sha256: string,
+  ): Promise<readonly ObservationRecord[]> {
+    const t = this.tenant_id;
+    const columns = {
+      sha256: receipts.sha256,
+      raw: receipts.observation_raw_sha256,
+      claim: receipts.observation_claim,
+      evidence: receipts.evidence,
+    };
+    // Two point lookups through unique indexes: the cost does not grow with the tenant's history.
+    const [holder, same] = await this.db.batch([
+      this.db
+        .select(columns)
+        .from(receipts)
+        .where(
+          and(
+            eq(receipts.tenant_id, t),
+            eq(receipts.kind, kind),
+            eq(receipts.observation_claim, observation_id),
+          ),
         ),
-      )
-      .limit(64);
-    return rows.map((r) => {
-      if (r.raw_observation_sha256 === null || r.evidence === null) {
+      this.db
+        .select(columns)
+        .from(receipts)
+        .where(
+          and(
+            eq(receipts.tenant_id, t),
+            eq(receipts.kind, kind),
+            eq(receipts.observation_id, observation_id),
+            eq(receipts.observation_raw_sha256, raw_observation_sha256),
+          ),
+        ),
+    ]);
+    const bySha = new Map([...holder, ...same].map((r) => [r.sha256, r]));
+    return [...bySha.values()].map((r) => {
+      if (r.raw === null || r.evidence === null) {
         throw new StoredDocumentError('stored observation receipt is incomplete');
       }
-      return { sha256: r.sha256, raw_observation_sha256: r.raw_observation_sha256, evidence: r.evidence };
+      return {
+        sha256: r.sha256,
+        raw_observation_sha256: r.raw,
+        holds_id: r.claim !== null,
+        evidence: r.evidence,
+      };
     });
   }
 
@@ -678,6 +759,81 @@ class D1TenantStore implements TenantStore {
       .orderBy(asc(contracts.pinned_at_unix_ms), asc(contracts.tool_contract_sha256));
     return rows.map(toPinnedContract);
   }
+
+  async insertObservationReceipt(
+    r: NewReceipt & {
+      readonly observation_id: string;
+      readonly raw_observation_sha256: string;
+      readonly holds_id: boolean;
+    },
+  ): Promise<'stored' | 'taken'> {
+    const [insert] = insertReceiptStatements(this.db, {
+      ...r,
+      tenant_id: this.tenant_id,
+      observation: {
+        observation_id: r.observation_id,
+        raw_sha256: r.raw_observation_sha256,
+        claim: r.holds_id ? r.observation_id : null,
+      },
+    });
+    if (insert === undefined) throw new Error('no receipt statement');
+    // `ON CONFLICT DO NOTHING` covers the unique observation indexes too: no change means another
+    // observation took the id (or stored this content) first, and the caller re-decides.
+    const result = await quotaChecked(insert.run(), r.created_at_unix_ms);
+    return result.meta.changes > 0 ? 'stored' : 'taken';
+  }
+
+  // -- Quotas ---------------------------------------------------------------------------------
+
+  async usage(now: number): Promise<Usage> {
+    const t = this.tenant_id;
+    const [quotaRows, runRows, approvalRows] = await this.db.batch([
+      this.db.select().from(tenantQuotas).where(eq(tenantQuotas.tenant_id, t)),
+      this.db
+        .select({ n: sql<number>`count(*)` })
+        .from(runs)
+        .where(and(eq(runs.tenant_id, t), gt(runs.deadline_unix_ms, now))),
+      this.db
+        .select({ n: sql<number>`count(*)` })
+        .from(approvals)
+        .where(and(eq(approvals.tenant_id, t), eq(approvals.status, 'pending'))),
+    ]);
+    const q = quotaRows[0];
+    if (q === undefined) throw new StoredDocumentError('tenant has no quota row');
+    return {
+      quotas: {
+        max_stored_bytes: q.max_stored_bytes,
+        max_receipts_per_day: q.max_receipts_per_day,
+        max_open_approvals: q.max_open_approvals,
+        max_open_runs: q.max_open_runs,
+      },
+      stored_bytes: q.stored_bytes,
+      receipts_today: q.receipts_day === utcDay(now) ? q.receipts_today : 0,
+      open_runs: runRows[0]?.n ?? 0,
+      open_approvals: approvalRows[0]?.n ?? 0,
+    };
+  }
+}
+
+/**
+ * What an authorization receipt is replayed from besides the receipt body (evidence version 2):
+ * the trusted state, the approval the invocation carried, and nothing the body already binds.
+ * The contract and the grant are referred to by the body's digests and loaded from storage; only
+ * the synthetic empty grant, which has no row, is embedded. The invocation is rebuilt from the
+ * body; should it not hash to the body's `invocation_sha256`, it is stored whole instead.
+ */
+function authorizationEvidence(d: AuthorizationDecision) {
+  const approval = d.invocation.approval;
+  const rebuilt = invocationFromReceiptBody(d.receipt.body, approval);
+  const compact = digestOf(rebuilt) === d.receipt.body.invocation_sha256;
+  return {
+    evidence_version: 2,
+    ...(d.grant.grant_id === EMPTY_GRANT_ID ? { grant: d.grant } : {}),
+    ...(compact ? (approval === null ? {} : { approval }) : { invocation: d.invocation }),
+    trusted_state: d.trusted,
+    // Version 2 receipts replay with the options they were issued with.
+    options: d.options,
+  };
 }
 
 // ---------------------------------------------------------------------------------------------

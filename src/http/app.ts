@@ -29,6 +29,7 @@ import { runRoutes } from './routes/runs.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { authzenRoutes } from './authzen/routes.js';
 import { docsRoutes } from './docs-page.js';
+import { usageRoutes } from './routes/usage.js';
 
 export function createApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -81,6 +82,7 @@ export function createApp(): Hono<AppEnv> {
   v1.route('/', observationRoutes);
   // Public, before `/v1`'s authentication: the API reference holds no tenant data.
   app.route('/', docsRoutes);
+  v1.route('/', usageRoutes);
   app.route('/v1', v1);
   app.route('/', authzenRoutes);
 

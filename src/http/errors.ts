@@ -64,6 +64,7 @@ export function wireError(reason: ErrorReason): WireError {
     case 'unsupported_media_type':
       return { status: 415, code: reason };
     case 'rate_limited':
+    case 'quota_exceeded':
       return { status: 429, code: reason };
     case 'internal':
       return { status: 500, code: reason };

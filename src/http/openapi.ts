@@ -37,6 +37,7 @@ import {
   CreatePrincipalRequest,
   CreateTenantRequest,
   EmptyRequest,
+  SetQuotasRequest,
 } from '../services/admin.js';
 import { QuarantineRequest } from '../services/contracts.js';
 import { ROLES_FOR } from '../services/context.js';
@@ -195,6 +196,15 @@ const DiscoveryReport = z
     'per-tool status (matches_reviewed, matches_quarantined, drifted, unreviewed, not_advertised), changed fields, what widened, and the digests quarantined',
   );
 
+const Quotas = SetQuotasRequest;
+const Usage = z.strictObject({
+  quotas: Quotas,
+  stored_bytes: z.number().int(),
+  receipts_today: z.number().int(),
+  open_runs: z.number().int(),
+  open_approvals: z.number().int(),
+});
+
 const TenantCreated = z.strictObject({
   tenant: z.strictObject({
     tenant_id: Identifier,
@@ -248,6 +258,22 @@ export const ROUTES: readonly RouteDoc[] = [
     body: CreateTenantRequest,
     responses: { 201: { description: 'created', schema: TenantCreated } },
     errors: ['conflict'],
+  },
+  {
+    method: 'put',
+    path: '/v1/tenants/{tenant_id}/quotas',
+    summary: 'set a tenant’s storage quotas',
+    auth: 'platform_admin',
+    body: Quotas,
+    responses: { 200: { description: 'the quotas in force', schema: z.record(z.string(), z.unknown()) } },
+    errors: ['not_found'],
+  },
+  {
+    method: 'get',
+    path: '/v1/usage',
+    summary: 'storage and counts against the tenant’s quotas',
+    auth: ROLES_FOR.admin,
+    responses: { 200: { description: 'usage', schema: Usage } },
   },
   {
     method: 'post',
@@ -551,7 +577,11 @@ function errorsOf(r: RouteDoc): ErrorReason[] {
   if (r.body !== undefined) for (const e of BODY_ERRORS) out.add(e);
   if (r.query !== undefined) out.add('invalid_request');
   // Every authenticated write passes the per-principal rate limit (src/http/rate-limit.ts).
-  if (r.method !== 'get' && r.auth !== 'none' && r.auth !== 'platform_admin') out.add('rate_limited');
+  if (r.method !== 'get' && r.auth !== 'none' && r.auth !== 'platform_admin') {
+    out.add('rate_limited');
+    // A write that stores something may meet a tenant storage quota (docs/storage.md).
+    out.add('quota_exceeded');
+  }
   for (const e of r.errors ?? []) out.add(e);
   return [...out];
 }

@@ -18,7 +18,7 @@ import { Identifier, Label, Sha256, UnixMs } from '../core/schema.js';
 import { newApiKey, newId } from '../db/ids.js';
 import { type TenantContext, ROLES_FOR, assertNamedIdentity, requireRole } from './context.js';
 import { ServiceError, fromCoreError, notFound, unwrap } from './errors.js';
-import type { GrantRow, PlatformStore, PrincipalRow } from './ports.js';
+import { type GrantRow, MAX_LIVE_GRANTS, type PlatformStore, type PrincipalRow } from './ports.js';
 
 // ---------------------------------------------------------------------------------------------
 // Principals
@@ -156,7 +156,7 @@ export async function createGrant(ctx: TenantContext, body: CreateGrantRequest) 
   if (!shaped.success) throw fromCoreError(fromZodError('invalid_grant', 'grant', shaped.error));
   const grant = unwrap(validateGrant(shaped.data));
   const grant_sha256 = digestOf(grant);
-  await store.insertGrant({
+  const inserted = await store.insertGrant({
     grant_id: grant.grant_id,
     grant_sha256,
     grant,
@@ -164,6 +164,14 @@ export async function createGrant(ctx: TenantContext, body: CreateGrantRequest) 
     created_by: caller.principal_id,
     created_at_unix_ms: ctx.now,
   });
+  // Every live grant is evaluated on each call, so their number is bounded here, never by
+  // dropping grants from view when deciding.
+  if (inserted === 'limit') {
+    throw new ServiceError(
+      'conflict',
+      `principal already holds ${MAX_LIVE_GRANTS} unrevoked grants; revoke one before creating another`,
+    );
+  }
   ctx.log({ grant_id: grant.grant_id, grant_sha256 });
   return { grant_id: grant.grant_id, grant_sha256, grant, revoked_at_unix_ms: null };
 }
@@ -267,4 +275,31 @@ export async function createTenant(
     tenant: { tenant_id, name: body.name, policy_sha256, created_at_unix_ms: now },
     admin: { principal_id, tenant_id, name: admin_name, roles: ['tenant_admin'], api_key },
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Quotas (platform admin)
+
+const QuotaValue = z.number().int().min(1).max(Number.MAX_SAFE_INTEGER);
+
+export const SetQuotasRequest = z.strictObject({
+  max_stored_bytes: QuotaValue,
+  max_receipts_per_day: QuotaValue,
+  max_open_approvals: QuotaValue,
+  max_open_runs: QuotaValue,
+});
+export type SetQuotasRequest = z.infer<typeof SetQuotasRequest>;
+
+/** Replace a tenant's quotas (all four, so a request never leaves one unintentionally as it was). */
+export async function setQuotas(
+  platform: PlatformStore,
+  tenant_id: string,
+  body: SetQuotasRequest,
+  now: number,
+  log: TenantContext['log'],
+) {
+  if (!Identifier.safeParse(tenant_id).success) throw notFound('tenant');
+  if (!(await platform.setQuotas(tenant_id, body, now))) throw notFound('tenant');
+  log({ tenant_id, quotas: true });
+  return { tenant_id, quotas: body, updated_at_unix_ms: now };
 }

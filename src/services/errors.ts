@@ -37,6 +37,8 @@ export type ServiceErrorReason =
   | 'reconciliation_rejected'
   | 'not_reconciliation_owner'
   | 'self_reconciliation'
+  // A tenant's storage quota (docs/storage.md, "Quotas").
+  | 'quota_exceeded'
   | 'internal';
 
 export type ErrorReason = CoreErrorReason | ServiceErrorReason;

@@ -7,7 +7,9 @@
  * re-hashed, with the executor observation it was computed from; its authorization receipt and
  * contract come from trusted storage, the observation policy from the tenant policy in force; the
  * core decides. Every well-formed observation gets a stored receipt: accepted (with the evidence,
- * whose authority is only ever `untrusted_evidence_only`) or rejected (every violation). An
+ * whose authority is only ever `untrusted_evidence_only`) or rejected (every violation; the
+ * refused payload itself is never stored, only its digests, sizes and findings). Only the executor
+ * that reported the execution may observe it. An
  * observation id already recorded for different content is a violation
  * (`observation_id_conflict`); the same content again replays the stored receipt (strict replay,
  * with the original evaluation time).
@@ -16,7 +18,7 @@
  */
 import { z } from 'zod';
 import { digestOf } from '../core/canonical/canonical.js';
-import { ExecutionReceipt, ToolExecutionObservation } from '../core/model.js';
+import { type AuthorizationReceipt, ExecutionReceipt, ToolExecutionObservation } from '../core/model.js';
 import type { CoreError } from '../core/errors.js';
 import type { Result } from '../core/result.js';
 import {
@@ -28,6 +30,9 @@ import {
   type ObservationValidationInput,
   RawToolErrorObservation,
   RawToolObservation,
+  WithheldContent,
+  errorDetailFindings,
+  inlineContentFindings,
   observationPolicyFromTenantPolicy,
   validateErrorObservation,
   validateObservation,
@@ -35,9 +40,9 @@ import {
 import { UnixMs, strict } from '../core/schema.js';
 import { StoredDocumentError, parseStored } from '../db/documents.js';
 import { type TenantContext, ROLES_FOR, requireRole } from './context.js';
-import { notFound, unwrap } from './errors.js';
+import { ServiceError, notFound, unwrap } from './errors.js';
 import { loadAuthorizationReceipt, requireExecutorOf } from './executions.js';
-import type { TenantStore } from './ports.js';
+import type { ObservationRecord, PinnedContract, PolicyRecord, TenantStore } from './ports.js';
 
 export const ObservationBody = z.discriminatedUnion('kind', [
   z.strictObject({ kind: z.literal('output'), observation: RawToolObservation }),
@@ -54,24 +59,27 @@ const StoredObservationEvidence = strict({
   trusted: ObservationTrustedContext,
   policy: ObservationPolicy,
   observation: z.unknown(),
+  /** Present for a refusal whose payload (or detail) was not kept. */
+  withheld: WithheldContent.optional(),
   evaluated_at_unix_ms: UnixMs,
 });
 
 const RECEIPT_KIND = { output: 'observation', error: 'error_observation' } as const;
 
+/** Lost id races re-decided before giving up (`conflict`); the re-decision normally replays or conflicts. */
+const MAX_ATTEMPTS = 3;
+
 export async function observe(ctx: TenantContext, body: ObservationBody) {
   const { caller, store } = ctx;
   requireRole(caller, ROLES_FOR.observe);
-  const t = caller.tenant_id;
   const o = body.observation;
   ctx.log({ observation_id: o.observation_id, execution_receipt_sha256: o.execution_receipt_sha256 });
 
   const execution = await loadExecution(store, o.execution_receipt_sha256);
   if (execution === null) throw notFound('execution receipt');
-  const [authorization, inForce, recorded] = await Promise.all([
+  const [authorization, inForce] = await Promise.all([
     loadAuthorizationReceipt(store, execution.receipt.body.authorization_receipt_sha256),
     store.currentPolicy(),
-    store.recordedObservations(RECEIPT_KIND[body.kind], o.observation_id),
   ]);
   // The contract the call was authorized under (the core checks the execution names the same one).
   const pinned =
@@ -80,28 +88,109 @@ export async function observe(ctx: TenantContext, body: ObservationBody) {
     throw new StoredDocumentError('execution receipt refers to a missing authorization or contract');
   }
   requireExecutorOf(caller, pinned);
+  // Another executor of the same release must not speak for an execution it did not run, nor
+  // take its observation id first: only the principal that reported the execution may.
+  if (execution.principal_id !== caller.principal_id) {
+    throw new ServiceError(
+      'executor_mismatch',
+      'only the executor that reported this execution may observe it',
+    );
+  }
 
   const raw = digestOf(o);
-  const same = recorded.find((r) => r.raw_observation_sha256 === raw);
+  const kind = RECEIPT_KIND[body.kind];
+  for (let attempt = 1; ; attempt++) {
+    const recorded = await store.observationRecords(kind, o.observation_id, raw);
+    const same = recorded.find((r) => r.raw_observation_sha256 === raw);
+    const decided = decide(ctx, body, { inForce, pinned, authorization, execution, recorded, same, raw });
+    const { receipt } = decided;
+    ctx.log({ observation_receipt_sha256: receipt.sha256, decision: receipt.body.decision, attempt });
+    if (same !== undefined) {
+      // Strict replay must reproduce the stored receipt exactly, or the store was tampered with.
+      if (same.sha256 !== receipt.sha256)
+        throw new StoredDocumentError('stored observation receipt does not replay');
+    } else {
+      const holds_id = !receipt.body.violations.includes('observation_id_conflict');
+      const stored = await store.insertObservationReceipt({
+        kind: receipt.body.receipt_kind,
+        receipt,
+        outcome: receipt.body.decision,
+        principal_id: caller.principal_id,
+        evidence: storedEvidence(
+          body,
+          decided.trusted,
+          decided.policy,
+          decided.evaluatedAt,
+          receipt.body.decision,
+        ),
+        created_at_unix_ms: ctx.now,
+        observation_id: o.observation_id,
+        raw_observation_sha256: raw,
+        holds_id,
+      });
+      if (stored === 'taken') {
+        // Another observation took this id (or stored this content) between our read and write:
+        // re-decide against it (normally `observation_id_conflict`, or a replay of the same content).
+        if (attempt >= MAX_ATTEMPTS) throw new ServiceError('conflict', 'observation id is contended; retry');
+        continue;
+      }
+    }
+    const evidence =
+      'candidate' in decided.outcome
+        ? { candidate: decided.outcome.candidate }
+        : { evidence: decided.outcome.evidence };
+    return {
+      decision: receipt.body.decision,
+      violations: receipt.body.violations,
+      receipt,
+      ...evidence,
+      replayed: same !== undefined,
+    };
+  }
+}
+
+function decide(
+  ctx: TenantContext,
+  body: ObservationBody,
+  s: {
+    readonly inForce: PolicyRecord;
+    readonly pinned: PinnedContract;
+    readonly authorization: AuthorizationReceipt;
+    readonly execution: {
+      readonly receipt: ExecutionReceipt;
+      readonly observation: ToolExecutionObservation;
+    };
+    readonly recorded: readonly ObservationRecord[];
+    readonly same: ObservationRecord | undefined;
+    readonly raw: string;
+  },
+) {
   let evaluatedAt = ctx.now;
   let trusted: ObservationTrustedContext = {
-    tenant_id: t,
-    policy_sha256: inForce.policy_sha256,
+    tenant_id: ctx.caller.tenant_id,
+    policy_sha256: s.inForce.policy_sha256,
     // The same id for different content would let two payloads pass as one observation.
-    observation_id_conflict: recorded.some((r) => r.raw_observation_sha256 !== raw),
+    observation_id_conflict: s.recorded.some((r) => r.holds_id && r.raw_observation_sha256 !== s.raw),
     min_source_generation: null,
     // No artifact store yet: an artifact reference is never found (`artifact_not_found`).
     artifact_record: null,
   };
-  let policy: ObservationPolicy = observationPolicyFromTenantPolicy(inForce.policy);
-  if (same !== undefined) {
+  let policy: ObservationPolicy = observationPolicyFromTenantPolicy(s.inForce.policy);
+  if (s.same !== undefined) {
     // A retry of a recorded observation is replayed with the inputs it was decided on.
-    const e = parseStored('observation evidence', StoredObservationEvidence, same.evidence);
+    const e = parseStored('observation evidence', StoredObservationEvidence, s.same.evidence);
     evaluatedAt = e.evaluated_at_unix_ms;
     trusted = e.trusted;
     policy = e.policy;
   }
-  const common = { trusted, policy, contract: pinned.contract, authorization, execution, now: evaluatedAt };
+  const common = {
+    trusted,
+    policy,
+    contract: s.pinned.contract,
+    authorization: s.authorization,
+    execution: { receipt: s.execution.receipt, observation: s.execution.observation },
+    now: evaluatedAt,
+  };
   const result: Result<ObservationOutcome | ErrorObservationOutcome, CoreError> =
     body.kind === 'output'
       ? validateObservation({ ...common, observation: body.observation } satisfies ObservationValidationInput)
@@ -109,33 +198,32 @@ export async function observe(ctx: TenantContext, body: ObservationBody) {
           ...common,
           observation: body.observation,
         } satisfies ErrorObservationValidationInput);
-  const decided = unwrap(result);
-  const { receipt } = decided;
-  const evidence = 'candidate' in decided ? { candidate: decided.candidate } : { evidence: decided.evidence };
-  ctx.log({ observation_receipt_sha256: receipt.sha256, decision: receipt.body.decision });
+  const outcome = unwrap(result);
+  return { outcome, receipt: outcome.receipt, trusted, policy, evaluatedAt };
+}
 
-  if (same !== undefined) {
-    // Strict replay must reproduce the stored receipt exactly, or the store was tampered with.
-    if (same.sha256 !== receipt.sha256)
-      throw new StoredDocumentError('stored observation receipt does not replay');
-  } else {
-    await store.insertReceipt({
-      kind: receipt.body.receipt_kind,
-      receipt,
-      outcome: receipt.body.decision,
-      principal_id: caller.principal_id,
-      // Everything replay needs besides the stored upstream receipts, the raw observation included.
-      evidence: { kind: body.kind, trusted, policy, observation: o, evaluated_at_unix_ms: evaluatedAt },
-      created_at_unix_ms: ctx.now,
-    });
+/**
+ * What replay needs besides the stored upstream receipts. An accepted observation keeps the raw
+ * observation (its payload was admitted). A refused one never keeps more than was admitted: the
+ * raw observation without its payload (or error detail) and the findings of those bytes, from
+ * which `verifyWithheldObservationReceipt` replays the receipt.
+ */
+function storedEvidence(
+  body: ObservationBody,
+  trusted: ObservationTrustedContext,
+  policy: ObservationPolicy,
+  evaluated_at_unix_ms: number,
+  decision: string,
+) {
+  const common = { kind: body.kind, trusted, policy, evaluated_at_unix_ms };
+  if (decision !== 'rejected') return { ...common, observation: body.observation };
+  if (body.kind === 'error') {
+    const { detail: _detail, ...kept } = body.observation;
+    return { ...common, observation: kept, withheld: errorDetailFindings(body.observation, policy) };
   }
-  return {
-    decision: receipt.body.decision,
-    violations: receipt.body.violations,
-    receipt,
-    ...evidence,
-    replayed: same !== undefined,
-  };
+  if (body.observation.payload === null) return { ...common, observation: body.observation };
+  const { payload: _payload, ...kept } = body.observation;
+  return { ...common, observation: kept, withheld: inlineContentFindings(body.observation, policy) };
 }
 
 /** The tenant's execution receipt with the observation it was computed from, verified, or null. */
@@ -155,5 +243,5 @@ async function loadExecution(store: TenantStore, sha256: string) {
   ) {
     throw new StoredDocumentError('stored execution receipt does not verify');
   }
-  return { receipt: receipt.data, observation: evidence.data.observation };
+  return { receipt: receipt.data, observation: evidence.data.observation, principal_id: stored.principal_id };
 }

@@ -175,9 +175,47 @@ export interface DispatchState {
   readonly key_operations: readonly OperationRow[];
 }
 
-export interface RecordedObservation {
+/**
+ * Unrevoked grants one principal may hold (enforced by a trigger on insert, migrations/0002): every
+ * one of them is evaluated on each authorization, so the bound keeps that evaluation bounded.
+ */
+export const MAX_LIVE_GRANTS = 64;
+
+/** Per-tenant storage quotas, set by the platform admin (`PUT /v1/tenants/{id}/quotas`). */
+export interface Quotas {
+  readonly max_stored_bytes: number;
+  readonly max_receipts_per_day: number;
+  readonly max_open_approvals: number;
+  readonly max_open_runs: number;
+}
+
+/** Quotas of a tenant the platform admin never configured (docs/storage.md, "Quotas"). */
+export const DEFAULT_QUOTAS = {
+  max_stored_bytes: 256 * 1024 * 1024,
+  max_receipts_per_day: 200_000,
+  max_open_approvals: 1_000,
+  max_open_runs: 10_000,
+} as const satisfies Quotas;
+
+export const QUOTA_NAMES = ['stored_bytes', 'receipts_per_day', 'open_approvals', 'open_runs'] as const;
+export type QuotaName = (typeof QUOTA_NAMES)[number];
+
+/** A tenant's usage against its quotas. */
+export interface Usage {
+  readonly quotas: Quotas;
+  readonly stored_bytes: number;
+  /** Receipts stored in the current UTC day. */
+  readonly receipts_today: number;
+  readonly open_approvals: number;
+  readonly open_runs: number;
+}
+
+/** A stored observation receipt found by its id (the holder of the id, or the same content). */
+export interface ObservationRecord {
   readonly sha256: string;
   readonly raw_observation_sha256: string;
+  /** True for the receipt that holds the id (not a rejected `observation_id_conflict`). */
+  readonly holds_id: boolean;
   /** Canonical evidence text the receipt was computed from. */
   readonly evidence: string;
 }
@@ -216,7 +254,8 @@ export interface TenantStore {
   insertPrincipal(p: NewPrincipal): Promise<void>;
   revokePrincipal(principal_id: string, now: number): Promise<void>;
   getGrant(grant_id: string): Promise<GrantRow | null>;
-  insertGrant(g: Omit<GrantRow, 'revoked_at_unix_ms'>): Promise<void>;
+  /** `limit` when the principal already holds `MAX_LIVE_GRANTS` unrevoked grants (nothing written). */
+  insertGrant(g: Omit<GrantRow, 'revoked_at_unix_ms'>): Promise<'inserted' | 'limit'>;
   revokeGrant(grant_id: string, now: number): Promise<void>;
 
   // Runs
@@ -262,14 +301,35 @@ export interface TenantStore {
   operationsForKey(tool_name: string, idempotency_key: string): Promise<readonly OperationRow[]>;
   listOperations(status: string | undefined, limit: number): Promise<readonly OperationRow[]>;
 
-  // Observations
-  recordedObservations(kind: string, observation_id: string): Promise<readonly RecordedObservation[]>;
-
   // Tools (search doors: AuthZEN action search, MCP tool resolution and listing)
   /** Every grant of the principal, revoked ones included, by grant_id. */
   grantsOf(principal_id: string): Promise<readonly GrantRecord[]>;
   /** The pinned contracts whose tool is `tool_name`, quarantined ones included. */
   contractsForTool(tool_name: string): Promise<readonly PinnedContract[]>;
+  /**
+   * The receipt holding `observation_id` for `kind`, and the receipt of this exact raw
+   * observation, each through a unique index (at most two rows, whatever the history).
+   */
+  observationRecords(
+    kind: string,
+    observation_id: string,
+    raw_observation_sha256: string,
+  ): Promise<readonly ObservationRecord[]>;
+  /**
+   * Store an observation receipt; `taken` when another observation with the same id (or the same
+   * content) was stored first, and nothing was written.
+   */
+  insertObservationReceipt(
+    r: NewReceipt & {
+      readonly observation_id: string;
+      readonly raw_observation_sha256: string;
+      readonly holds_id: boolean;
+    },
+  ): Promise<'stored' | 'taken'>;
+  /** A grant of this tenant by its digest (receipt replay). */
+  grantByDigest(grant_sha256: string): Promise<ToolGrant | null>;
+  /** Usage against quotas at `now` (open runs are those whose deadline has not passed). */
+  usage(now: number): Promise<Usage>;
 }
 
 /** Storage that is not one tenant's: key lookup and tenant creation. */
@@ -285,6 +345,8 @@ export interface PlatformStore {
     readonly admin: NewPrincipal;
     readonly now: number;
   }): Promise<'created' | 'name_taken'>;
+  /** Set a tenant's quotas; false when the tenant does not exist. */
+  setQuotas(tenant_id: string, quotas: Quotas, now: number): Promise<boolean>;
 }
 
 /** The idempotency Durable Objects, one per logical operation. */

@@ -2,30 +2,56 @@
  * Read a receipt of the caller's tenant with the evidence it was computed from. Authorization
  * receipts are replayed on read: the core recomputes the receipt from the stored contract, grant,
  * invocation and trusted state, and the answer says whether the stored bytes still match
- * (`replay.ok`) and, if not, which fields differ.
+ * (`replay.ok`) and, if not, which fields differ. Evidence keeps only what the receipt body does
+ * not bind: the contract and the grant are loaded by the body's digests and the invocation is
+ * rebuilt from the body; evidence stored before migration 0002, which copies grant and
+ * invocation whole, replays from those copies.
  */
 import { z } from 'zod';
-import { ToolGrant, ToolInvocation, TrustedState } from '../core/model.js';
+import { digestOf } from '../core/canonical/canonical.js';
+import {
+  AuthorizationReceipt,
+  ToolApproval,
+  ToolGrant,
+  ToolInvocation,
+  TrustedState,
+} from '../core/model.js';
+import { invocationFromReceiptBody } from '../db/receipts.js';
 import { type ReplayReport, verifyAuthorizationReceipt } from '../core/receipts/replay.js';
 import { Identifier, Sha256, UnixMs } from '../core/schema.js';
 import type { TenantContext } from './context.js';
 import { notFound } from './errors.js';
 import type { StoredReceipt, TenantStore } from './ports.js';
 
-const AuthorizationEvidence = z.strictObject({
+/** Version 2 receipts: the options they were issued with (absent for version 1). */
+const ReceiptOptions = z.strictObject({
+  dispatch_window_ms: z.number().int(),
+  executor_principal_id: Identifier.nullable(),
+  named: z.strictObject({ tenant_id: Identifier.nullable(), principal_id: Identifier.nullable() }),
+});
+
+/** Evidence as stored before migration 0002: the grant and the invocation copied whole. Still replayed. */
+const EmbeddedEvidence = z.strictObject({
   tool_contract_sha256: Sha256,
   grant: ToolGrant,
   invocation: ToolInvocation,
   trusted_state: TrustedState,
-  /** Version 2 receipts: the options they were issued with (absent for version 1). */
-  options: z
-    .strictObject({
-      dispatch_window_ms: z.number().int(),
-      executor_principal_id: Identifier.nullable(),
-      named: z.strictObject({ tenant_id: Identifier.nullable(), principal_id: Identifier.nullable() }),
-    })
-    .optional(),
+  options: ReceiptOptions.optional(),
   evaluated_at_unix_ms: UnixMs,
+});
+
+/**
+ * Evidence version 2 (src/db/tenant-store.ts `authorizationEvidence`): only what the receipt body
+ * does not bind. Contract and grant come from storage by the body's digests (the empty grant,
+ * which has no row, is embedded); the invocation is rebuilt from the body unless stored whole.
+ */
+const CompactEvidence = z.strictObject({
+  evidence_version: z.literal(2),
+  grant: ToolGrant.optional(),
+  approval: ToolApproval.optional(),
+  invocation: ToolInvocation.optional(),
+  trusted_state: TrustedState,
+  options: ReceiptOptions.optional(),
 });
 
 export async function getReceipt(ctx: TenantContext, sha: string) {
@@ -43,16 +69,39 @@ export async function getReceipt(ctx: TenantContext, sha: string) {
 }
 
 async function replayAuthorization(store: TenantStore, stored: StoredReceipt): Promise<ReplayReport> {
-  const evidence = AuthorizationEvidence.safeParse(stored.evidence);
-  if (!evidence.success) return { ok: false, differences: ['evidence'] };
-  const e = evidence.data;
-  const pinned = await store.getContract(e.tool_contract_sha256);
-  if (pinned === null) return { ok: false, differences: ['evidence.tool_contract_sha256'] };
+  const old = EmbeddedEvidence.safeParse(stored.evidence);
+  if (old.success) {
+    const e = old.data;
+    const pinned = await store.getContract(e.tool_contract_sha256);
+    if (pinned === null) return { ok: false, differences: ['evidence.tool_contract_sha256'] };
+    return verifyAuthorizationReceipt(stored.receipt, {
+      contract: pinned.contract,
+      grant: e.grant,
+      invocation: e.invocation,
+      now: e.evaluated_at_unix_ms,
+      trusted: e.trusted_state,
+      ...(e.options === undefined ? {} : { options: e.options }),
+    });
+  }
+  const compact = CompactEvidence.safeParse(stored.evidence);
+  const body = AuthorizationReceipt.shape.body.safeParse(stored.receipt.body);
+  if (!compact.success || !body.success) return { ok: false, differences: ['evidence'] };
+  const e = compact.data;
+  const b = body.data;
+  const [pinned, grant] = await Promise.all([
+    store.getContract(b.tool_contract_sha256),
+    // An embedded grant must be the one the body names, or the evidence was edited.
+    e.grant !== undefined
+      ? Promise.resolve(digestOf(e.grant) === b.grant_sha256 ? e.grant : null)
+      : store.grantByDigest(b.grant_sha256),
+  ]);
+  if (pinned === null) return { ok: false, differences: ['body.tool_contract_sha256'] };
+  if (grant === null) return { ok: false, differences: ['body.grant_sha256'] };
   return verifyAuthorizationReceipt(stored.receipt, {
     contract: pinned.contract,
-    grant: e.grant,
-    invocation: e.invocation,
-    now: e.evaluated_at_unix_ms,
+    grant,
+    invocation: e.invocation ?? invocationFromReceiptBody(b, e.approval ?? null),
+    now: b.evaluated_at_unix_ms,
     trusted: e.trusted_state,
     ...(e.options === undefined ? {} : { options: e.options }),
   });

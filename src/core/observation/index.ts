@@ -24,8 +24,18 @@ export {
   ErrorObservationValidationInput,
   type ObservationOutcome,
   type ErrorObservationOutcome,
+  WithheldContent,
+  WithheldObservation,
+  WithheldErrorObservation,
+  inlineContentFindings,
+  errorDetailFindings,
 } from './validate.js';
-export { verifyObservationReceipt, verifyErrorObservationReceipt } from './replay.js';
+export {
+  verifyObservationReceipt,
+  verifyErrorObservationReceipt,
+  verifyWithheldObservationReceipt,
+  verifyWithheldErrorObservationReceipt,
+} from './replay.js';
 export * from './derived.js';
 export {
   toEvidencePart,

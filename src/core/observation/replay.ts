@@ -4,7 +4,10 @@
  *
  * Guarantees: a stored receipt with any field changed, added or removed, or whose `sha256` does
  * not match its body, fails replay. Strict replay passes the original `now`; passing a newer one
- * is a deliberate fork and is expected to differ.
+ * is a deliberate fork and is expected to differ. A refused observation is stored without its
+ * payload (never more than was admitted); its replay recomputes every check from the observation's
+ * other fields and takes the findings of the refused bytes (`WithheldContent`) as stored, and
+ * never yields an accepted receipt.
  * Never: trusts the stored decision, reads a clock, or does I/O.
  */
 import { compare, type ReplayReport } from '../receipts/replay.js';
@@ -12,6 +15,11 @@ import { ok } from '../result.js';
 import {
   type ErrorObservationValidationInput,
   type ObservationValidationInput,
+  type WithheldContent,
+  type WithheldErrorObservation,
+  type WithheldObservation,
+  decideWithheldErrorObservation,
+  decideWithheldObservation,
   validateErrorObservation,
   validateObservation,
 } from './validate.js';
@@ -27,4 +35,24 @@ export function verifyErrorObservationReceipt(
 ): ReplayReport {
   const r = validateErrorObservation(inputs);
   return compare(stored, r.ok ? ok(r.value.receipt) : r);
+}
+
+export function verifyWithheldObservationReceipt(
+  stored: unknown,
+  inputs: Omit<ObservationValidationInput, 'observation'> & {
+    readonly observation: WithheldObservation;
+    readonly withheld: WithheldContent;
+  },
+): ReplayReport {
+  return compare(stored, decideWithheldObservation(inputs));
+}
+
+export function verifyWithheldErrorObservationReceipt(
+  stored: unknown,
+  inputs: Omit<ErrorObservationValidationInput, 'observation'> & {
+    readonly observation: WithheldErrorObservation;
+    readonly withheld: WithheldContent;
+  },
+): ReplayReport {
+  return compare(stored, decideWithheldErrorObservation(inputs));
 }

@@ -15,7 +15,7 @@
  * Never: reads a clock (`now` is an argument), does I/O, deletes or rewrites payload content,
  * follows anything the payload says, or lets a payload choose its own authority.
  */
-import type { z } from 'zod';
+import { z } from 'zod';
 import { digestOf, sha256Hex } from '../canonical/canonical.js';
 import { contractDigest, validateContract } from '../contracts/contract.js';
 import { coreError, fromZodError, type CoreError, type CoreErrorReason } from '../errors.js';
@@ -29,7 +29,7 @@ import {
 } from '../model.js';
 import { verifyExecutionReceipt } from '../receipts/replay.js';
 import { err, ok, type Result } from '../result.js';
-import { UnixMs, strict } from '../schema.js';
+import { Count, Sha256, UnixMs, strict } from '../schema.js';
 import { checkArtifact } from './artifact.js';
 import { checkFreshness } from './freshness.js';
 import { checkLocators, type LocatorTarget } from './locators.js';
@@ -42,12 +42,12 @@ import {
   type ObservationReceiptBody,
   ObservationPolicy,
   ObservationTrustedContext,
-  type ObservationViolation,
+  ObservationViolation,
   RawToolErrorObservation,
   RawToolObservation,
-  type SignalHit,
+  SignalHit,
   canonicalizable,
-  type ObservationSignal,
+  ObservationSignal,
   type ToolErrorEvidence,
   type ToolEvidenceCandidate,
   isJsonMediaType,
@@ -100,6 +100,38 @@ export interface ErrorObservationOutcome {
   readonly evidence: ToolErrorEvidence | null;
 }
 
+/**
+ * What a refused observation keeps of the content it refused: never the bytes, only the raw
+ * observation's digest and every finding the bytes produced, so its receipt still replays
+ * (`verifyWithheldObservationReceipt`). The findings cannot be recomputed without the bytes; they
+ * are bound by the receipt's digest, and everything else in the receipt is recomputed.
+ */
+export const WithheldContent = strict({
+  raw_observation_sha256: Sha256,
+  /** UTF-8 length of the refused payload (or error detail). */
+  actual_bytes: Count,
+  /** SHA-256 of its bytes; null when it was over the bound and never hashed. */
+  actual_sha256: Sha256.nullable(),
+  /** Violations read from the bytes: encoded blob, malformed JSON, locators checked against them. */
+  content_violations: z.array(ObservationViolation),
+  signals: z.array(ObservationSignal),
+  signal_hits: z.array(SignalHit),
+});
+export type WithheldContent = z.infer<typeof WithheldContent>;
+
+const { payload: _payload, ...observationFields } = RawToolObservation.shape;
+/** A raw output observation as stored for a refusal: every field but the payload. */
+export const WithheldObservation = strict(observationFields);
+export type WithheldObservation = z.infer<typeof WithheldObservation>;
+
+const { detail: _detail, ...errorObservationFields } = RawToolErrorObservation.shape;
+/** A raw error observation as stored for a refusal: every field but the detail. */
+export const WithheldErrorObservation = strict(errorObservationFields);
+export type WithheldErrorObservation = z.infer<typeof WithheldErrorObservation>;
+
+/** The payload (or detail) text, or what was kept of it when it was refused. */
+type Content = { readonly text: string } | { readonly withheld: WithheldContent };
+
 // ---------------------------------------------------------------------------------------------
 // Success-output observations
 
@@ -108,8 +140,56 @@ export function validateObservation(
 ): Result<ObservationOutcome, CoreError> {
   const parsed = parseInput(ObservationValidationInput, input);
   if (!parsed.ok) return parsed;
-  const i = parsed.value;
-  const o = i.observation;
+  const o = parsed.value.observation;
+  return ok(decideObservation(parsed.value, o, o.payload === null ? null : { text: o.payload }));
+}
+
+/** The findings of an inline payload's bytes (what a refusal keeps instead of the bytes). */
+export function inlineContentFindings(o: RawToolObservation, policy: ObservationPolicy): WithheldContent {
+  const payload = o.payload ?? '';
+  const actualBytes = utf8ByteLength(payload);
+  const withinBound = actualBytes <= policy.max_payload_bytes && o.payload_bytes <= policy.max_payload_bytes;
+  const base = { raw_observation_sha256: digestOf(o), actual_bytes: actualBytes };
+  // The bound is applied before hashing, parsing or scanning.
+  if (!withinBound) {
+    return {
+      ...base,
+      actual_sha256: null,
+      content_violations: checkLocators(o.locators, policy, null, o.observed_at_unix_ms),
+      signals: [],
+      signal_hits: [],
+    };
+  }
+  const v = new Set<ObservationViolation>();
+  const bytes = utf8Encode(payload);
+  // An unbounded base64/hex run is binary content masquerading as text.
+  if (longestEncodedRun(payload) > policy.max_inline_encoded_chars) v.add('inline_encoded_blob');
+  const isJson = isJsonMediaType(o.media_type);
+  let json: JsonValue | undefined;
+  if (isJson) {
+    // Strict decode: duplicate keys would let two consumers read two different documents.
+    const decoded = decodeJsonText(payload, { maxBytes: policy.max_payload_bytes, maxDepth: 64 });
+    if (decoded.ok) json = decoded.value;
+    else v.add('payload_malformed');
+  }
+  const target: LocatorTarget = { kind: 'inline', bytes, isJson, json };
+  for (const x of checkLocators(o.locators, policy, target, o.observed_at_unix_ms)) v.add(x);
+  const signals = detectSignals(payload);
+  return {
+    ...base,
+    actual_sha256: sha256Hex(bytes),
+    content_violations: [...v].sort(),
+    signals: signals.signals,
+    signal_hits: signals.hits,
+  };
+}
+
+/** One decision for validation and for replay of a refusal; `content` null for an artifact. */
+function decideObservation(
+  i: Omit<ObservationValidationInput, 'observation'>,
+  o: WithheldObservation & { readonly payload?: string | null },
+  content: Content | null,
+): ObservationOutcome {
   const contractSha = contractDigest(i.contract);
   const exec = i.execution.receipt.body;
 
@@ -120,37 +200,26 @@ export function validateObservation(
   // A policy that does not allow the media type has not reviewed how it is consumed.
   if (!i.policy.allowed_media_types.includes(o.media_type)) v.add('media_type_not_allowed');
 
-  let target: LocatorTarget | null = null;
-  let signals: { signals: ObservationSignal[]; hits: SignalHit[] } = { signals: [], hits: [] };
-  if (o.payload !== null) {
+  let findings: WithheldContent | null = null;
+  if (content !== null) {
     // Binary smuggled as inline text; it belongs in an artifact.
     if (!isTextMediaType(o.media_type)) v.add('inline_media_type_not_text');
+    findings =
+      'withheld' in content
+        ? content.withheld
+        : inlineContentFindings({ ...o, payload: content.text } as RawToolObservation, i.policy);
     // The bound is applied to the declared and the actual size before hashing, parsing or scanning.
-    const actualBytes = utf8ByteLength(o.payload);
     const withinBound =
-      actualBytes <= i.policy.max_payload_bytes && o.payload_bytes <= i.policy.max_payload_bytes;
+      findings.actual_bytes <= i.policy.max_payload_bytes && o.payload_bytes <= i.policy.max_payload_bytes;
     if (!withinBound) v.add('payload_too_large');
     // Truncation or representation disagreement between executor, reporter and bytes.
-    if (actualBytes !== o.payload_bytes || exec.output_bytes !== o.payload_bytes)
+    if (findings.actual_bytes !== o.payload_bytes || exec.output_bytes !== o.payload_bytes)
       v.add('payload_bytes_mismatch');
     // Substitution: the reported output is not what the executor returned.
     if (exec.output_sha256 !== o.payload_sha256) v.add('payload_digest_mismatch');
-    if (withinBound) {
-      const bytes = utf8Encode(o.payload);
-      if (sha256Hex(bytes) !== o.payload_sha256) v.add('payload_digest_mismatch');
-      // An unbounded base64/hex run is binary content masquerading as text.
-      if (longestEncodedRun(o.payload) > i.policy.max_inline_encoded_chars) v.add('inline_encoded_blob');
-      const isJson = isJsonMediaType(o.media_type);
-      let json: JsonValue | undefined;
-      if (isJson) {
-        // Strict decode: duplicate keys would let two consumers read two different documents.
-        const decoded = decodeJsonText(o.payload, { maxBytes: i.policy.max_payload_bytes, maxDepth: 64 });
-        if (decoded.ok) json = decoded.value;
-        else v.add('payload_malformed');
-      }
-      target = { kind: 'inline', bytes, isJson, json };
-      signals = detectSignals(o.payload);
-    }
+    if (findings.actual_sha256 !== null && findings.actual_sha256 !== o.payload_sha256)
+      v.add('payload_digest_mismatch');
+    for (const x of findings.content_violations) v.add(x);
   } else if (o.artifact !== null) {
     const a = o.artifact;
     for (const x of checkArtifact(a, o.media_type, i.policy, i.trusted)) v.add(x);
@@ -161,21 +230,27 @@ export function validateObservation(
     if (a.artifact_sha256 !== o.payload_sha256 || exec.output_sha256 !== o.payload_sha256) {
       v.add('payload_digest_mismatch');
     }
-    target = { kind: 'artifact', artifact: a };
+    for (const x of checkLocators(
+      o.locators,
+      i.policy,
+      { kind: 'artifact', artifact: a },
+      o.observed_at_unix_ms,
+    ))
+      v.add(x);
   }
-  for (const x of checkLocators(o.locators, i.policy, target, o.observed_at_unix_ms)) v.add(x);
   for (const x of checkFreshness(o, i.policy, i.trusted, i.now)) v.add(x);
+  const signals = { signals: findings?.signals ?? [], hits: findings?.signal_hits ?? [] };
 
   const violations = [...v].sort();
   const accepted = violations.length === 0;
   const body: ObservationReceiptBody = {
     receipt_kind: 'observation',
     receipt_version: OBSERVATION_RECEIPT_VERSION,
-    ...receiptJoins(i, o, contractSha),
+    ...receiptJoins(i, o, contractSha, findings?.raw_observation_sha256 ?? digestOf(o)),
     source_generation: o.source_generation,
     source_as_of_unix_ms: o.source_as_of_unix_ms,
     media_type: o.media_type,
-    content_kind: o.payload !== null ? 'inline' : 'artifact',
+    content_kind: content !== null ? 'inline' : 'artifact',
     payload_sha256: o.payload_sha256,
     payload_bytes: o.payload_bytes,
     locators_sha256: digestOf(o.locators),
@@ -189,7 +264,8 @@ export function validateObservation(
     violations,
   };
   const receipt: ObservationReceipt = { sha256: digestOf(body), body };
-  if (!accepted) return ok({ receipt, candidate: null });
+  // Withheld content is only ever a refusal's: without the bytes there is nothing to admit.
+  if (!accepted || (content !== null && 'withheld' in content)) return { receipt, candidate: null };
 
   const candidate: ToolEvidenceCandidate = {
     evidence_kind: 'tool_observation',
@@ -208,14 +284,34 @@ export function validateObservation(
     observed_at_unix_ms: o.observed_at_unix_ms,
     media_type: o.media_type,
     content:
-      o.payload !== null
-        ? { kind: 'inline', text: o.payload, sha256: o.payload_sha256, bytes: o.payload_bytes }
+      content !== null && 'text' in content
+        ? { kind: 'inline', text: content.text, sha256: o.payload_sha256, bytes: o.payload_bytes }
         : { kind: 'artifact', artifact: o.artifact as NonNullable<typeof o.artifact> },
     locators: o.locators,
     signals: signals.signals,
     signal_hits: signals.hits,
   };
-  return ok({ receipt, candidate });
+  return { receipt, candidate };
+}
+
+/** Recompute a refused output observation's receipt from what was kept of it (replay only). */
+export function decideWithheldObservation(
+  input: Omit<ObservationValidationInput, 'observation'> & {
+    readonly observation: WithheldObservation;
+    readonly withheld: WithheldContent;
+  },
+): Result<ObservationReceipt, CoreError> {
+  const { observation, withheld, ...common } = input;
+  const parsed = parseInput(ObservationValidationInput, {
+    ...common,
+    observation: { ...observation, payload: '' },
+  });
+  if (!parsed.ok) return parsed;
+  const o = WithheldObservation.safeParse(observation);
+  const w = WithheldContent.safeParse(withheld);
+  if (!o.success) return err(fromZodError('invalid_observation', 'observation', o.error));
+  if (!w.success) return err(fromZodError('invalid_observation', 'withheld', w.error));
+  return ok(decideObservation(parsed.value, o.data, { withheld: w.data }).receipt);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -227,8 +323,31 @@ export function validateErrorObservation(
 ): Result<ErrorObservationOutcome, CoreError> {
   const parsed = parseInput(ErrorObservationValidationInput, input);
   if (!parsed.ok) return parsed;
-  const i = parsed.value;
-  const o = i.observation;
+  const o = parsed.value.observation;
+  return ok(decideErrorObservation(parsed.value, o, { text: o.detail }));
+}
+
+/** The findings of an error detail's bytes (what a refusal keeps instead of the bytes). */
+export function errorDetailFindings(o: RawToolErrorObservation, policy: ObservationPolicy): WithheldContent {
+  const bound = Math.min(policy.max_payload_bytes, OBSERVATION_LIMITS.maxErrorDetailBytes);
+  const actualBytes = utf8ByteLength(o.detail);
+  const withinBound = actualBytes <= bound && o.detail_bytes <= bound;
+  const signals = withinBound ? detectSignals(o.detail) : { signals: [], hits: [] };
+  return {
+    raw_observation_sha256: digestOf(o),
+    actual_bytes: actualBytes,
+    actual_sha256: withinBound ? sha256Hex(utf8Encode(o.detail)) : null,
+    content_violations: [],
+    signals: signals.signals,
+    signal_hits: signals.hits,
+  };
+}
+
+function decideErrorObservation(
+  i: Omit<ErrorObservationValidationInput, 'observation'>,
+  o: WithheldErrorObservation,
+  content: Content,
+): ErrorObservationOutcome {
   const contractSha = contractDigest(i.contract);
   const exec = i.execution.receipt.body;
 
@@ -240,17 +359,20 @@ export function validateErrorObservation(
   if (!i.policy.allowed_media_types.includes(o.media_type)) v.add('media_type_not_allowed');
   if (!isTextMediaType(o.media_type)) v.add('inline_media_type_not_text');
   const bound = Math.min(i.policy.max_payload_bytes, OBSERVATION_LIMITS.maxErrorDetailBytes);
-  const actualBytes = utf8ByteLength(o.detail);
-  const withinBound = actualBytes <= bound && o.detail_bytes <= bound;
+  const findings =
+    'withheld' in content
+      ? content.withheld
+      : errorDetailFindings({ ...o, detail: content.text } as RawToolErrorObservation, i.policy);
+  const withinBound = findings.actual_bytes <= bound && o.detail_bytes <= bound;
   if (!withinBound) v.add('payload_too_large');
-  if (actualBytes !== o.detail_bytes || exec.output_bytes !== o.detail_bytes) v.add('payload_bytes_mismatch');
+  if (findings.actual_bytes !== o.detail_bytes || exec.output_bytes !== o.detail_bytes)
+    v.add('payload_bytes_mismatch');
   // Detail the executor never bound by digest is unverifiable: it may come from anywhere.
   if (exec.output_sha256 !== o.detail_sha256) v.add('payload_digest_mismatch');
-  let signals: { signals: ObservationSignal[]; hits: SignalHit[] } = { signals: [], hits: [] };
-  if (withinBound) {
-    if (sha256Hex(utf8Encode(o.detail)) !== o.detail_sha256) v.add('payload_digest_mismatch');
-    signals = detectSignals(o.detail);
-  }
+  if (findings.actual_sha256 !== null && findings.actual_sha256 !== o.detail_sha256)
+    v.add('payload_digest_mismatch');
+  for (const x of findings.content_violations) v.add(x);
+  const signals = { signals: findings.signals, hits: findings.signal_hits };
   if (o.observed_at_unix_ms > i.now + i.policy.max_clock_skew_ms) v.add('observed_after_evaluation');
 
   const violations = [...v].sort();
@@ -258,7 +380,7 @@ export function validateErrorObservation(
   const body: ErrorObservationReceiptBody = {
     receipt_kind: 'error_observation',
     receipt_version: OBSERVATION_RECEIPT_VERSION,
-    ...receiptJoins(i, o, contractSha),
+    ...receiptJoins(i, o, contractSha, findings.raw_observation_sha256),
     error_code: o.error_code,
     media_type: o.media_type,
     detail_sha256: o.detail_sha256,
@@ -272,8 +394,9 @@ export function validateErrorObservation(
     violations,
   };
   const receipt: ErrorObservationReceipt = { sha256: digestOf(body), body };
-  if (!accepted) return ok({ receipt, evidence: null });
-  return ok({
+  // Withheld content is only ever a refusal's: without the bytes there is nothing to admit.
+  if (!accepted || !('text' in content)) return { receipt, evidence: null };
+  return {
     receipt,
     evidence: {
       evidence_kind: 'execution_error_diagnostic',
@@ -287,13 +410,33 @@ export function validateErrorObservation(
       source_release: o.source_release,
       error_code: o.error_code,
       media_type: o.media_type,
-      detail: o.detail,
+      detail: content.text,
       detail_sha256: o.detail_sha256,
       detail_bytes: o.detail_bytes,
       signals: signals.signals,
       signal_hits: signals.hits,
     },
+  };
+}
+
+/** Recompute a refused error observation's receipt from what was kept of it (replay only). */
+export function decideWithheldErrorObservation(
+  input: Omit<ErrorObservationValidationInput, 'observation'> & {
+    readonly observation: WithheldErrorObservation;
+    readonly withheld: WithheldContent;
+  },
+): Result<ErrorObservationReceipt, CoreError> {
+  const { observation, withheld, ...common } = input;
+  const parsed = parseInput(ErrorObservationValidationInput, {
+    ...common,
+    observation: { ...observation, detail: '' },
   });
+  if (!parsed.ok) return parsed;
+  const o = WithheldErrorObservation.safeParse(observation);
+  const w = WithheldContent.safeParse(withheld);
+  if (!o.success) return err(fromZodError('invalid_observation', 'observation', o.error));
+  if (!w.success) return err(fromZodError('invalid_observation', 'withheld', w.error));
+  return ok(decideErrorObservation(parsed.value, o.data, { withheld: w.data }).receipt);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -315,6 +458,7 @@ function receiptJoins(
   i: CommonInput,
   o: Envelope & { readonly observation_id: string; readonly source_release: string },
   contractSha: string,
+  rawSha: string,
 ) {
   return {
     observation_id: o.observation_id,
@@ -326,7 +470,7 @@ function receiptJoins(
     authorization_receipt_sha256: i.authorization.sha256,
     execution_receipt_sha256: i.execution.receipt.sha256,
     invocation_sha256: o.invocation_sha256,
-    raw_observation_sha256: digestOf(o),
+    raw_observation_sha256: rawSha,
     source_release: o.source_release,
   };
 }
