@@ -54,6 +54,7 @@ export function wireError(reason: ErrorReason): WireError {
     case 'reconciliation_required':
     case 'stale_fencing_token':
     case 'not_reconcilable':
+    case 'run_limit_reached': // a state to change (let a run end), not a rate to back off: 409
       return { status: 409, code: reason };
     case 'idempotency_key_reused':
     case 'reconciliation_rejected':

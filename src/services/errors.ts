@@ -33,6 +33,8 @@ export type ServiceErrorReason =
   | 'not_reconcilable'
   | 'idempotency_key_reused'
   | 'reconciliation_rejected'
+  // The principal holds the policy's maximum of open runs.
+  | 'run_limit_reached'
   | 'internal';
 
 export type ErrorReason = CoreErrorReason | ServiceErrorReason;
