@@ -1,7 +1,8 @@
 /**
  * `npm run dev`: the local service, end to end.
  *
- * 1. writes `.dev.vars` with a random platform admin token if it has none;
+ * 1. writes `.dev.vars` with a random platform admin token if it has none, or one the Worker
+ *    would refuse (src/http/admin-token.ts: e.g. the example value);
  * 2. applies the D1 migrations to the local database (`wrangler d1 migrations apply DB --local`);
  * 3. starts `wrangler dev` (local D1 and Durable Objects) on 127.0.0.1:8787 (`PORT` overrides);
  * 4. waits for `/v1/healthz`, seeds a demo tenant (scripts/seed.ts) and prints its keys, also
@@ -16,6 +17,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { adminTokenProblem } from '../src/http/admin-token.js';
 import { seedDemo, seedEnvLines } from './seed.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -26,7 +28,8 @@ const DEV_VARS = path.join(ROOT, '.dev.vars');
 export function ensureDevVars(): string {
   const existing = existsSync(DEV_VARS) ? readFileSync(DEV_VARS, 'utf8') : '';
   const m = /^WRIT_ADMIN_TOKEN=(.+)$/m.exec(existing);
-  if (m !== null && (m[1] as string).trim().length >= 32) return (m[1] as string).trim();
+  // A token the Worker would refuse (the example value, a short or guessable one) is replaced.
+  if (m !== null && adminTokenProblem((m[1] as string).trim()) === null) return (m[1] as string).trim();
   const token = randomBytes(32).toString('hex');
   const prefix = existing.length > 0 && !existing.endsWith('\n') ? `${existing}\n` : existing;
   writeFileSync(DEV_VARS, `${prefix.replace(/^WRIT_ADMIN_TOKEN=.*\n?/m, '')}WRIT_ADMIN_TOKEN=${token}\n`, {

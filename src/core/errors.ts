@@ -4,6 +4,7 @@
  */
 import type { z } from 'zod';
 import type { JsonDecodeError } from './canonical/json.js';
+import { escapeText } from './text.js';
 
 export type CoreErrorReason =
   | 'malformed_json'
@@ -41,13 +42,15 @@ export function coreError(
 }
 
 export function fromJsonError(e: JsonDecodeError): CoreError {
-  return coreError('malformed_json', e.message, [{ path: `@${e.offset}`, message: e.reason }]);
+  // The decoder quotes keys it refuses ("duplicate key ..."): a key is attacker-chosen text.
+  return coreError('malformed_json', safeText(e.message), [{ path: `@${e.offset}`, message: e.reason }]);
 }
 
 /**
  * Flatten zod issues into stable, sorted field issues. User input is quoted, never echoed whole:
  * zod names offending keys in paths and messages ("unrecognized key: ..."), so both are clipped
- * and their control characters and lone surrogates escaped (`safeText`).
+ * and their control characters and lone surrogates escaped (`safeText`); at most `MAX_ISSUES`
+ * are kept, after sorting, so the first ones are stable (`boundIssues`).
  */
 export function fromZodError(reason: CoreErrorReason, prefix: string, e: z.ZodError): CoreError {
   const issues = e.issues
@@ -56,7 +59,7 @@ export function fromZodError(reason: CoreErrorReason, prefix: string, e: z.ZodEr
       message: safeText(i.message.toLowerCase().replace(/\.$/, '')),
     }))
     .sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : a.message < b.message ? -1 : 1));
-  return coreError(reason, `${prefix || 'input'} is not valid`, issues);
+  return coreError(reason, `${prefix || 'input'} is not valid`, boundIssues(issues));
 }
 
 function formatPath(prefix: string, path: readonly PropertyKey[]): string {
@@ -71,15 +74,45 @@ function formatPath(prefix: string, path: readonly PropertyKey[]): string {
 /** The longest path or message an issue carries, in UTF-16 units before escaping. */
 export const MAX_ISSUE_TEXT = 200;
 
-// C0 and C1 controls, DEL, line and paragraph separators, and unpaired surrogates.
-const UNSAFE_CHARS =
-  /[\u0000-\u001f\u007f-\u009f\u2028\u2029]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+/**
+ * At most this many issues are returned, the last of them a marker counting the rest. Bounds an
+ * error body: a request of thousands of bad fields would otherwise answer many times its size.
+ */
+export const MAX_ISSUES = 20;
+
+/** The longest message an error carries, in UTF-16 units before escaping. */
+export const MAX_MESSAGE_TEXT = 1000;
 
 /**
- * Text derived from input, safe to return and to log: clipped to `MAX_ISSUE_TEXT` units (then
- * "…"), then every control character, separator and lone surrogate written as a `\uXXXX` escape.
+ * Text derived from input, safe to return and to log: clipped to `max` units (then "…"), then
+ * every control character, separator, lone surrogate, bidi control and invisible character
+ * written as a `\uXXXX` escape (`escapeText`). The one function every quoted input goes through.
  */
-export function safeText(text: string): string {
-  const clipped = text.length > MAX_ISSUE_TEXT ? `${text.slice(0, MAX_ISSUE_TEXT)}…` : text;
-  return clipped.replace(UNSAFE_CHARS, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+export function safeText(text: string, max: number = MAX_ISSUE_TEXT): string {
+  const clipped = text.length > max ? `${text.slice(0, max)}…` : text;
+  return escapeText(clipped);
+}
+
+/** `"<text>"`, through `safeText`: how a message quotes input. */
+export function quoted(text: string): string {
+  return `"${safeText(text)}"`;
+}
+
+/** The longest text `safeText` returns for the default bound: each unit may become a 6-unit escape. */
+const SAFE_ISSUE_TEXT = MAX_ISSUE_TEXT * 6 + 1;
+
+/**
+ * At most `MAX_ISSUES` issues: when there are more, the first `MAX_ISSUES - 1` and then
+ * `{ path: "$", message: "… and N more issues" }`. Each path and message is escaped and bounded
+ * (text that already went through `safeText` is unchanged). Idempotent, so a service and the
+ * door may both apply it.
+ */
+export function boundIssues(issues: readonly FieldIssue[]): readonly FieldIssue[] {
+  const over = issues.length > MAX_ISSUES;
+  const kept = (over ? issues.slice(0, MAX_ISSUES - 1) : issues).map((i) => ({
+    path: safeText(i.path, SAFE_ISSUE_TEXT),
+    message: safeText(i.message, SAFE_ISSUE_TEXT),
+  }));
+  if (over) kept.push({ path: '$', message: `… and ${issues.length - (MAX_ISSUES - 1)} more issues` });
+  return kept;
 }

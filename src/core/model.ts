@@ -9,6 +9,7 @@
 import { z } from 'zod';
 import { deepFreeze } from './canonical/digest-cache.js';
 import { Count, Identifier, Label, Sha256, UnixMs, strict } from './schema.js';
+import { CONTROL_CHARS } from './text.js';
 
 // ---------------------------------------------------------------------------------------------
 // Effects, capabilities, resources
@@ -36,7 +37,8 @@ export type IdempotencyMode = z.infer<typeof IdempotencyMode>;
 // Shared with the hand-written hot-path parser (`invocation.ts`).
 export const ATTRIBUTE_NAME_PATTERN = /^[a-z][a-z0-9_]*$/;
 export const ATTRIBUTE_NAME_MAX = 64;
-export const ATTRIBUTE_VALUE_PATTERN = /^[^\u0000-\u001f\u007f*]+$/;
+// No C0, DEL or C1 control (`CONTROL_CHARS`), and no "*" (a value is never a pattern).
+export const ATTRIBUTE_VALUE_PATTERN = new RegExp(`^[^${CONTROL_CHARS}*]+$`);
 export const ATTRIBUTE_VALUE_MAX = 128;
 export const IDEMPOTENCY_KEY_PATTERN = /^[A-Za-z0-9._:-]+$/;
 export const IDEMPOTENCY_KEY_MIN = 8;

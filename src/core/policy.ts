@@ -5,7 +5,11 @@
  * among its approval-required effects, and its lists sorted and unique, so a policy has exactly
  * one canonical form and one digest (`policyDigest`). Every receipt binds the digest in force.
  * Never: reads a clock, does I/O, or merges a document with defaults (a field left out is an
- * error, not a default: what was reviewed is what is enforced).
+ * error, not a default: what was reviewed is what is enforced). The one exception is a field
+ * added to version 1 after documents of it were stored (`approval_request_ttl_ms`,
+ * `run_budget_limits.max_open_runs_per_principal`): it is optional so every stored document still
+ * parses to the same value and digest, and its absence means a fixed, documented value
+ * (`POLICY_V1_DEFAULTS`), read through `approvalRequestTtlMs` / `maxOpenRunsPerPrincipal`.
  */
 import { digestOf } from './canonical/canonical.js';
 import { coreError, fromZodError, type CoreError, type FieldIssue } from './errors.js';
@@ -35,7 +39,21 @@ export const POLICY_LIMITS = {
   observationMaxBytes: 1024 * 1024,
   observationMaxClockSkewMs: 10 * MINUTE,
   maxMediaTypes: 64,
+  approvalRequestTtlMs: 30 * DAY,
+  maxOpenRunsPerPrincipal: 1000,
 } as const;
+
+/**
+ * What a field added to `policy_version` 1 after its release means when a document leaves it out.
+ * Fixed for version 1: a stored document keeps its digest and its meaning (changing a value here
+ * would change what every stored digest enforces, so a new default needs a new version).
+ */
+export const POLICY_V1_DEFAULTS = Object.freeze({
+  /** A pending approval request older than this is `expired`: it can no longer be decided. */
+  approval_request_ttl_ms: DAY,
+  /** Runs one principal may hold open at once (deadline not passed, call budget not spent). */
+  max_open_runs_per_principal: 32,
+});
 
 const Ms = (max: number) => z.number().int().min(1).max(max);
 
@@ -51,6 +69,11 @@ export const TenantPolicy = strict({
   approval_required_effects: z.array(ToolEffect).max(4),
   /** Longest lifetime an approver may give an approval. */
   approval_max_lifetime_ms: Ms(POLICY_LIMITS.approvalMaxLifetimeMs),
+  /**
+   * How long a pending approval request may wait for a decision. Optional (added after v1 was
+   * stored): absent means `POLICY_V1_DEFAULTS.approval_request_ttl_ms`.
+   */
+  approval_request_ttl_ms: Ms(POLICY_LIMITS.approvalRequestTtlMs).optional(),
   /** How long after evaluation an authorization receipt may still be claimed for dispatch. */
   authorization_max_dispatch_ms: Ms(POLICY_LIMITS.authorizationMaxDispatchMs),
   /** Oldest execution observation that is still accepted. */
@@ -67,6 +90,13 @@ export const TenantPolicy = strict({
     max_calls: z.number().int().min(1).max(POLICY_LIMITS.runMaxCalls),
     max_external_writes: z.number().int().min(0).max(POLICY_LIMITS.runMaxExternalWrites),
     max_duration_ms: Ms(POLICY_LIMITS.runMaxDurationMs),
+    /** Optional, as `approval_request_ttl_ms`: absent means `POLICY_V1_DEFAULTS`. */
+    max_open_runs_per_principal: z
+      .number()
+      .int()
+      .min(1)
+      .max(POLICY_LIMITS.maxOpenRunsPerPrincipal)
+      .optional(),
   }),
   observation_limits: strict({
     max_observation_bytes: Ms(POLICY_LIMITS.observationMaxBytes),
@@ -87,6 +117,18 @@ export const DEFAULT_POLICY: TenantPolicy = Object.freeze({
   run_budget_limits: { max_calls: 100, max_external_writes: 10, max_duration_ms: HOUR },
   observation_limits: { max_observation_bytes: 64 * 1024, max_clock_skew_ms: 5 * SECOND },
 }) as TenantPolicy;
+
+/** The approval request lifetime in force: the document's, or the version 1 default. */
+export function approvalRequestTtlMs(policy: TenantPolicy): number {
+  return policy.approval_request_ttl_ms ?? POLICY_V1_DEFAULTS.approval_request_ttl_ms;
+}
+
+/** The open-run cap in force: the document's, or the version 1 default. */
+export function maxOpenRunsPerPrincipal(policy: TenantPolicy): number {
+  return (
+    policy.run_budget_limits.max_open_runs_per_principal ?? POLICY_V1_DEFAULTS.max_open_runs_per_principal
+  );
+}
 
 /** Shape (strict zod) then semantics; every problem is reported, sorted by path. */
 export function parsePolicy(value: JsonValue): Result<TenantPolicy, CoreError> {

@@ -7,6 +7,7 @@
  */
 import { z } from 'zod';
 import type { JsonValue } from './canonical/json.js';
+import { CONTROL_CHARS } from './text.js';
 
 // The patterns and bounds are shared with the hand-written hot-path parser (`invocation.ts`), so
 // the two can never disagree about what a valid field is.
@@ -30,12 +31,16 @@ export const UnixMs = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
 /** A count of bytes or items: safe non-negative integer. */
 export const Count = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER);
 
+/** Free text shown to people: no C0, DEL or C1 control character (`CONTROL_CHARS`). */
+export const LABEL_PATTERN = new RegExp(`^[^${CONTROL_CHARS}]+$`);
+
 /** Short human or release label (release names, tool names). */
 export const Label = z
   .string()
   .min(1)
   .max(200)
-  .regex(/^[^\u0000-\u001f\u007f]+$/, 'must not contain control characters')
+  // C1 too: a raw CSI (U+009B) redraws a terminal that shows the label, as ESC [ does.
+  .regex(LABEL_PATTERN, 'must not contain control characters')
   // A lone surrogate has no UTF-8 form: it could not be canonicalized or hashed.
   .refine((s) => s.isWellFormed(), 'must be well-formed unicode');
 

@@ -13,6 +13,7 @@ import {
   type SQL,
   and,
   asc,
+  count,
   desc,
   eq,
   getTableColumns,
@@ -20,6 +21,9 @@ import {
   inArray,
   isNotNull,
   isNull,
+  lt,
+  lte,
+  or,
   sql,
 } from 'drizzle-orm';
 import type { BatchItem } from 'drizzle-orm/batch';
@@ -39,8 +43,8 @@ import type { ToolContract, ToolGrant } from '../core/model.js';
 import type { TenantPolicy } from '../core/policy.js';
 import type {
   ApprovalDecision,
+  ApprovalListFilter,
   ApprovalRow,
-  ApprovalStatus,
   ApprovalWithContract,
   CommitResult,
   DispatchState,
@@ -48,6 +52,7 @@ import type {
   NewPrincipal,
   NewReceipt,
   ObservationRecord,
+  OperationListFilter,
   OperationRow,
   PinnedContract,
   PolicyRecord,
@@ -292,6 +297,24 @@ class D1TenantStore implements TenantStore {
     return row ?? null;
   }
 
+  async countOpenRuns(principal_id: string, now: number): Promise<number> {
+    // Scans the tenant's prefix of `runs_tenant`; a (tenant, principal, deadline) index would
+    // bound it to the principal's live runs, but needs a migration (not added here).
+    const row = await this.db
+      .select({ n: count() })
+      .from(runs)
+      .where(
+        and(
+          eq(runs.tenant_id, this.tenant_id),
+          eq(runs.principal_id, principal_id),
+          gt(runs.deadline_unix_ms, now),
+          lt(runs.calls_used, runs.max_calls),
+        ),
+      )
+      .get();
+    return row?.n ?? 0;
+  }
+
   // -- Approvals ------------------------------------------------------------------------------
 
   #approvalsWithContract() {
@@ -319,11 +342,32 @@ class D1TenantStore implements TenantStore {
     return row === undefined ? null : withContract(row);
   }
 
-  async listApprovals(status: ApprovalStatus, limit: number): Promise<readonly ApprovalWithContract[]> {
+  async listApprovals(q: ApprovalListFilter): Promise<readonly ApprovalWithContract[]> {
+    // Keyset pagination over the `approvals_status` index (tenant, status, created_at): a page
+    // costs its size, however deep, and a cursor is only a position inside this tenant's rows.
     const rows = await this.#approvalsWithContract()
-      .where(and(eq(approvals.tenant_id, this.tenant_id), eq(approvals.status, status)))
+      .where(
+        and(
+          eq(approvals.tenant_id, this.tenant_id),
+          eq(approvals.status, q.status),
+          q.created === undefined
+            ? undefined
+            : 'after' in q.created
+              ? gt(approvals.created_at_unix_ms, q.created.after)
+              : lte(approvals.created_at_unix_ms, q.created.at_or_before),
+          q.after === null
+            ? undefined
+            : or(
+                gt(approvals.created_at_unix_ms, q.after.created_at_unix_ms),
+                and(
+                  eq(approvals.created_at_unix_ms, q.after.created_at_unix_ms),
+                  gt(approvals.approval_id, q.after.approval_id),
+                ),
+              ),
+        ),
+      )
       .orderBy(asc(approvals.created_at_unix_ms), asc(approvals.approval_id))
-      .limit(limit);
+      .limit(q.limit);
     return rows.map(withContract);
   }
 
@@ -671,18 +715,28 @@ class D1TenantStore implements TenantStore {
     return row ?? null;
   }
 
-  async listOperations(status: string | undefined, limit: number): Promise<readonly OperationRow[]> {
+  async listOperations(q: OperationListFilter): Promise<readonly OperationRow[]> {
     const t = this.tenant_id;
     return this.db
       .select()
       .from(operations)
       .where(
-        status === undefined
-          ? eq(operations.tenant_id, t)
-          : and(eq(operations.tenant_id, t), eq(operations.state, status)),
+        and(
+          eq(operations.tenant_id, t),
+          q.status === undefined ? undefined : eq(operations.state, q.status),
+          q.after === null
+            ? undefined
+            : or(
+                lt(operations.updated_at_unix_ms, q.after.updated_at_unix_ms),
+                and(
+                  eq(operations.updated_at_unix_ms, q.after.updated_at_unix_ms),
+                  lt(operations.operation_id, q.after.operation_id),
+                ),
+              ),
+        ),
       )
       .orderBy(desc(operations.updated_at_unix_ms), desc(operations.operation_id))
-      .limit(limit);
+      .limit(q.limit);
   }
 
   // -- Observations ---------------------------------------------------------------------------

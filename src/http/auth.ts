@@ -3,7 +3,8 @@
  * trusted storage: a tenant or principal named in a body never selects anything.
  *
  * Guarantees: an unknown, malformed or revoked key is a 401 with no hint which; the platform
- * admin token is compared in constant time and only ever admits `POST /v1/tenants`; a role check
+ * admin token is compared in constant time and only ever admits `POST /v1/tenants`, and a
+ * configured token that is an example value or guessable admits nothing (`adminTokenProblem`); a role check
  * runs per route, before the body is read (the service checks the same roles again).
  * Never: stores or logs a key (only its SHA-256 is looked up), or caches a principal across
  * requests (a revocation takes effect on the very next call).
@@ -13,10 +14,18 @@ import { API_KEY_PATTERN, apiKeyDigest, type Role, secretsEqual } from '../core/
 import { operationsPort, platformStore, tenantStore } from '../platform/bindings.js';
 import { type Caller, requireRole as requireCallerRole } from '../services/context.js';
 import { ServiceError } from '../services/errors.js';
+import { type AdminTokenProblem, adminTokenProblem } from './admin-token.js';
 import type { AppEnv } from './env.js';
 
-/** The configured admin token must be at least this long, or tenant creation is disabled. */
-export const MIN_ADMIN_TOKEN_LENGTH = 32;
+export { MIN_ADMIN_TOKEN_LENGTH } from './admin-token.js';
+
+// The verdict on the one configured token, computed once per isolate (the secret is fixed).
+let checkedToken: { readonly token: string; readonly problem: AdminTokenProblem | null } | null = null;
+
+function configuredTokenProblem(token: string): AdminTokenProblem | null {
+  if (checkedToken?.token !== token) checkedToken = { token, problem: adminTokenProblem(token) };
+  return checkedToken.problem;
+}
 
 function bearer(header: string | undefined): string | null {
   if (header === undefined) return null;
@@ -63,11 +72,17 @@ export function requireRole(roles: readonly Role[]) {
 export const requirePlatformAdmin = createMiddleware<AppEnv>(async (c, next) => {
   const token = bearer(c.req.header('authorization'));
   const configured = c.env.WRIT_ADMIN_TOKEN;
-  // An unset or short secret disables tenant creation rather than accepting a guessable token.
+  // An unset, short, example or low-entropy secret disables tenant creation rather than
+  // accepting a token anyone could guess or read in the repository (src/http/admin-token.ts).
+  const problem = typeof configured === 'string' ? configuredTokenProblem(configured) : 'too_short';
+  if (problem !== null) {
+    // The operator's mistake, told to the operator only: the caller learns nothing about it.
+    console.error(JSON.stringify({ level: 'error', error: 'admin_token_refused', problem }));
+  }
   if (
     token === null ||
     typeof configured !== 'string' ||
-    configured.length < MIN_ADMIN_TOKEN_LENGTH ||
+    problem !== null ||
     !secretsEqual(token, configured)
   ) {
     throw new ServiceError('unauthenticated', 'the platform admin token is required');

@@ -3,13 +3,14 @@
  * `onError`. Services and routes throw `ServiceError` (src/services/errors.ts).
  *
  * Wire shape: `{ "error": { "code", "message", "issues": [{ "path", "message" }], "request_id" } }`.
- * An unexpected exception is always a 500 `internal` carrying the request id, never its message:
+ * At most `MAX_ISSUES` issues (then one "… and N more issues" marker), every message and issue
+ * escaped through `safeText`. An unexpected exception is always a 500 `internal` carrying the request id, never its message:
  * internal detail (SQL, stack) stays in the log.
  */
 import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import type { FieldIssue } from '../core/errors.js';
+import { type FieldIssue, MAX_MESSAGE_TEXT, boundIssues, safeText } from '../core/errors.js';
 import { type ErrorReason, ServiceError } from '../services/errors.js';
 import type { AppEnv } from './env.js';
 
@@ -55,6 +56,7 @@ export function wireError(reason: ErrorReason): WireError {
     case 'reconciliation_required':
     case 'stale_fencing_token':
     case 'not_reconcilable':
+    case 'run_limit_reached': // a state to change (let a run end), not a rate to back off: 409
       return { status: 409, code: reason };
     case 'idempotency_key_reused':
     case 'reconciliation_rejected':
@@ -77,7 +79,16 @@ export function errorBody(
   issues: readonly FieldIssue[],
   requestId: string,
 ) {
-  return { error: { code: wireError(reason).code, message, issues, request_id: requestId } };
+  // The last line of defence: whatever a message or issue quotes, and however many issues a
+  // request provoked, the body stays bounded and free of raw control, bidi and invisible text.
+  return {
+    error: {
+      code: wireError(reason).code,
+      message: safeText(message, MAX_MESSAGE_TEXT),
+      issues: boundIssues(issues),
+      request_id: requestId,
+    },
+  };
 }
 
 export function errorResponse(c: Context<AppEnv>, e: ServiceError): Response {

@@ -10,7 +10,7 @@ import { z } from 'zod';
 import { validateGrant } from '../core/authorization/authorize.js';
 import { digestOf } from '../core/canonical/canonical.js';
 import type { JsonValue } from '../core/canonical/json.js';
-import { fromZodError } from '../core/errors.js';
+import { fromZodError, quoted } from '../core/errors.js';
 import { apiKeyDigest, Role, ROLES } from '../core/identity/identity.js';
 import { CapabilityGrant, ToolEffect, ToolGrant } from '../core/model.js';
 import { DEFAULT_POLICY, parsePolicy, policyDigest } from '../core/policy.js';
@@ -245,7 +245,7 @@ export async function createTenant(
   now: number,
   log: TenantContext['log'],
 ) {
-  const taken = () => new ServiceError('conflict', `tenant "${body.name}" already exists`);
+  const taken = () => new ServiceError('conflict', `tenant ${quoted(body.name)} already exists`);
   if (await platform.tenantNameTaken(body.name)) throw taken();
   const tenant_id = newId('tenant');
   const principal_id = newId('principal');

@@ -14,12 +14,17 @@ import { toToolApproval } from '../core/authorization/approval.js';
 import { canonicalize, sha256Hex } from '../core/canonical/canonical.js';
 import { utf8Encode } from '../core/canonical/json.js';
 import { resolveTarget } from '../core/contracts/target.js';
+import type { JsonValue } from '../core/canonical/json.js';
+import { safeText } from '../core/errors.js';
 import { ResourceRef, type ToolContract } from '../core/model.js';
-import { Identifier, JsonInput, Label, Sha256 } from '../core/schema.js';
+import { approvalRequestTtlMs } from '../core/policy.js';
+import { Identifier, JsonInput, Label, Sha256, UnixMs } from '../core/schema.js';
+import { textWarnings } from '../core/text.js';
 import { parseStoredJson } from '../db/documents.js';
 import { newId } from '../db/ids.js';
 import { type TenantContext, ROLES_FOR, assertNamedIdentity, requireRole } from './context.js';
 import { ServiceError, notFound, unwrap } from './errors.js';
+import { MAX_PAGE_SIZE, PageQuery, decodeCursor, page } from './pagination.js';
 import {
   APPROVAL_STATUSES,
   type ApprovalDecision,
@@ -47,9 +52,19 @@ export type ApproveRequest = z.infer<typeof ApproveRequest>;
 export const DenyRequest = z.strictObject({ reason: Label.optional() });
 export type DenyRequest = z.infer<typeof DenyRequest>;
 
-export const ApprovalListQuery = z.strictObject({ status: z.enum(APPROVAL_STATUSES).optional() });
+/**
+ * The statuses a request is shown with: the stored ones, and `expired`, derived at read for a
+ * pending request older than the policy's `approval_request_ttl_ms` (never stored, so no
+ * migration and no sweeper: the clock of the read decides).
+ */
+export const APPROVAL_VIEW_STATUSES = [...APPROVAL_STATUSES, 'expired'] as const;
+export type ApprovalViewStatus = (typeof APPROVAL_VIEW_STATUSES)[number];
 
-export const LIST_LIMIT = 100;
+export const ApprovalListQuery = z.strictObject({
+  status: z.enum(APPROVAL_VIEW_STATUSES).optional(),
+  ...PageQuery,
+});
+export type ApprovalListQuery = z.infer<typeof ApprovalListQuery>;
 
 export async function requestApproval(ctx: TenantContext, body: CreateApprovalRequest) {
   const { caller, store, now } = ctx;
@@ -96,16 +111,41 @@ export async function requestApproval(ctx: TenantContext, body: CreateApprovalRe
   };
   await store.insertApproval(row);
   ctx.log({ approval_id, tool_contract_sha256: pinned.tool_contract_sha256, input_sha256 });
-  return approvalView({ approval: row, contract });
+  return approvalView({ approval: row, contract }, { now, ttl_ms: approvalRequestTtlMs(inForce.policy) });
 }
 
-export async function listApprovals(
-  ctx: TenantContext,
-  status: (typeof APPROVAL_STATUSES)[number] = 'pending',
-) {
+/** Oldest first; `next_cursor` continues after the last one (src/services/pagination.ts). */
+export async function listApprovals(ctx: TenantContext, q: ApprovalListQuery) {
+  const { store, now } = ctx;
   requireRole(ctx.caller, ROLES_FOR.listApprovals);
-  const rows = await ctx.store.listApprovals(status, LIST_LIMIT);
-  return { status, items: rows.map(approvalView) };
+  const status = q.status ?? 'pending';
+  // 100 by default, as before pagination: a client that never pages sees what it always saw.
+  const limit = q.limit ?? MAX_PAGE_SIZE;
+  const after =
+    q.cursor === undefined
+      ? null
+      : decodeCursor(q.cursor, z.tuple([z.literal('approvals'), z.literal(status), UnixMs, Identifier]));
+  const clock = await requestClock(ctx);
+  // A pending request is live while younger than the TTL; `expired` lists the others.
+  const created =
+    status === 'pending'
+      ? { after: now - clock.ttl_ms }
+      : status === 'expired'
+        ? { at_or_before: now - clock.ttl_ms }
+        : undefined;
+  const rows = await store.listApprovals({
+    status: status === 'expired' ? 'pending' : status,
+    ...(created === undefined ? {} : { created }),
+    after: after === null ? null : { created_at_unix_ms: after[2], approval_id: after[3] },
+    limit: limit + 1,
+  });
+  const { items, next_cursor } = page(rows, limit, (r) => [
+    'approvals',
+    status,
+    r.approval.created_at_unix_ms,
+    r.approval.approval_id,
+  ]);
+  return { status, items: items.map((r) => approvalView(r, clock)), next_cursor };
 }
 
 export async function getApproval(ctx: TenantContext, approval_id: string) {
@@ -120,15 +160,16 @@ export async function getApproval(ctx: TenantContext, approval_id: string) {
   ) {
     throw notFound('approval request');
   }
-  return approvalView(found);
+  return approvalView(found, await requestClock(ctx));
 }
 
 export async function approve(ctx: TenantContext, approval_id: string, body: ApproveRequest) {
   const { caller, store, now } = ctx;
   requireRole(caller, ROLES_FOR.decideApproval);
   const a = (await find(ctx, approval_id)).approval;
-  assertDecidable(a, caller.principal_id);
   const inForce = await store.currentPolicy();
+  const clock = { now, ttl_ms: approvalRequestTtlMs(inForce.policy) };
+  assertDecidable(a, caller.principal_id, clock);
   // The request was previewed under another policy: its approval would be denied as drifted.
   if (a.policy_sha256 !== inForce.policy_sha256) {
     throw new ServiceError('conflict', 'the policy changed since the request; request a new approval');
@@ -148,14 +189,15 @@ export async function approve(ctx: TenantContext, approval_id: string, body: App
     decision_reason: body.reason ?? null,
   });
   ctx.log({ approval_id: a.approval_id, decision: 'approved' });
-  return approvalView(await find(ctx, a.approval_id));
+  return approvalView(await find(ctx, a.approval_id), clock);
 }
 
 export async function deny(ctx: TenantContext, approval_id: string, body: DenyRequest) {
   const { caller, now } = ctx;
   requireRole(caller, ROLES_FOR.decideApproval);
   const a = (await find(ctx, approval_id)).approval;
-  assertDecidable(a, caller.principal_id);
+  const clock = await requestClock(ctx);
+  assertDecidable(a, caller.principal_id, clock);
   await decide(ctx, a.approval_id, {
     status: 'denied',
     decided_by: caller.principal_id,
@@ -164,15 +206,39 @@ export async function deny(ctx: TenantContext, approval_id: string, body: DenyRe
     decision_reason: body.reason ?? null,
   });
   ctx.log({ approval_id: a.approval_id, decision: 'denied' });
-  return approvalView(await find(ctx, a.approval_id));
+  return approvalView(await find(ctx, a.approval_id), clock);
 }
 
-function assertDecidable(a: ApprovalRow, approver: string): void {
+function assertDecidable(a: ApprovalRow, approver: string, clock: RequestClock): void {
   // An approval by the requester is no independent review.
   if (a.requester_principal_id === approver) {
     throw new ServiceError('self_approval', 'the requester cannot decide its own approval request');
   }
   if (a.status !== 'pending') throw new ServiceError('conflict', `approval request is already ${a.status}`);
+  // A request nobody decided in time is stale context: deciding it now would approve a call the
+  // agent may have long given up on (or re-planned around); it must ask again.
+  if (viewStatus(a, clock) === 'expired') {
+    throw new ServiceError(
+      'conflict',
+      `approval request expired after ${clock.ttl_ms} ms without a decision; request a new approval`,
+    );
+  }
+}
+
+/** The read instant and the pending-request lifetime in force, for deriving `expired`. */
+export interface RequestClock {
+  readonly now: number;
+  readonly ttl_ms: number;
+}
+
+async function requestClock(ctx: TenantContext): Promise<RequestClock> {
+  const inForce = await ctx.store.currentPolicy();
+  return { now: ctx.now, ttl_ms: approvalRequestTtlMs(inForce.policy) };
+}
+
+/** The stored status, or `expired` for a pending request at least `ttl_ms` old. */
+export function viewStatus(a: ApprovalRow, clock: RequestClock): ApprovalViewStatus {
+  return a.status === 'pending' && clock.now - a.created_at_unix_ms >= clock.ttl_ms ? 'expired' : a.status;
 }
 
 async function decide(ctx: TenantContext, approval_id: string, decision: ApprovalDecision): Promise<void> {
@@ -188,11 +254,14 @@ async function find(ctx: TenantContext, approval_id: string): Promise<ApprovalWi
 }
 
 /** The wire form of an approval request, with the preview an approver decides on. */
-export function approvalView({ approval: a, contract }: ApprovalWithContract) {
+export function approvalView({ approval: a, contract }: ApprovalWithContract, clock: RequestClock) {
   const target = parseStoredJson('approval target', a.target);
+  const input = parseStoredJson('approval input', a.input);
   return {
     approval_id: a.approval_id,
-    status: a.status,
+    status: viewStatus(a, clock),
+    /** When a still-pending request expires (null once decided). */
+    request_expires_at_unix_ms: a.status === 'pending' ? a.created_at_unix_ms + clock.ttl_ms : null,
     tenant_id: a.tenant_id,
     requester_principal_id: a.requester_principal_id,
     policy_sha256: a.policy_sha256,
@@ -202,8 +271,8 @@ export function approvalView({ approval: a, contract }: ApprovalWithContract) {
     effect: a.effect,
     target,
     /** The exact canonical input the approver approves and the executor will consume. */
-    input: parseStoredJson('approval input', a.input),
-    preview: contract === null ? null : preview(contract, target),
+    input,
+    preview: contract === null ? null : preview(contract, target, input, a.decision_reason),
     created_at_unix_ms: a.created_at_unix_ms,
     decided_by: a.decided_by,
     decided_at_unix_ms: a.decided_at_unix_ms,
@@ -215,8 +284,20 @@ export function approvalView({ approval: a, contract }: ApprovalWithContract) {
   };
 }
 
-function preview(contract: ToolContract, target: unknown) {
+function preview(contract: ToolContract, target: JsonValue, input: JsonValue, reason: string | null) {
+  // What the approver reads may not be what the bytes say: bidi controls reorder it, invisible
+  // characters hide in it. They are legal (a digest is over the exact bytes) but flagged here.
+  const { warnings, omitted } = textWarnings([
+    ['/input', input],
+    ['/target', target],
+    ['/preview/contract_release', contract.contract_release],
+    ['/preview/executor_release', contract.executor_release],
+    ['/decision_reason', reason],
+  ]);
   return {
+    /** Bidi controls and invisible characters in what is shown; paths are escaped. */
+    warnings: warnings.map((w) => ({ ...w, path: safeText(w.path) })),
+    warnings_omitted: omitted,
     tool_name: contract.tool_name,
     contract_release: contract.contract_release,
     executor_release: contract.executor_release,

@@ -39,6 +39,8 @@ export type ServiceErrorReason =
   | 'self_reconciliation'
   // A tenant's storage quota (docs/storage.md, "Quotas").
   | 'quota_exceeded'
+  // The principal holds the policy's maximum of open runs.
+  | 'run_limit_reached'
   | 'internal';
 
 export type ErrorReason = CoreErrorReason | ServiceErrorReason;

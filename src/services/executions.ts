@@ -45,11 +45,12 @@ import {
 import { reconcileOperation } from '../core/execution/reconciliation.js';
 import { AuthorizationReceipt, type ExecutionReceipt, ToolExecutionObservation } from '../core/model.js';
 import { type TenantPolicy, isReconciliationOwner } from '../core/policy.js';
-import { Sha256 } from '../core/schema.js';
+import { Identifier, Sha256, UnixMs } from '../core/schema.js';
 import { StoredDocumentError } from '../db/documents.js';
 import { SINGLE_USE_INDEX_PREFIX } from '../db/operation-index.js';
 import { type Caller, type TenantContext, ROLES_FOR, requireRole } from './context.js';
 import { ServiceError, notFound, unwrap } from './errors.js';
+import { DEFAULT_PAGE_SIZE, PageQuery, decodeCursor, page } from './pagination.js';
 import type { OperationSnapshot } from './operations.js';
 import type { OperationRow, PinnedContract, TenantStore } from './ports.js';
 
@@ -72,6 +73,7 @@ export const OperationListQuery = z.strictObject({
     .transform(Number)
     .pipe(z.number().int().min(1).max(100))
     .optional(),
+  cursor: PageQuery.cursor,
 });
 export type OperationListQuery = z.infer<typeof OperationListQuery>;
 
@@ -486,11 +488,31 @@ export async function reconcileExecution(ctx: TenantContext, body: ReconcileBody
 // ---------------------------------------------------------------------------------------------
 // Operations (read)
 
+/** Newest first; `next_cursor` continues after the last one (src/services/pagination.ts). */
 export async function listOperations(ctx: TenantContext, q: OperationListQuery) {
   requireRole(ctx.caller, ROLES_FOR.readOperations);
-  const rows = await ctx.store.listOperations(q.status, q.limit ?? 50);
+  const limit = q.limit ?? DEFAULT_PAGE_SIZE;
+  const filter = q.status ?? '';
+  const after =
+    q.cursor === undefined
+      ? null
+      : decodeCursor(q.cursor, z.tuple([z.literal('operations'), z.literal(filter), UnixMs, Identifier]));
+  const rows = await ctx.store.listOperations({
+    status: q.status,
+    after: after === null ? null : { updated_at_unix_ms: after[2], operation_id: after[3] },
+    limit: limit + 1,
+  });
+  // An operation updated while a client pages moves to the front: it may be seen twice or not
+  // at all in that walk (the sort key is its last update); a cursor is a position, not a snapshot.
+  const { items, next_cursor } = page(rows, limit, (r) => [
+    'operations',
+    filter,
+    r.updated_at_unix_ms,
+    r.operation_id,
+  ]);
   return {
-    operations: rows.map((r) => ({
+    next_cursor,
+    operations: items.map((r) => ({
       operation_id: r.operation_id,
       status: r.state,
       tool_contract_sha256: r.tool_contract_sha256,

@@ -111,6 +111,22 @@ export interface ApprovalWithContract {
   readonly contract: ToolContract | null;
 }
 
+/** A page of approval requests of one stored status, after a cursor's position (exclusive). */
+export interface ApprovalListFilter {
+  readonly status: ApprovalStatus;
+  /** Only requests created strictly after this instant (live) or at or before it (expired). */
+  readonly created?: { readonly after: number } | { readonly at_or_before: number };
+  readonly after: { readonly created_at_unix_ms: number; readonly approval_id: string } | null;
+  readonly limit: number;
+}
+
+/** A page of operations, optionally of one state, after a cursor's position (exclusive). */
+export interface OperationListFilter {
+  readonly status: string | undefined;
+  readonly after: { readonly updated_at_unix_ms: number; readonly operation_id: string } | null;
+  readonly limit: number;
+}
+
 export type ApprovalDecision = Pick<
   ApprovalRow,
   'status' | 'decided_by' | 'decided_at_unix_ms' | 'expires_at_unix_ms' | 'decision_reason'
@@ -261,11 +277,14 @@ export interface TenantStore {
   // Runs
   insertRun(r: Omit<RunRow, 'calls_used' | 'writes_used'>): Promise<void>;
   getRun(run_id: string): Promise<RunRow | null>;
+  /** Runs of `principal_id` still open at `now`: deadline not passed and call budget not spent. */
+  countOpenRuns(principal_id: string, now: number): Promise<number>;
 
   // Approvals
   insertApproval(a: ApprovalRow): Promise<void>;
   getApproval(approval_id: string): Promise<ApprovalWithContract | null>;
-  listApprovals(status: ApprovalStatus, limit: number): Promise<readonly ApprovalWithContract[]>;
+  /** One page of approval requests, oldest first (`created_at_unix_ms`, then `approval_id`). */
+  listApprovals(q: ApprovalListFilter): Promise<readonly ApprovalWithContract[]>;
   /** Decide a pending approval; `conflict` when it was not pending (two approvers racing). */
   decideApproval(approval_id: string, decision: ApprovalDecision): Promise<'decided' | 'conflict'>;
 
@@ -299,7 +318,8 @@ export interface TenantStore {
   getOperation(operation_id: string): Promise<OperationRow | null>;
   /** Index rows of this tenant's operations under `idempotency_key` for any contract of the tool. */
   operationsForKey(tool_name: string, idempotency_key: string): Promise<readonly OperationRow[]>;
-  listOperations(status: string | undefined, limit: number): Promise<readonly OperationRow[]>;
+  /** One page of operations, most recently updated first (`updated_at_unix_ms`, then id). */
+  listOperations(q: OperationListFilter): Promise<readonly OperationRow[]>;
 
   // Tools (search doors: AuthZEN action search, MCP tool resolution and listing)
   /** Every grant of the principal, revoked ones included, by grant_id. */

@@ -1,11 +1,16 @@
 /**
  * Run envelopes. A run fixes its budgets (calls, external writes, deadline) within the policy's
  * `run_budget_limits`; every authorization names a run, and an authorized call charges it in the
- * same commit that stores the receipt (a trigger refuses spending past the budget).
+ * same commit that stores the receipt (a trigger refuses spending past the budget). A principal
+ * holds at most `max_open_runs_per_principal` open runs (deadline not passed, calls not spent).
+ * Trade-off: the count and the insert are two statements, so concurrent creations by one
+ * principal can overshoot the cap by the number in flight; the cap bounds accumulation, and each
+ * run stays bounded by its own budget.
  */
 import { z } from 'zod';
 import { digestOf } from '../core/canonical/canonical.js';
 import type { FieldIssue } from '../core/errors.js';
+import { maxOpenRunsPerPrincipal } from '../core/policy.js';
 import { Identifier, Label, UnixMs } from '../core/schema.js';
 import { parseStoredJson, toCanonicalText } from '../db/documents.js';
 import { newId } from '../db/ids.js';
@@ -56,6 +61,15 @@ export async function createRun(ctx: TenantContext, body: CreateRunRequest) {
     });
   }
   if (issues.length > 0) throw new ServiceError('invalid_request', 'run envelope exceeds the policy', issues);
+  // Budgets are self-issued: without a cap on open runs, one agent could hold any number of
+  // full budgets at once and the per-run limits would bound nothing.
+  const maxOpen = maxOpenRunsPerPrincipal(inForce.policy);
+  if ((await store.countOpenRuns(caller.principal_id, now)) >= maxOpen) {
+    throw new ServiceError(
+      'run_limit_reached',
+      `the principal already has ${maxOpen} open runs (the policy limit); wait for one to end or spend its calls`,
+    );
+  }
 
   const run_id = newId('run');
   const envelope = {

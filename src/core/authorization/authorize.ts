@@ -21,7 +21,7 @@ import {
 } from '../canonical/canonical-forms.js';
 import { contractDigest, validateContract } from '../contracts/contract.js';
 import { cachedDigest, isDeepFrozen } from '../canonical/digest-cache.js';
-import { coreError, type CoreError, type FieldIssue } from '../errors.js';
+import { coreError, quoted, type CoreError, type FieldIssue } from '../errors.js';
 import {
   type AuthorizationReceipt,
   type AuthorizationReceiptBody,
@@ -313,7 +313,7 @@ export function validateGrant(grant: ToolGrant): Result<ToolGrant, CoreError> {
       if (!c.capability.startsWith(`${s.type}:`)) {
         issues.push({
           path: `grant.capabilities[${i}].resources[${j}].type`,
-          message: `selector type "${s.type}" does not match capability "${c.capability}"`,
+          message: `selector type ${quoted(s.type)} does not match capability ${quoted(c.capability)}`,
         });
       }
     }),

@@ -8,9 +8,11 @@
  * Never: merges, upgrades or "repairs" a contract, reads a clock, or does I/O.
  */
 import { cachedDigest, deepFreeze, isDeepFrozen } from '../canonical/digest-cache.js';
-import { coreError, type CoreError, type FieldIssue } from '../errors.js';
+import { coreError, safeText, type CoreError, type FieldIssue } from '../errors.js';
 import type { JsonValue } from '../canonical/json.js';
 import {
+  ATTRIBUTE_VALUE_MAX,
+  ATTRIBUTE_VALUE_PATTERN,
   CONTRACT_LIMITS,
   CONTRACT_SCHEMA_VERSION,
   type ResourceRef,
@@ -125,9 +127,15 @@ export function deriveTarget(contract: ToolContract, input: JsonValue): Result<R
     a < b ? -1 : 1,
   )) {
     const v = resolvePointer(input, pointer);
-    if (typeof v !== 'string' || v.length === 0 || v.length > 128 || /[\u0000-\u001f\u007f*]/.test(v)) {
+    // The same rule as `AttributeValue`: no control character (C0, DEL, C1) or "*", well-formed.
+    if (
+      typeof v !== 'string' ||
+      v.length > ATTRIBUTE_VALUE_MAX ||
+      !ATTRIBUTE_VALUE_PATTERN.test(v) ||
+      !v.isWellFormed()
+    ) {
       issues.push({
-        path: `input${pointer}`,
+        path: safeText(`input${pointer}`),
         message: `must be a non-empty string naming the target ${name}`,
       });
     } else {

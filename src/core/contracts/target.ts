@@ -8,7 +8,7 @@
  */
 import { canonicalize } from '../canonical/canonical.js';
 import type { JsonValue } from '../canonical/json.js';
-import { coreError, type CoreError } from '../errors.js';
+import { coreError, safeText, type CoreError } from '../errors.js';
 import type { ResourceRef, ToolContract } from '../model.js';
 import { err, type Result } from '../result.js';
 import { deriveTarget } from './contract.js';
@@ -24,7 +24,8 @@ export function resolveTarget(
   if (named !== undefined && canonicalize(named) !== canonicalize(derived.value)) {
     return err(
       coreError('target_mismatch', 'target does not match the target derived from input', [
-        { path: 'target', message: `input names ${canonicalize(derived.value)}` },
+        // The derived target is input text: quoted through `safeText` like any other.
+        { path: 'target', message: `input names ${safeText(canonicalize(derived.value))}` },
       ]),
     );
   }

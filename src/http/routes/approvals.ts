@@ -3,6 +3,7 @@
  * requester approves or denies. Routes parse, call the service and answer.
  */
 import { Hono } from 'hono';
+import { fromZodError } from '../../core/errors.js';
 import {
   ApprovalListQuery,
   ApproveRequest,
@@ -15,7 +16,7 @@ import {
   requestApproval,
 } from '../../services/approvals.js';
 import { ROLES_FOR } from '../../services/context.js';
-import { ServiceError } from '../../services/errors.js';
+import { fromCoreError } from '../../services/errors.js';
 import { requireRole } from '../auth.js';
 import { readJson } from '../body.js';
 import type { AppEnv } from '../env.js';
@@ -29,11 +30,8 @@ approvalRoutes.post('/approval-requests', requireRole(ROLES_FOR.requestApproval)
 
 approvalRoutes.get('/approval-requests', requireRole(ROLES_FOR.listApprovals), async (c) => {
   const q = ApprovalListQuery.safeParse(c.req.query());
-  if (!q.success)
-    throw new ServiceError('invalid_request', 'query is not valid', [
-      { path: 'status', message: 'unknown status' },
-    ]);
-  return c.json(await listApprovals(c.var.tenant, q.data.status));
+  if (!q.success) throw fromCoreError(fromZodError('invalid_request', 'query', q.error));
+  return c.json(await listApprovals(c.var.tenant, q.data));
 });
 
 approvalRoutes.get('/approval-requests/:approval_id', requireRole(ROLES_FOR.readApproval), async (c) =>

@@ -118,9 +118,11 @@ describe('query plans of request paths', { timeout: 60_000 }, () => {
     await step('getReceipt', () => store.getReceipt(receipt_sha));
     await step('grantByDigest', () => store.grantByDigest(grant_sha));
     await step('getOperation', () => store.getOperation('op-unknown'));
-    await step('listOperations', () => store.listOperations(undefined, 10));
-    await step('listOperations by state', () => store.listOperations('claimed', 10));
-    await step('listApprovals', () => store.listApprovals('pending', 10));
+    await step('listOperations', () => store.listOperations({ status: undefined, after: null, limit: 10 }));
+    await step('listOperations by state', () =>
+      store.listOperations({ status: 'claimed', after: null, limit: 10 }),
+    );
+    await step('listApprovals', () => store.listApprovals({ status: 'pending', after: null, limit: 10 }));
     await step('getApproval', () => store.getApproval(approval_id));
     await step('getRun', () => store.getRun(run));
     await step('getGrant', () => store.getGrant(s.grant_id));

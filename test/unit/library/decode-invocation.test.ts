@@ -257,7 +257,7 @@ const attributeValueArb = fc.oneof(
     weight: 3,
     arbitrary: fc
       .string({ unit: 'grapheme', minLength: 1, maxLength: 12 })
-      .filter((s) => s.length <= 128 && /^[^\u0000-\u001f\u007f*]+$/.test(s) && s.isWellFormed()),
+      .filter((s) => s.length <= 128 && /^[^\u0000-\u001f\u007f-\u009f*]+$/.test(s) && s.isWellFormed()),
   },
   {
     weight: 2,

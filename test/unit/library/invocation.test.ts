@@ -103,7 +103,7 @@ const attributeValueArb = fc.oneof(
     weight: 2,
     arbitrary: fc
       .string({ unit: 'grapheme', minLength: 1, maxLength: 12 })
-      .filter((s) => s.length <= 128 && /^[^\u0000-\u001f\u007f*]+$/.test(s) && s.isWellFormed()),
+      .filter((s) => s.length <= 128 && /^[^\u0000-\u001f\u007f-\u009f*]+$/.test(s) && s.isWellFormed()),
   },
   {
     weight: 1,
@@ -111,7 +111,7 @@ const attributeValueArb = fc.oneof(
       'x'.repeat(128),
       '😀'.repeat(64),
       'é',
-      '\u0080\u2028\u00a0',
+      '\u00a0\u2028\u00a1', // U+0080-U+009F are C1 controls: refused
       ' ',
       '"\\',
       '__proto__',
@@ -205,6 +205,8 @@ const NASTY: readonly unknown[] = [
   'a\u0000',
   'a\u001f',
   'a\u007f',
+  'a\u0080',
+  'a\u009b',
   'a*',
   '*',
   'a\ud800',
@@ -665,6 +667,7 @@ describe('acceptToolInvocation: never accepts what zod refuses (a)', () => {
     ['"*" in an attribute value', () => withAttributes({ service: 'api*' })],
     ['a control character in an attribute value', () => withAttributes({ service: 'api\u0000' })],
     ['DEL in an attribute value', () => withAttributes({ service: 'api\u007f' })],
+    ['a C1 control (CSI) in an attribute value', () => withAttributes({ service: 'api\u009b31m' })],
     ['a lone high surrogate in an attribute value', () => withAttributes({ service: 'api\ud800' })],
     ['a lone low surrogate in an attribute value', () => withAttributes({ service: '\udc00' })],
     ['a number as an attribute value', () => withAttributes({ service: 1 })],

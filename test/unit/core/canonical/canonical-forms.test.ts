@@ -294,7 +294,7 @@ const identifier = fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9._:@/+=-]{0,40}$/);
 /** Attribute values may hold quotes, backslashes and any well-formed non-control text. */
 const attributeValue = fc
   .string({ unit: 'grapheme', minLength: 1, maxLength: 12 })
-  .map((s) => s.replace(/[\u0000-\u001f\u007f*]/g, '"') || '\\');
+  .map((s) => s.replace(/[\u0000-\u001f\u007f-\u009f*]/g, '"') || '\\');
 
 /** A valid invocation as a JSON value, keys in an arbitrary order at every level. */
 const invocationJson = fc
