@@ -24,8 +24,10 @@ export {
   ErrorObservationValidationInput,
   type ObservationOutcome,
   type ErrorObservationOutcome,
+  type ReceiptVersionOption,
 } from './validate.js';
-export { verifyObservationReceipt, verifyErrorObservationReceipt } from './replay.js';
+export { verifyObservationReceipt, verifyErrorObservationReceipt, storedReceiptVersion } from './replay.js';
+export { scanUnder, type SignalScan } from './signals/releases.js';
 export * from './derived.js';
 export {
   toEvidencePart,

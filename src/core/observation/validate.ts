@@ -11,7 +11,9 @@
  * executions never do). Every well-formed observation gets a receipt with every violation,
  * sorted and unique; it is accepted only when there are none, and then only as a
  * `ToolEvidenceCandidate` whose authority is `untrusted_evidence_only`, with its signals attached.
- * Malformed input is a typed `CoreError`, never a receipt.
+ * Malformed input is a typed `CoreError`, never a receipt. Receipts are issued under the current
+ * receipt version, whose body names the signal release that produced its signals; an earlier
+ * version is computed only when replay asks for it (`receiptVersion`), with that version's rules.
  * Never: reads a clock (`now` is an argument), does I/O, deletes or rewrites payload content,
  * follows anything the payload says, or lets a payload choose its own authority.
  */
@@ -39,21 +41,22 @@ import {
   OBSERVATION_LIMITS,
   OBSERVATION_RECEIPT_VERSION,
   type ObservationReceipt,
+  ObservationReceiptVersion,
   type ObservationReceiptBody,
   ObservationPolicy,
   ObservationTrustedContext,
   type ObservationViolation,
   RawToolErrorObservation,
   RawToolObservation,
-  type SignalHit,
   canonicalizable,
-  type ObservationSignal,
+  receiptVersionFields,
   type ToolErrorEvidence,
   type ToolEvidenceCandidate,
   isJsonMediaType,
   isTextMediaType,
 } from './schema.js';
-import { detectSignals, longestEncodedRun } from './signals.js';
+import { longestEncodedRun } from './signals.js';
+import { scanUnder, type SignalScan } from './signals/releases.js';
 
 // ---------------------------------------------------------------------------------------------
 // Inputs and outputs
@@ -94,6 +97,15 @@ export interface ObservationOutcome {
   readonly candidate: ToolEvidenceCandidate | null;
 }
 
+/**
+ * Which receipt version to compute. New receipts are always the current version (the default);
+ * an earlier version is for replay only: recomputing a stored receipt under the version and
+ * signal release it was issued with.
+ */
+export interface ReceiptVersionOption {
+  readonly receiptVersion?: ObservationReceiptVersion;
+}
+
 export interface ErrorObservationOutcome {
   readonly receipt: ErrorObservationReceipt;
   /** Present exactly when `receipt.body.decision` is `accepted_error_diagnostic`. */
@@ -105,7 +117,10 @@ export interface ErrorObservationOutcome {
 
 export function validateObservation(
   input: ObservationValidationInput,
+  options: ReceiptVersionOption = {},
 ): Result<ObservationOutcome, CoreError> {
+  const version = parseVersion(options);
+  if (!version.ok) return version;
   const parsed = parseInput(ObservationValidationInput, input);
   if (!parsed.ok) return parsed;
   const i = parsed.value;
@@ -121,7 +136,7 @@ export function validateObservation(
   if (!i.policy.allowed_media_types.includes(o.media_type)) v.add('media_type_not_allowed');
 
   let target: LocatorTarget | null = null;
-  let signals: { signals: ObservationSignal[]; hits: SignalHit[] } = { signals: [], hits: [] };
+  let signals: SignalScan = { signals: [], hits: [] };
   if (o.payload !== null) {
     // Binary smuggled as inline text; it belongs in an artifact.
     if (!isTextMediaType(o.media_type)) v.add('inline_media_type_not_text');
@@ -149,7 +164,7 @@ export function validateObservation(
         else v.add('payload_malformed');
       }
       target = { kind: 'inline', bytes, isJson, json };
-      signals = detectSignals(o.payload);
+      signals = scanUnder(version.value, o.payload);
     }
   } else if (o.artifact !== null) {
     const a = o.artifact;
@@ -170,7 +185,7 @@ export function validateObservation(
   const accepted = violations.length === 0;
   const body: ObservationReceiptBody = {
     receipt_kind: 'observation',
-    receipt_version: OBSERVATION_RECEIPT_VERSION,
+    ...receiptVersionFields(version.value),
     ...receiptJoins(i, o, contractSha),
     source_generation: o.source_generation,
     source_as_of_unix_ms: o.source_as_of_unix_ms,
@@ -224,7 +239,10 @@ export function validateObservation(
 
 export function validateErrorObservation(
   input: ErrorObservationValidationInput,
+  options: ReceiptVersionOption = {},
 ): Result<ErrorObservationOutcome, CoreError> {
+  const version = parseVersion(options);
+  if (!version.ok) return version;
   const parsed = parseInput(ErrorObservationValidationInput, input);
   if (!parsed.ok) return parsed;
   const i = parsed.value;
@@ -246,10 +264,10 @@ export function validateErrorObservation(
   if (actualBytes !== o.detail_bytes || exec.output_bytes !== o.detail_bytes) v.add('payload_bytes_mismatch');
   // Detail the executor never bound by digest is unverifiable: it may come from anywhere.
   if (exec.output_sha256 !== o.detail_sha256) v.add('payload_digest_mismatch');
-  let signals: { signals: ObservationSignal[]; hits: SignalHit[] } = { signals: [], hits: [] };
+  let signals: SignalScan = { signals: [], hits: [] };
   if (withinBound) {
     if (sha256Hex(utf8Encode(o.detail)) !== o.detail_sha256) v.add('payload_digest_mismatch');
-    signals = detectSignals(o.detail);
+    signals = scanUnder(version.value, o.detail);
   }
   if (o.observed_at_unix_ms > i.now + i.policy.max_clock_skew_ms) v.add('observed_after_evaluation');
 
@@ -257,7 +275,7 @@ export function validateErrorObservation(
   const accepted = violations.length === 0;
   const body: ErrorObservationReceiptBody = {
     receipt_kind: 'error_observation',
-    receipt_version: OBSERVATION_RECEIPT_VERSION,
+    ...receiptVersionFields(version.value),
     ...receiptJoins(i, o, contractSha),
     error_code: o.error_code,
     media_type: o.media_type,
@@ -377,6 +395,14 @@ function checkUpstream(i: CommonInput, o: Envelope, contractSha: string): Observ
   // Output observed before the execution completed is an impossible join, not this execution's.
   if (o.observed_at_unix_ms < exec.completed_at_unix_ms) v.add('observed_before_completion');
   return [...v].sort();
+}
+
+/** The receipt version asked for; a JavaScript caller can pass anything, so it is checked. */
+export function parseVersion(options: ReceiptVersionOption): Result<ObservationReceiptVersion, CoreError> {
+  const v = ObservationReceiptVersion.safeParse(options.receiptVersion ?? OBSERVATION_RECEIPT_VERSION);
+  // An unknown version has no rule set: recomputing under a guessed one would be a silent fork.
+  if (!v.success) return err(fromZodError('invalid_request', 'receiptVersion', v.error));
+  return ok(v.data);
 }
 
 const PART_REASONS: ReadonlyArray<readonly [string, CoreErrorReason]> = [
