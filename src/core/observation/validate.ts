@@ -399,7 +399,8 @@ function checkUpstream(i: CommonInput, o: Envelope, contractSha: string): Observ
 
 /** The receipt version asked for; a JavaScript caller can pass anything, so it is checked. */
 export function parseVersion(options: ReceiptVersionOption): Result<ObservationReceiptVersion, CoreError> {
-  const v = ObservationReceiptVersion.safeParse(options.receiptVersion ?? OBSERVATION_RECEIPT_VERSION);
+  const asked = options.receiptVersion;
+  const v = ObservationReceiptVersion.safeParse(asked === undefined ? OBSERVATION_RECEIPT_VERSION : asked);
   // An unknown version has no rule set: recomputing under a guessed one would be a silent fork.
   if (!v.success) return err(fromZodError('invalid_request', 'receiptVersion', v.error));
   return ok(v.data);
