@@ -9,7 +9,9 @@
  * `untrusted_evidence_only`): no transformation can raise it, and no parameter or output text
  * can set it. Signals are inherited: a summary of hostile text stays marked hostile. A redacted
  * view has its own digest and names the protected original only as an input, so a redacted
- * digest is never presented as the original's. Inputs from two tenants are refused.
+ * digest is never presented as the original's. Inputs from two tenants are refused. The receipt
+ * is versioned like an observation receipt (its `signals` depend on the signal release) and
+ * replays under the version written in it.
  * Never: runs the transform (the caller did; this binds what it produced), reads a clock, or
  * does I/O.
  */

@@ -5,7 +5,8 @@
  * carry a lone surrogate (it would have two UTF-8 spellings and two digests); an observation
  * carries exactly one of an inline payload or an artifact reference, never raw binary bytes; a
  * locator is one of six closed, typed kinds; authority is the closed value
- * `untrusted_evidence_only` and has no second member to be converted into.
+ * `untrusted_evidence_only` and has no second member to be converted into; every receipt body is
+ * a union on `receipt_version`, strict for each version, and version 2 names its signal release.
  * Never: decides anything (that is `validate.ts`), reads a clock, or does I/O.
  */
 import { z } from 'zod';
