@@ -9,7 +9,9 @@
  * `untrusted_evidence_only`): no transformation can raise it, and no parameter or output text
  * can set it. Signals are inherited: a summary of hostile text stays marked hostile. A redacted
  * view has its own digest and names the protected original only as an input, so a redacted
- * digest is never presented as the original's. Inputs from two tenants are refused.
+ * digest is never presented as the original's. Inputs from two tenants are refused. The receipt
+ * is versioned like an observation receipt (its `signals` depend on the signal release) and
+ * replays under the version written in it.
  * Never: runs the transform (the caller did; this binds what it produced), reads a clock, or
  * does I/O.
  */
@@ -27,15 +29,18 @@ import {
   MediaType,
   OBSERVATION_AUTHORITIES,
   OBSERVATION_LIMITS,
-  OBSERVATION_RECEIPT_VERSION,
   type ObservationAuthority,
   ObservationAuthority as ObservationAuthoritySchema,
   ObservationSignal,
   SignalHit,
   ToolEvidenceCandidate,
   canonicalizable,
+  receiptVersionFields,
+  versionedReceiptBody,
 } from './schema.js';
-import { credentialSpans, detectSignals } from './signals.js';
+import { credentialSpansUnder, scanUnder, type SignalScan } from './signals/releases.js';
+import { type ReceiptVersionOption, parseVersion } from './validate.js';
+import { storedReceiptVersion } from './replay.js';
 
 export const TRANSFORM_KINDS = [
   'caption',
@@ -77,9 +82,9 @@ export type SourceLocatorRef = z.infer<typeof SourceLocatorRef>;
 /** Whether the output covers all of its inputs (`partial` for a summary that leaves things out). */
 export const Omissions = z.enum(['none', 'partial', 'unknown']);
 
-export const DerivedObservationReceiptBody = strict({
+/** One strict body per receipt version; version 2 names the signal release its `signals` come from. */
+export const DerivedObservationReceiptBody = versionedReceiptBody({
   receipt_kind: z.literal('derived_observation'),
-  receipt_version: z.literal(OBSERVATION_RECEIPT_VERSION),
   tenant_id: Identifier,
   transform: TransformKind,
   transform_release: Label,
@@ -183,7 +188,12 @@ function locatorIds(item: EvidenceItem): ReadonlySet<string> {
 // ---------------------------------------------------------------------------------------------
 // Derivation
 
-export function deriveObservation(input: DerivationInput): Result<DerivedEvidence, CoreError> {
+export function deriveObservation(
+  input: DerivationInput,
+  options: ReceiptVersionOption = {},
+): Result<DerivedEvidence, CoreError> {
+  const version = parseVersion(options);
+  if (!version.ok) return version;
   const parsed = DerivationInput.safeParse(input);
   if (!parsed.success) return err(fromZodError('invalid_observation', 'derivation', parsed.error));
   const d = parsed.data;
@@ -219,13 +229,13 @@ export function deriveObservation(input: DerivationInput): Result<DerivedEvidenc
   }
   let content: EvidenceContent;
   let mediaType: string;
-  let scan: { signals: z.infer<typeof ObservationSignal>[]; hits: SignalHit[] } = { signals: [], hits: [] };
+  let scan: SignalScan = { signals: [], hits: [] };
   if (d.output.kind === 'inline') {
     const bytes = utf8Encode(d.output.text);
     // The output's identity is computed from its bytes: it can never borrow an input's digest.
     content = { kind: 'inline', text: d.output.text, sha256: sha256Hex(bytes), bytes: bytes.length };
     mediaType = d.output.media_type;
-    scan = detectSignals(d.output.text);
+    scan = scanUnder(version.value, d.output.text);
   } else {
     // A derived artifact stored under another tenant is the same disclosure by reference.
     if (d.output.artifact.storage_tenant_id !== tenant) {
@@ -253,7 +263,7 @@ export function deriveObservation(input: DerivationInput): Result<DerivedEvidenc
   );
   const body: DerivedObservationReceiptBody = {
     receipt_kind: 'derived_observation',
-    receipt_version: OBSERVATION_RECEIPT_VERSION,
+    ...receiptVersionFields(version.value),
     tenant_id: tenant,
     transform: d.transform.kind,
     transform_release: d.transform.release,
@@ -285,17 +295,25 @@ export function deriveObservation(input: DerivationInput): Result<DerivedEvidenc
   });
 }
 
-/** Recompute a stored derived-observation receipt from the derivation that produced it. */
+/**
+ * Recompute a stored derived-observation receipt from the derivation that produced it, under the
+ * receipt version (and so the signal release) written in the stored body.
+ */
 export function verifyDerivedObservationReceipt(stored: unknown, input: DerivationInput): ReplayReport {
-  const r = deriveObservation(input);
+  const r = deriveObservation(input, { receiptVersion: storedReceiptVersion(stored) });
   return compare(stored, r.ok ? ok(r.value.receipt) : r);
 }
 
 // ---------------------------------------------------------------------------------------------
 // Deterministic redaction
 
-/** Release of the built-in redactor; a change to its rules is a new release. */
-export const REDACTOR_RELEASE = 'writ-redactor/1';
+/**
+ * Release of the built-in redactor; a change to its rules is a new release. `writ-redactor/1`
+ * located credentials with the `writ-signals/1` rules (kept, frozen, for that release name);
+ * `writ-redactor/2` uses the current credential rules.
+ */
+export const REDACTOR_RELEASE = 'writ-redactor/2';
+const LEGACY_REDACTOR_RELEASE = 'writ-redactor/1';
 
 export interface Redaction {
   readonly rule: string;
@@ -331,7 +349,8 @@ export function redactEvidence(
     );
   }
   const text = item.content.text;
-  const spans = credentialSpans(text);
+  // A release name promises a rule set: the old name keeps the old rules, never the new ones.
+  const spans = credentialSpansUnder(release === LEGACY_REDACTOR_RELEASE, text);
   const parts: string[] = [];
   let at = 0;
   for (const s of spans) {

@@ -29,13 +29,16 @@ export {
   WithheldErrorObservation,
   inlineContentFindings,
   errorDetailFindings,
+  type ReceiptVersionOption,
 } from './validate.js';
 export {
   verifyObservationReceipt,
   verifyErrorObservationReceipt,
   verifyWithheldObservationReceipt,
   verifyWithheldErrorObservationReceipt,
+  storedReceiptVersion,
 } from './replay.js';
+export { scanUnder, type SignalScan } from './signals/releases.js';
 export * from './derived.js';
 export {
   toEvidencePart,

@@ -5,7 +5,8 @@
  * carry a lone surrogate (it would have two UTF-8 spellings and two digests); an observation
  * carries exactly one of an inline payload or an artifact reference, never raw binary bytes; a
  * locator is one of six closed, typed kinds; authority is the closed value
- * `untrusted_evidence_only` and has no second member to be converted into.
+ * `untrusted_evidence_only` and has no second member to be converted into; every receipt body is
+ * a union on `receipt_version`, strict for each version, and version 2 names its signal release.
  * Never: decides anything (that is `validate.ts`), reads a clock, or does I/O.
  */
 import { z } from 'zod';
@@ -352,7 +353,53 @@ export type ObservationViolation = z.infer<typeof ObservationViolation>;
 // ---------------------------------------------------------------------------------------------
 // Observation receipt and evidence candidate
 
-export const OBSERVATION_RECEIPT_VERSION = 1;
+/**
+ * Observation receipt versions. What a receipt binds includes the signals its payload raised, so
+ * the signal rule set is part of the format: version 1 bound the signals of release
+ * `writ-signals/1` without naming it; version 2 names `writ-signals/2` in the body. A change to the
+ * detector's output for any text is a new release and a new receipt version; replay recomputes a
+ * stored receipt under the version written in its own body (docs/observations.md).
+ */
+export const OBSERVATION_RECEIPT_VERSIONS = [1, 2] as const;
+export const ObservationReceiptVersion = z.union([z.literal(1), z.literal(2)]);
+export type ObservationReceiptVersion = z.infer<typeof ObservationReceiptVersion>;
+
+/** The version new observation, error-observation and derived-observation receipts are issued under. */
+export const OBSERVATION_RECEIPT_VERSION = 2 satisfies ObservationReceiptVersion;
+
+/** The signal rule-set release each receipt version binds (version 1 implicitly, 2 by name). */
+export const SIGNALS_RELEASES = {
+  1: 'writ-signals/1',
+  2: 'writ-signals/2',
+} as const satisfies Readonly<Record<ObservationReceiptVersion, string>>;
+
+/** The release of `signals.ts`, the detector new receipts are issued with. */
+export const SIGNALS_RELEASE = SIGNALS_RELEASES[OBSERVATION_RECEIPT_VERSION];
+
+/**
+ * The version-specific head of every observation receipt body: version 1 as it was issued, version
+ * 2 with the signal release named, so a reader (and a digest) sees which rule set spoke.
+ */
+const RECEIPT_V1_FIELDS = { receipt_version: z.literal(1) } as const;
+const RECEIPT_V2_FIELDS = {
+  receipt_version: z.literal(2),
+  signals_release: z.literal(SIGNALS_RELEASES[2]),
+} as const;
+
+/** Build a discriminated union of one body per receipt version, each strict. */
+export function versionedReceiptBody<const F extends z.ZodRawShape>(fields: F) {
+  return z.discriminatedUnion('receipt_version', [
+    strict({ ...fields, ...RECEIPT_V1_FIELDS }),
+    strict({ ...fields, ...RECEIPT_V2_FIELDS }),
+  ]);
+}
+
+/** The version fields of a body issued under `version` (spread into every body the core builds). */
+export function receiptVersionFields(version: ObservationReceiptVersion) {
+  return version === 1
+    ? { receipt_version: 1 as const }
+    : { receipt_version: 2 as const, signals_release: SIGNALS_RELEASES[2] };
+}
 
 export const ObservationDecision = z.enum(['accepted_untrusted_evidence', 'rejected']);
 export type ObservationDecision = z.infer<typeof ObservationDecision>;
@@ -378,9 +425,8 @@ const RECEIPT_JOIN_FIELDS = {
 } as const;
 
 /** What is hashed. Any envelope (issuer, signature, log position) wraps it, never joins it. */
-export const ObservationReceiptBody = strict({
+export const ObservationReceiptBody = versionedReceiptBody({
   receipt_kind: z.literal('observation'),
-  receipt_version: z.literal(OBSERVATION_RECEIPT_VERSION),
   ...RECEIPT_JOIN_FIELDS,
   source_generation: Count.nullable(),
   source_as_of_unix_ms: UnixMs,
@@ -463,9 +509,8 @@ export const RawToolErrorObservation = strict({
 });
 export type RawToolErrorObservation = z.infer<typeof RawToolErrorObservation>;
 
-export const ErrorObservationReceiptBody = strict({
+export const ErrorObservationReceiptBody = versionedReceiptBody({
   receipt_kind: z.literal('error_observation'),
-  receipt_version: z.literal(OBSERVATION_RECEIPT_VERSION),
   ...RECEIPT_JOIN_FIELDS,
   error_code: Identifier,
   media_type: MediaType,

@@ -11,7 +11,9 @@
  * executions never do). Every well-formed observation gets a receipt with every violation,
  * sorted and unique; it is accepted only when there are none, and then only as a
  * `ToolEvidenceCandidate` whose authority is `untrusted_evidence_only`, with its signals attached.
- * Malformed input is a typed `CoreError`, never a receipt.
+ * Malformed input is a typed `CoreError`, never a receipt. Receipts are issued under the current
+ * receipt version, whose body names the signal release that produced its signals; an earlier
+ * version is computed only when replay asks for it (`receiptVersion`), with that version's rules.
  * Never: reads a clock (`now` is an argument), does I/O, deletes or rewrites payload content,
  * follows anything the payload says, or lets a payload choose its own authority.
  */
@@ -39,6 +41,7 @@ import {
   OBSERVATION_LIMITS,
   OBSERVATION_RECEIPT_VERSION,
   type ObservationReceipt,
+  ObservationReceiptVersion,
   type ObservationReceiptBody,
   ObservationPolicy,
   ObservationTrustedContext,
@@ -48,12 +51,14 @@ import {
   SignalHit,
   canonicalizable,
   ObservationSignal,
+  receiptVersionFields,
   type ToolErrorEvidence,
   type ToolEvidenceCandidate,
   isJsonMediaType,
   isTextMediaType,
 } from './schema.js';
-import { detectSignals, longestEncodedRun } from './signals.js';
+import { longestEncodedRun } from './signals.js';
+import { scanUnder } from './signals/releases.js';
 
 // ---------------------------------------------------------------------------------------------
 // Inputs and outputs
@@ -92,6 +97,15 @@ export interface ObservationOutcome {
   readonly receipt: ObservationReceipt;
   /** Present exactly when `receipt.body.decision` is `accepted_untrusted_evidence`. */
   readonly candidate: ToolEvidenceCandidate | null;
+}
+
+/**
+ * Which receipt version to compute. New receipts are always the current version (the default);
+ * an earlier version is for replay only: recomputing a stored receipt under the version and
+ * signal release it was issued with.
+ */
+export interface ReceiptVersionOption {
+  readonly receiptVersion?: ObservationReceiptVersion;
 }
 
 export interface ErrorObservationOutcome {
@@ -137,15 +151,24 @@ type Content = { readonly text: string } | { readonly withheld: WithheldContent 
 
 export function validateObservation(
   input: ObservationValidationInput,
+  options: ReceiptVersionOption = {},
 ): Result<ObservationOutcome, CoreError> {
+  const version = parseVersion(options);
+  if (!version.ok) return version;
   const parsed = parseInput(ObservationValidationInput, input);
   if (!parsed.ok) return parsed;
   const o = parsed.value.observation;
-  return ok(decideObservation(parsed.value, o, o.payload === null ? null : { text: o.payload }));
+  return ok(
+    decideObservation(parsed.value, o, o.payload === null ? null : { text: o.payload }, version.value),
+  );
 }
 
 /** The findings of an inline payload's bytes (what a refusal keeps instead of the bytes). */
-export function inlineContentFindings(o: RawToolObservation, policy: ObservationPolicy): WithheldContent {
+export function inlineContentFindings(
+  o: RawToolObservation,
+  policy: ObservationPolicy,
+  version: ObservationReceiptVersion = OBSERVATION_RECEIPT_VERSION,
+): WithheldContent {
   const payload = o.payload ?? '';
   const actualBytes = utf8ByteLength(payload);
   const withinBound = actualBytes <= policy.max_payload_bytes && o.payload_bytes <= policy.max_payload_bytes;
@@ -174,7 +197,8 @@ export function inlineContentFindings(o: RawToolObservation, policy: Observation
   }
   const target: LocatorTarget = { kind: 'inline', bytes, isJson, json };
   for (const x of checkLocators(o.locators, policy, target, o.observed_at_unix_ms)) v.add(x);
-  const signals = detectSignals(payload);
+  // The signal rule set of the receipt version being computed (signals/releases.ts).
+  const signals = scanUnder(version, payload);
   return {
     ...base,
     actual_sha256: sha256Hex(bytes),
@@ -189,6 +213,7 @@ function decideObservation(
   i: Omit<ObservationValidationInput, 'observation'>,
   o: WithheldObservation & { readonly payload?: string | null },
   content: Content | null,
+  version: ObservationReceiptVersion,
 ): ObservationOutcome {
   const contractSha = contractDigest(i.contract);
   const exec = i.execution.receipt.body;
@@ -207,7 +232,7 @@ function decideObservation(
     findings =
       'withheld' in content
         ? content.withheld
-        : inlineContentFindings({ ...o, payload: content.text } as RawToolObservation, i.policy);
+        : inlineContentFindings({ ...o, payload: content.text } as RawToolObservation, i.policy, version);
     // The bound is applied to the declared and the actual size before hashing, parsing or scanning.
     const withinBound =
       findings.actual_bytes <= i.policy.max_payload_bytes && o.payload_bytes <= i.policy.max_payload_bytes;
@@ -245,7 +270,7 @@ function decideObservation(
   const accepted = violations.length === 0;
   const body: ObservationReceiptBody = {
     receipt_kind: 'observation',
-    receipt_version: OBSERVATION_RECEIPT_VERSION,
+    ...receiptVersionFields(version),
     ...receiptJoins(i, o, contractSha, findings?.raw_observation_sha256 ?? digestOf(o)),
     source_generation: o.source_generation,
     source_as_of_unix_ms: o.source_as_of_unix_ms,
@@ -300,7 +325,10 @@ export function decideWithheldObservation(
     readonly observation: WithheldObservation;
     readonly withheld: WithheldContent;
   },
+  options: ReceiptVersionOption = {},
 ): Result<ObservationReceipt, CoreError> {
+  const version = parseVersion(options);
+  if (!version.ok) return version;
   const { observation, withheld, ...common } = input;
   const parsed = parseInput(ObservationValidationInput, {
     ...common,
@@ -311,7 +339,7 @@ export function decideWithheldObservation(
   const w = WithheldContent.safeParse(withheld);
   if (!o.success) return err(fromZodError('invalid_observation', 'observation', o.error));
   if (!w.success) return err(fromZodError('invalid_observation', 'withheld', w.error));
-  return ok(decideObservation(parsed.value, o.data, { withheld: w.data }).receipt);
+  return ok(decideObservation(parsed.value, o.data, { withheld: w.data }, version.value).receipt);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -320,19 +348,26 @@ export function decideWithheldObservation(
 
 export function validateErrorObservation(
   input: ErrorObservationValidationInput,
+  options: ReceiptVersionOption = {},
 ): Result<ErrorObservationOutcome, CoreError> {
+  const version = parseVersion(options);
+  if (!version.ok) return version;
   const parsed = parseInput(ErrorObservationValidationInput, input);
   if (!parsed.ok) return parsed;
   const o = parsed.value.observation;
-  return ok(decideErrorObservation(parsed.value, o, { text: o.detail }));
+  return ok(decideErrorObservation(parsed.value, o, { text: o.detail }, version.value));
 }
 
 /** The findings of an error detail's bytes (what a refusal keeps instead of the bytes). */
-export function errorDetailFindings(o: RawToolErrorObservation, policy: ObservationPolicy): WithheldContent {
+export function errorDetailFindings(
+  o: RawToolErrorObservation,
+  policy: ObservationPolicy,
+  version: ObservationReceiptVersion = OBSERVATION_RECEIPT_VERSION,
+): WithheldContent {
   const bound = Math.min(policy.max_payload_bytes, OBSERVATION_LIMITS.maxErrorDetailBytes);
   const actualBytes = utf8ByteLength(o.detail);
   const withinBound = actualBytes <= bound && o.detail_bytes <= bound;
-  const signals = withinBound ? detectSignals(o.detail) : { signals: [], hits: [] };
+  const signals = withinBound ? scanUnder(version, o.detail) : { signals: [], hits: [] };
   return {
     raw_observation_sha256: digestOf(o),
     actual_bytes: actualBytes,
@@ -347,6 +382,7 @@ function decideErrorObservation(
   i: Omit<ErrorObservationValidationInput, 'observation'>,
   o: WithheldErrorObservation,
   content: Content,
+  version: ObservationReceiptVersion,
 ): ErrorObservationOutcome {
   const contractSha = contractDigest(i.contract);
   const exec = i.execution.receipt.body;
@@ -362,7 +398,7 @@ function decideErrorObservation(
   const findings =
     'withheld' in content
       ? content.withheld
-      : errorDetailFindings({ ...o, detail: content.text } as RawToolErrorObservation, i.policy);
+      : errorDetailFindings({ ...o, detail: content.text } as RawToolErrorObservation, i.policy, version);
   const withinBound = findings.actual_bytes <= bound && o.detail_bytes <= bound;
   if (!withinBound) v.add('payload_too_large');
   if (findings.actual_bytes !== o.detail_bytes || exec.output_bytes !== o.detail_bytes)
@@ -379,7 +415,7 @@ function decideErrorObservation(
   const accepted = violations.length === 0;
   const body: ErrorObservationReceiptBody = {
     receipt_kind: 'error_observation',
-    receipt_version: OBSERVATION_RECEIPT_VERSION,
+    ...receiptVersionFields(version),
     ...receiptJoins(i, o, contractSha, findings.raw_observation_sha256),
     error_code: o.error_code,
     media_type: o.media_type,
@@ -425,7 +461,10 @@ export function decideWithheldErrorObservation(
     readonly observation: WithheldErrorObservation;
     readonly withheld: WithheldContent;
   },
+  options: ReceiptVersionOption = {},
 ): Result<ErrorObservationReceipt, CoreError> {
+  const version = parseVersion(options);
+  if (!version.ok) return version;
   const { observation, withheld, ...common } = input;
   const parsed = parseInput(ErrorObservationValidationInput, {
     ...common,
@@ -436,7 +475,7 @@ export function decideWithheldErrorObservation(
   const w = WithheldContent.safeParse(withheld);
   if (!o.success) return err(fromZodError('invalid_observation', 'observation', o.error));
   if (!w.success) return err(fromZodError('invalid_observation', 'withheld', w.error));
-  return ok(decideErrorObservation(parsed.value, o.data, { withheld: w.data }).receipt);
+  return ok(decideErrorObservation(parsed.value, o.data, { withheld: w.data }, version.value).receipt);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -521,6 +560,15 @@ function checkUpstream(i: CommonInput, o: Envelope, contractSha: string): Observ
   // Output observed before the execution completed is an impossible join, not this execution's.
   if (o.observed_at_unix_ms < exec.completed_at_unix_ms) v.add('observed_before_completion');
   return [...v].sort();
+}
+
+/** The receipt version asked for; a JavaScript caller can pass anything, so it is checked. */
+export function parseVersion(options: ReceiptVersionOption): Result<ObservationReceiptVersion, CoreError> {
+  const asked = options.receiptVersion;
+  const v = ObservationReceiptVersion.safeParse(asked === undefined ? OBSERVATION_RECEIPT_VERSION : asked);
+  // An unknown version has no rule set: recomputing under a guessed one would be a silent fork.
+  if (!v.success) return err(fromZodError('invalid_request', 'receiptVersion', v.error));
+  return ok(v.data);
 }
 
 const PART_REASONS: ReadonlyArray<readonly [string, CoreErrorReason]> = [

@@ -8,11 +8,17 @@ import {
   verifyErrorObservationReceipt,
   verifyObservationReceipt,
 } from '../../../../src/core/observation/replay.js';
-import { validateErrorObservation } from '../../../../src/core/observation/validate.js';
+import { validateErrorObservation, validateObservation } from '../../../../src/core/observation/validate.js';
 import { baseInput, errorInput, mustValidate } from './fixtures.js';
 
 const INPUT = baseInput();
 const RECEIPT = mustValidate(INPUT).receipt;
+/** The same observation as a version 1 receipt (signals of the frozen `writ-signals/1` detector). */
+const RECEIPT_V1 = (() => {
+  const r = validateObservation(INPUT, { receiptVersion: 1 });
+  if (!r.ok) throw new Error(r.error.message);
+  return r.value.receipt;
+})();
 
 /** The receipt as a verifier reads it from storage: canonical bytes, strictly decoded. */
 function stored(v: unknown): JsonValue {
@@ -74,26 +80,41 @@ describe('observation receipt replay', () => {
     expect(verifyObservationReceipt(null, INPUT)).toEqual({ ok: false, differences: ['receipt'] });
   });
 
-  it('any single-field mutation of a stored receipt fails replay (property)', { timeout: 60_000 }, () => {
-    const base = stored(RECEIPT);
-    const paths = leaves(base);
-    expect(paths.length).toBeGreaterThan(30);
-    fc.assert(
-      fc.property(fc.constantFrom(...paths), fc.jsonValue({ maxDepth: 2 }), (path, value) => {
-        const before = path.reduce<JsonValue>(
-          (v, k) => (v as Record<string | number, JsonValue>)[k] as JsonValue,
-          base,
-        );
-        fc.pre(canonicalize(value) !== canonicalize(before));
-        const mutated = setAt(base, path, value as JsonValue);
-        const report = verifyObservationReceipt(mutated, INPUT);
-        expect(report.ok).toBe(false);
-        const top = path[0] === 'body' ? `body.${String(path[1])}` : String(path[0]);
-        expect(report.differences).toContain(top);
-      }),
-      { numRuns: 300 },
-    );
-  });
+  it.each([
+    ['version 2 (current)', RECEIPT],
+    ['version 1 (writ-signals/1)', RECEIPT_V1],
+  ])(
+    'any single-field mutation of a stored %s receipt fails replay (property)',
+    { timeout: 60_000 },
+    (_v, receipt) => {
+      const base = stored(receipt);
+      expect(verifyObservationReceipt(base, INPUT)).toEqual({ ok: true, differences: [] });
+      const paths = leaves(base);
+      expect(paths.length).toBeGreaterThan(30);
+      // The version fields are what replay dispatches on: always among the mutated paths.
+      const versionPaths = paths.filter((p) => p[1] === 'receipt_version' || p[1] === 'signals_release');
+      expect(versionPaths.length).toBe(receipt.body.receipt_version === 2 ? 2 : 1);
+      fc.assert(
+        fc.property(
+          fc.oneof(fc.constantFrom(...paths), fc.constantFrom(...versionPaths)),
+          fc.jsonValue({ maxDepth: 2 }),
+          (path, value) => {
+            const before = path.reduce<JsonValue>(
+              (v, k) => (v as Record<string | number, JsonValue>)[k] as JsonValue,
+              base,
+            );
+            fc.pre(canonicalize(value) !== canonicalize(before));
+            const mutated = setAt(base, path, value as JsonValue);
+            const report = verifyObservationReceipt(mutated, INPUT);
+            expect(report.ok).toBe(false);
+            const top = path[0] === 'body' ? `body.${String(path[1])}` : String(path[0]);
+            expect(report.differences).toContain(top);
+          },
+        ),
+        { numRuns: 300 },
+      );
+    },
+  );
 
   it('also for the error-observation receipt', () => {
     const input = errorInput();
