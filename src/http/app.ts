@@ -28,6 +28,7 @@ import { reconciliationRoutes } from './routes/reconciliations.js';
 import { runRoutes } from './routes/runs.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { authzenRoutes } from './authzen/routes.js';
+import { mcpRoutes } from './mcp/routes.js';
 import { docsRoutes } from './docs-page.js';
 
 export function createApp(): Hono<AppEnv> {
@@ -83,6 +84,7 @@ export function createApp(): Hono<AppEnv> {
   app.route('/', docsRoutes);
   app.route('/v1', v1);
   app.route('/', authzenRoutes);
+  app.route('/', mcpRoutes);
 
   app.notFound((c) => errorResponse(c, new ServiceError('not_found', 'no such route')));
   app.onError(onError);
