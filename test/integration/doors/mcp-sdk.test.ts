@@ -9,7 +9,17 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createWritGuardedProxy } from '../../../examples/mcp-proxy/writ-proxy.js';
-import { BASE, READ_INPUT, ROLLBACK_INPUT, createRun, seedTenant, workerFetch } from '../platform/harness.js';
+import { READ_CONTRACT } from '../../../scripts/seed.js';
+import { definitionDigest, outputSchemaDigest } from '../../../src/http/mcp/translate.js';
+import {
+  BASE,
+  READ_INPUT,
+  ROLLBACK_INPUT,
+  call,
+  createRun,
+  seedTenant,
+  workerFetch,
+} from '../platform/harness.js';
 
 const SLOW_MS = 30_000;
 
@@ -36,6 +46,19 @@ describe('SDK client → Writ-guarded proxy → SDK server', { timeout: SLOW_MS 
       },
     );
     upstream.registerTool(
+      'list_services',
+      {
+        title: 'List services',
+        description: 'List services',
+        inputSchema: shape,
+        annotations: { readOnlyHint: true },
+      },
+      async () => {
+        calls.push('list_services');
+        return { content: [{ type: 'text', text: '["api"]' }] };
+      },
+    );
+    upstream.registerTool(
       'execute_rollback',
       {
         description: 'Roll back',
@@ -47,6 +70,32 @@ describe('SDK client → Writ-guarded proxy → SDK server', { timeout: SLOW_MS 
       },
     );
     const upstreamClient = await connected(upstream, 'writ-gw');
+    // An admin pins list_services' whole advertised definition (docs/mcp.md binding rule).
+    const advertised = (await upstreamClient.listTools()).tools.find((t) => t.name === 'list_services');
+    if (advertised === undefined) throw new Error('list_services not advertised');
+    const pin = await call('POST', '/v1/contracts', {
+      key: s.admin.api_key,
+      body: {
+        ...READ_CONTRACT,
+        contract_release: 'list_services 1',
+        tool_name: 'list_services',
+        input_schema_sha256: definitionDigest(advertised),
+        output_schema_sha256: outputSchemaDigest(advertised),
+      },
+    });
+    expect(pin.status).toBe(201);
+    const scope = [{ type: 'deployment', attributes: { environment: ['production'], service: ['api'] } }];
+    const grant = await call('POST', '/v1/grants', {
+      key: s.admin.api_key,
+      body: {
+        principal_id: s.agent.principal_id,
+        allowed_tools: ['list_services'],
+        allowed_effects: ['read_only'],
+        capabilities: [{ capability: 'deployment:read', resources: scope }],
+        expires_at_unix_ms: Date.now() + 3_600_000,
+      },
+    });
+    expect(grant.status).toBe(201);
     const proxy = createWritGuardedProxy(upstreamClient, {
       fetch: (url, init) => workerFetch(url, init),
       baseUrl: BASE,
@@ -65,9 +114,13 @@ describe('SDK client → Writ-guarded proxy → SDK server', { timeout: SLOW_MS 
     expect(JSON.stringify(denied.content)).toContain('approval_missing');
     expect(calls).toEqual(['get_deployment']);
 
-    // The seeded contracts pin placeholder digests, not these definitions: nothing is listed.
+    // Only the tool whose advertised definition is pinned is listed (the seeded contracts pin
+    // placeholder digests, so get_deployment and execute_rollback count as drift).
     const listed = await client.listTools();
-    expect(listed.tools).toEqual([]);
+    expect(listed.tools.map((t) => t.name)).toEqual(['list_services']);
+    const listedCall = await client.callTool({ name: 'list_services', arguments: { ...READ_INPUT } });
+    expect(listedCall.content).toEqual([{ type: 'text', text: '["api"]' }]);
+    expect(calls).toEqual(['get_deployment', 'list_services']);
 
     // Writ unreachable: fail closed, the tool is not called.
     const down = createWritGuardedProxy(upstreamClient, {
@@ -79,6 +132,6 @@ describe('SDK client → Writ-guarded proxy → SDK server', { timeout: SLOW_MS 
     const downClient = await connected(down, 'agent2');
     const r = await downClient.callTool({ name: 'get_deployment', arguments: { ...READ_INPUT } });
     expect(r.isError).toBe(true);
-    expect(calls).toEqual(['get_deployment']);
+    expect(calls).toEqual(['get_deployment', 'list_services']);
   });
 });
