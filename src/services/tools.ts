@@ -136,6 +136,8 @@ export async function reportToolCall(ctx: TenantContext, o: ToolCallOutcome) {
   const auth = authorization.body;
   const bytes = utf8ByteLength(o.output_text);
   const output_sha256 = sha256HexOfText(o.output_text);
+  // The executor's own release; a key without one is refused by `reportExecution` (not an
+  // executor of this contract), so the receipt's audience only fills in for the report's shape.
   const executor_release =
     ctx.caller.executor_release ?? (auth.receipt_version === 2 ? auth.executor_release : 'unknown');
   const execution = await reportExecution(ctx, {

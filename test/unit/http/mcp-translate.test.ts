@@ -115,6 +115,15 @@ describe('translateToolsCall', () => {
       expect([t.status, t.error.error.code]).toEqual([status, code]);
     }
   });
+  it('only tools/call can ever translate to an authorization request (any method, any params)', () => {
+    fc.assert(
+      fc.property(fc.string({ maxLength: 40 }), fc.jsonValue(), (method, params) => {
+        fc.pre(method !== 'tools/call');
+        const t = translateToolsCall({ jsonrpc: '2.0', id: 1, method, params }, none);
+        return !t.ok;
+      }),
+    );
+  });
   it('2026-07-28: any Mcp-Name other than the body name (after decoding) is a 400 -32020', () => {
     const meta = { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'dev.writ/run_id': 'run-1' };
     const h = (name: string | undefined) => ({ method: 'tools/call', name, protocolVersion: '2026-07-28' });
