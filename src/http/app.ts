@@ -28,6 +28,7 @@ import { reconciliationRoutes } from './routes/reconciliations.js';
 import { runRoutes } from './routes/runs.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { authzenRoutes } from './authzen/routes.js';
+import { mcpRoutes } from './mcp/routes.js';
 import { docsRoutes } from './docs-page.js';
 import { usageRoutes } from './routes/usage.js';
 
@@ -85,6 +86,7 @@ export function createApp(): Hono<AppEnv> {
   v1.route('/', usageRoutes);
   app.route('/v1', v1);
   app.route('/', authzenRoutes);
+  app.route('/', mcpRoutes);
 
   app.notFound((c) => errorResponse(c, new ServiceError('not_found', 'no such route')));
   app.onError(onError);

@@ -12,8 +12,13 @@
 import type { ResourceRef } from '../core/model.js';
 import { type PermittedTool, permittedTools } from '../core/authorization/permitted.js';
 import { safeText } from '../core/errors.js';
-import type { TenantContext } from './context.js';
+import { sha256HexOfText } from '../core/canonical/canonical.js';
+import { utf8ByteLength } from '../core/canonical/json.js';
+import { Sha256 } from '../core/schema.js';
+import { ROLES_FOR, type TenantContext, requireRole } from './context.js';
 import { ServiceError, notFound } from './errors.js';
+import { loadAuthorizationReceipt, reportExecution } from './executions.js';
+import { observe } from './observations.js';
 import type { PinnedContract } from './ports.js';
 
 export async function resolveToolContract(
@@ -66,4 +71,118 @@ export async function searchTools(ctx: TenantContext, target: ResourceRef | null
     target,
     now,
   });
+}
+
+/**
+ * Every pinned contract of the tenant, marked with whether the caller's grants could authorize
+ * it: what a door that filters a server's advertised tool list (MCP `tools/list`) compares with.
+ */
+export async function toolCatalog(ctx: TenantContext): Promise<
+  {
+    readonly tool_contract_sha256: string;
+    readonly contract: PinnedContract['contract'];
+    readonly quarantined: boolean;
+    readonly permitted: boolean;
+  }[]
+> {
+  const [permitted, contracts] = await Promise.all([searchTools(ctx, null), ctx.store.listContracts()]);
+  const ok = new Set(permitted.map((p) => p.tool_contract_sha256));
+  return contracts.map((c) => ({
+    tool_contract_sha256: c.tool_contract_sha256,
+    contract: c.contract,
+    quarantined: c.quarantined_at_unix_ms !== null,
+    permitted: ok.has(c.tool_contract_sha256),
+  }));
+}
+
+/** What a door knows about one finished tool call (MCP `tools/call` result, executor side). */
+export interface ToolCallOutcome {
+  readonly operation_id: string;
+  readonly fencing_token: string;
+  readonly observation_id: string;
+  readonly outcome: 'succeeded' | 'failed_no_effect' | 'indeterminate';
+  readonly started_at_unix_ms: number;
+  readonly completed_at_unix_ms: number;
+  /** The canonical output text: its digest and size are the execution's output. */
+  readonly output_text: string;
+  readonly effect_id: string | null;
+  readonly before_state_sha256: string | null;
+  readonly after_state_sha256: string | null;
+  /** When present and the execution verified as succeeded, the output is also observed. */
+  readonly evidence: {
+    readonly observation_id: string;
+    readonly source_release: string;
+    readonly source_as_of_unix_ms: number;
+    readonly observed_at_unix_ms: number;
+  } | null;
+}
+
+/**
+ * Report a finished tool call (`reportExecution`) and, for a verified success with evidence,
+ * observe its output as untrusted evidence (`observe`). The authorization receipt, invocation
+ * and idempotency key come from the operation's own receipt, never from the door.
+ */
+export async function reportToolCall(ctx: TenantContext, o: ToolCallOutcome) {
+  requireRole(ctx.caller, ROLES_FOR.report);
+  const found = Sha256.safeParse(o.operation_id).success
+    ? await ctx.operations.read(o.operation_id, ctx.caller.tenant_id)
+    : null;
+  if (found === null) throw notFound('operation');
+  const authorization = await loadAuthorizationReceipt(
+    ctx.store,
+    found.operation.authorization_receipt_sha256,
+  );
+  if (authorization === null) throw notFound('authorization receipt');
+  const auth = authorization.body;
+  const bytes = utf8ByteLength(o.output_text);
+  const output_sha256 = sha256HexOfText(o.output_text);
+  // The executor's own release; a key without one is refused by `reportExecution` (not an
+  // executor of this contract), so the receipt's audience only fills in for the report's shape.
+  const executor_release =
+    ctx.caller.executor_release ?? (auth.receipt_version === 2 ? auth.executor_release : 'unknown');
+  const execution = await reportExecution(ctx, {
+    operation_id: o.operation_id,
+    fencing_token: o.fencing_token,
+    observation: {
+      observation_id: o.observation_id,
+      authorization_receipt_sha256: authorization.sha256,
+      invocation_sha256: auth.invocation_sha256,
+      executor_release,
+      outcome: o.outcome,
+      started_at_unix_ms: o.started_at_unix_ms,
+      completed_at_unix_ms: o.completed_at_unix_ms,
+      output_sha256,
+      output_bytes: bytes,
+      effect_id: o.effect_id,
+      before_state_sha256: o.before_state_sha256,
+      after_state_sha256: o.after_state_sha256,
+      idempotency_key: auth.idempotency_key,
+    },
+  });
+  const execution_receipt = execution.execution_receipt;
+  if (o.evidence === null || execution.status !== 'verified_succeeded' || execution_receipt === null) {
+    return { execution, observation: null };
+  }
+  const observation = await observe(ctx, {
+    kind: 'output',
+    observation: {
+      observation_id: o.evidence.observation_id,
+      tenant_id: ctx.caller.tenant_id,
+      policy_sha256: auth.policy_sha256,
+      tool_contract_sha256: auth.tool_contract_sha256,
+      invocation_sha256: auth.invocation_sha256,
+      execution_receipt_sha256: execution_receipt.sha256,
+      source_release: o.evidence.source_release,
+      source_generation: null,
+      source_as_of_unix_ms: o.evidence.source_as_of_unix_ms,
+      media_type: 'application/json',
+      payload: o.output_text,
+      artifact: null,
+      payload_sha256: output_sha256,
+      payload_bytes: bytes,
+      locators: [],
+      observed_at_unix_ms: o.evidence.observed_at_unix_ms,
+    },
+  });
+  return { execution, observation };
 }

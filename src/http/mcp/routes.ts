@@ -1,0 +1,214 @@
+/**
+ * The MCP gateway door (docs/mcp.md): `POST /mcp/v1/authorize` (a raw `tools/call` request in,
+ * a decision with the receipt and what to forward, or the JSON-RPC error to return, out),
+ * `POST /mcp/v1/tools/list` (a server's tool list filtered to what the caller may use, with
+ * drift, drafts and hint conflicts reported) and `POST /mcp/v1/after-call` (a `tools/call`
+ * result turned into the execution report and, for a success, an observation).
+ *
+ * Guarantees: every authorization is a full one through the same service as `POST /v1/authorize`
+ * (same decision, stored receipt, run charge, approval consumption); `decision: "allow"` is only
+ * ever answered for a stored authorized receipt; an unmapped tool, an unmapped method, a
+ * malformed Writ `_meta` and every typed refusal are a `deny` with a JSON-RPC error; a 2026-07-28
+ * header that disagrees with the body is HTTP 400 with `-32020`; an internal failure is a 500,
+ * which never allows.
+ * Never: trusts a tool annotation, header or `_meta` value to select a tenant, principal or tool
+ * contract outside the tenant's pinned ones.
+ */
+import type { Context } from 'hono';
+import { Hono } from 'hono';
+import { z } from 'zod';
+import { AuthorizeRequest } from '../../core/authorization/decide.js';
+import { fromZodError } from '../../core/errors.js';
+import { Identifier, Label, Sha256, UnixMs } from '../../core/schema.js';
+import { FencingToken } from '../../core/execution/idempotency.js';
+import { authorize } from '../../services/authorize.js';
+import { ROLES_FOR } from '../../services/context.js';
+import { ServiceError } from '../../services/errors.js';
+import { reportToolCall, resolveToolContract, toolCatalog } from '../../services/tools.js';
+import { authenticate, requireRole } from '../auth.js';
+import { readJsonValue } from '../body.js';
+import type { AppEnv } from '../env.js';
+import { wireError } from '../errors.js';
+import {
+  type JsonRpcError,
+  RPC,
+  callResultOf,
+  denyResult,
+  filterToolList,
+  isErrorResult,
+  listResultOf,
+  outputText,
+  rpcError,
+  translateToolsCall,
+} from './translate.js';
+
+/** How long a requestable denial's access request stays valid (as the AuthZEN door). */
+export const ACCESS_REQUEST_WINDOW_MS = 15 * 60_000;
+
+export const mcpRoutes = new Hono<AppEnv>();
+mcpRoutes.use('/mcp/*', authenticate);
+
+// ---------------------------------------------------------------------------------------------
+// tools/call
+
+mcpRoutes.post('/mcp/v1/authorize', requireRole(ROLES_FOR.authorize), async (c) => {
+  const body = await readJsonValue(c);
+  const t = translateToolsCall(body, {
+    method: c.req.header('mcp-method'),
+    name: c.req.header('mcp-name'),
+    protocolVersion: c.req.header('mcp-protocol-version'),
+  });
+  if (!t.ok) return c.json(deny(t.error), t.status);
+  const ctx = c.var.tenant;
+  try {
+    const pinned = await resolveToolContract(ctx, t.tool_name, t.tool_contract_sha256);
+    const request = AuthorizeRequest.safeParse({
+      ...t.request,
+      tool_contract_sha256: pinned.tool_contract_sha256,
+    });
+    if (!request.success) {
+      const err = fromZodError('invalid_request', '', request.error);
+      throw new ServiceError('invalid_request', err.message, err.issues);
+    }
+    const { decision, authorized } = await authorize(ctx, request.data);
+    const { receipt } = decision;
+    if (authorized) return c.json({ decision: 'allow', receipt, forward: t.forward });
+    const violations = receipt.body.violations;
+    const data: Record<string, unknown> = { violations, receipt_sha256: receipt.sha256 };
+    if (violations.includes('approval_missing')) {
+      data.access_request = accessRequest(c, receipt.sha256, receipt.body.evaluated_at_unix_ms, {
+        tool_contract_sha256: pinned.tool_contract_sha256,
+        input: request.data.input,
+      });
+    }
+    return c.json({
+      ...deny(rpcError(t.id, RPC.denied, `denied by Writ: ${violations.join(', ')}`, data)),
+      receipt,
+    });
+  } catch (err) {
+    // A typed refusal denies the call; anything else fails the whole request closed (500).
+    if (!(err instanceof ServiceError) || err.reason === 'internal') throw err;
+    const { status, code } = wireError(err.reason);
+    // An unknown tool is MCP's invalid params (tools "Error Handling").
+    const rpc = err.reason === 'not_found' ? RPC.invalidParams : RPC.denied;
+    return c.json(
+      deny(rpcError(t.id, rpc, err.message, { writ_error: { status, code, message: err.message } })),
+    );
+  }
+});
+
+/** The denial in both forms: the JSON-RPC error (issue 12) and an `isError` tool result (MCP's preference). */
+function deny(error: JsonRpcError) {
+  const data = (error.error.data ?? {}) as Record<string, unknown>;
+  return {
+    decision: 'deny' as const,
+    jsonrpc_error: error,
+    deny_result: denyResult(`Denied by Writ: ${error.error.message}`, {
+      writ: { code: error.error.code, ...data },
+    }),
+  };
+}
+
+/**
+ * A requestable denial in the shape of AuthZEN's Access Request and Approval Profile (draft), as
+ * the AuthZEN door answers it: where to request the approval, with what, until when, and how to
+ * retry (the same call with `_meta["dev.writ/approval_id"]` once it is approved).
+ */
+function accessRequest(
+  c: Context<AppEnv>,
+  evaluation_id: string,
+  evaluated_at: number,
+  body: { tool_contract_sha256: string; input: unknown },
+) {
+  return {
+    endpoint: new URL('/v1/approval-requests', c.req.url).toString(),
+    evaluation_id,
+    evaluated_at: new Date(evaluated_at).toISOString(),
+    expires_at: new Date(evaluated_at + ACCESS_REQUEST_WINDOW_MS).toISOString(),
+    template: 'writ.approval-request.v1',
+    body,
+    retry: { params: { _meta: { 'dev.writ/approval_id': '<approval_id of the approved request>' } } },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// tools/list
+
+mcpRoutes.post('/mcp/v1/tools/list', requireRole(ROLES_FOR.authorize), async (c) => {
+  const listed = listResultOf(await readJsonValue(c));
+  if (!listed.ok) throw new ServiceError('invalid_request', listed.message);
+  const f = filterToolList(listed.tools, await toolCatalog(c.var.tenant));
+  const result: Record<string, unknown> = { ...listed.result, tools: f.tools };
+  // Filtered per caller: a 2026-07-28 cache must not share it (tools "Capabilities").
+  if ('cacheScope' in result) result.cacheScope = 'private';
+  return c.json({
+    result,
+    drift: f.drift,
+    unpinned: f.unpinned,
+    not_permitted: f.not_permitted,
+    malformed: f.malformed,
+    drafts: f.drafts,
+    hint_conflicts: f.hint_conflicts,
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// After the call (executor)
+
+const AfterCall = z.strictObject({
+  operation_id: Sha256,
+  fencing_token: FencingToken,
+  observation_id: Identifier,
+  started_at_unix_ms: UnixMs,
+  completed_at_unix_ms: UnixMs,
+  /** Only to say less than the result does: an error whose effect is unknown. */
+  outcome: z.literal('indeterminate').optional(),
+  effect_id: Identifier.nullable().default(null),
+  before_state_sha256: Sha256.nullable().default(null),
+  after_state_sha256: Sha256.nullable().default(null),
+  result: z.unknown(),
+  evidence: z
+    .strictObject({
+      observation_id: Identifier,
+      source_release: Label,
+      source_as_of_unix_ms: UnixMs.optional(),
+      observed_at_unix_ms: UnixMs.optional(),
+    })
+    .optional(),
+});
+
+mcpRoutes.post('/mcp/v1/after-call', requireRole(ROLES_FOR.report), async (c) => {
+  const parsed = AfterCall.safeParse(await readJsonValue(c));
+  if (!parsed.success) {
+    const err = fromZodError('invalid_request', '', parsed.error);
+    throw new ServiceError('invalid_request', err.message, err.issues);
+  }
+  const b = parsed.data;
+  const result = callResultOf(b.result);
+  if (result === null) {
+    throw new ServiceError('invalid_request', 'result must be a CallToolResult or a tools/call response');
+  }
+  const e = b.evidence;
+  const reported = await reportToolCall(c.var.tenant, {
+    operation_id: b.operation_id,
+    fencing_token: b.fencing_token,
+    observation_id: b.observation_id,
+    outcome: b.outcome ?? (isErrorResult(result) ? 'failed_no_effect' : 'succeeded'),
+    started_at_unix_ms: b.started_at_unix_ms,
+    completed_at_unix_ms: b.completed_at_unix_ms,
+    output_text: outputText(result),
+    effect_id: b.effect_id,
+    before_state_sha256: b.before_state_sha256,
+    after_state_sha256: b.after_state_sha256,
+    evidence:
+      e === undefined
+        ? null
+        : {
+            observation_id: e.observation_id,
+            source_release: e.source_release,
+            source_as_of_unix_ms: e.source_as_of_unix_ms ?? b.completed_at_unix_ms,
+            observed_at_unix_ms: e.observed_at_unix_ms ?? b.completed_at_unix_ms,
+          },
+  });
+  return c.json(reported);
+});
