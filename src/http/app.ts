@@ -29,6 +29,7 @@ import { runRoutes } from './routes/runs.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { authzenRoutes } from './authzen/routes.js';
 import { docsRoutes } from './docs-page.js';
+import { consoleRoutes } from './console/routes.js';
 
 export function createApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -82,6 +83,8 @@ export function createApp(): Hono<AppEnv> {
   // Public, before `/v1`'s authentication: the API reference holds no tenant data.
   app.route('/', docsRoutes);
   app.route('/v1', v1);
+  // The approval console: its own session cookie instead of a bearer key (src/http/console).
+  app.route('/console', consoleRoutes);
   app.route('/', authzenRoutes);
 
   app.notFound((c) => errorResponse(c, new ServiceError('not_found', 'no such route')));
