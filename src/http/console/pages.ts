@@ -26,7 +26,7 @@ export function layout(title: string, chrome: Chrome, body: Html): Html {
       <head>
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
-        <meta name="referrer" content="no-referrer" />
+        <meta name="referrer" content="same-origin" />
         <title>${title} · Writ approval console</title>
         <link rel="stylesheet" href="/console/style.css" />
       </head>

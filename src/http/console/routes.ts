@@ -62,7 +62,9 @@ consoleRoutes.use('*', async (c, next) => {
   c.header('content-security-policy', CONSOLE_CSP);
   c.header('x-content-type-options', 'nosniff');
   c.header('x-frame-options', 'DENY');
-  c.header('referrer-policy', 'no-referrer');
+  // `same-origin`, not `no-referrer`: under `no-referrer` a browser sends `Origin: null` on a
+  // form POST, which the same-origin check (rightly) refuses. Other sites still get no referrer.
+  c.header('referrer-policy', 'same-origin');
   c.header('cross-origin-opener-policy', 'same-origin');
   c.header('cache-control', 'no-store');
   await next();

@@ -106,6 +106,8 @@ describe('approval console', () => {
     expect(csp).toContain("form-action 'self'");
     expect(csp).toContain("frame-ancestors 'none'");
     expect(form.headers.get('cache-control')).toBe('no-store');
+    // Under \`no-referrer\`, browsers send \`Origin: null\` on form posts and every form would fail.
+    expect(form.headers.get('referrer-policy')).toBe('same-origin');
     expect(form.text).not.toMatch(/<script|\son[a-z]+=|\sstyle=/i);
     const r = await b.post('/console/sign-in', {
       csrf: field(form.text, 'csrf'),
