@@ -31,6 +31,7 @@ import { authzenRoutes } from './authzen/routes.js';
 import { mcpRoutes } from './mcp/routes.js';
 import { docsRoutes } from './docs-page.js';
 import { usageRoutes } from './routes/usage.js';
+import { consoleRoutes } from './console/routes.js';
 
 export function createApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -85,6 +86,8 @@ export function createApp(): Hono<AppEnv> {
   app.route('/', docsRoutes);
   v1.route('/', usageRoutes);
   app.route('/v1', v1);
+  // The approval console: its own session cookie instead of a bearer key (src/http/console).
+  app.route('/console', consoleRoutes);
   app.route('/', authzenRoutes);
   app.route('/', mcpRoutes);
 

@@ -7,7 +7,9 @@
  * Guarantees: the input is stored as its canonical text (the bytes the executor will consume)
  * with its digest; the target is derived from it by the contract; a quarantined contract or a
  * policy that changed since the request cannot be approved; the requester never decides its own
- * request; two approvers racing yield one decision.
+ * request; two approvers racing yield one decision; a call whose effect the policy does not put
+ * behind approval is refused (409 `conflict`) rather than queued; an approval given with the
+ * digests an approver was shown (`ApprovalBinding`) is refused if any of them no longer holds.
  */
 import { z } from 'zod';
 import { toToolApproval } from '../core/authorization/approval.js';
@@ -66,6 +68,16 @@ export const ApprovalListQuery = z.strictObject({
 });
 export type ApprovalListQuery = z.infer<typeof ApprovalListQuery>;
 
+/**
+ * What an approver was shown (the approval console renders it into its form): the approval
+ * binds exactly these digests, or is refused.
+ */
+export interface ApprovalBinding {
+  readonly input_sha256: string;
+  readonly tool_contract_sha256: string;
+  readonly policy_sha256: string;
+}
+
 export async function requestApproval(ctx: TenantContext, body: CreateApprovalRequest) {
   const { caller, store, now } = ctx;
   requireRole(caller, ROLES_FOR.requestApproval);
@@ -79,6 +91,14 @@ export async function requestApproval(ctx: TenantContext, body: CreateApprovalRe
   if (pinned.quarantined_at_unix_ms !== null)
     throw new ServiceError('contract_quarantined', 'contract is quarantined');
   const contract = pinned.contract;
+  // A call that needs no approval must not queue for a person: it would train approvers to
+  // click through, and an approval for it would authorize nothing the grant did not already.
+  if (!inForce.policy.approval_required_effects.includes(contract.effect)) {
+    throw new ServiceError(
+      'conflict',
+      `effect "${contract.effect}" does not need approval under the policy in force`,
+    );
+  }
   const input = canonicalize(body.input);
   const inputBytes = utf8Encode(input);
   if (inputBytes.byteLength > contract.max_input_bytes) {
@@ -163,13 +183,20 @@ export async function getApproval(ctx: TenantContext, approval_id: string) {
   return approvalView(found, await requestClock(ctx));
 }
 
-export async function approve(ctx: TenantContext, approval_id: string, body: ApproveRequest) {
+export async function approve(
+  ctx: TenantContext,
+  approval_id: string,
+  body: ApproveRequest,
+  expected?: ApprovalBinding,
+) {
   const { caller, store, now } = ctx;
   requireRole(caller, ROLES_FOR.decideApproval);
   const a = (await find(ctx, approval_id)).approval;
   const inForce = await store.currentPolicy();
   const clock = { now, ttl_ms: approvalRequestTtlMs(inForce.policy) };
   assertDecidable(a, caller.principal_id, clock);
+  // The approver decided on a rendering; anything that differs from it was not reviewed.
+  if (expected !== undefined) assertShown(expected, a, inForce.policy_sha256);
   // The request was previewed under another policy: its approval would be denied as drifted.
   if (a.policy_sha256 !== inForce.policy_sha256) {
     throw new ServiceError('conflict', 'the policy changed since the request; request a new approval');
@@ -207,6 +234,20 @@ export async function deny(ctx: TenantContext, approval_id: string, body: DenyRe
   });
   ctx.log({ approval_id: a.approval_id, decision: 'denied' });
   return approvalView(await find(ctx, a.approval_id), clock);
+}
+
+function assertShown(shown: ApprovalBinding, a: ApprovalRow, policyInForce: string): void {
+  const changed = [
+    shown.input_sha256 !== a.input_sha256 ? 'input' : null,
+    shown.tool_contract_sha256 !== a.tool_contract_sha256 ? 'tool contract' : null,
+    shown.policy_sha256 !== a.policy_sha256 || shown.policy_sha256 !== policyInForce ? 'policy' : null,
+  ].filter((x) => x !== null);
+  if (changed.length > 0) {
+    throw new ServiceError(
+      'conflict',
+      `the ${changed.join(', ')} changed after the request was shown; review it again`,
+    );
+  }
 }
 
 function assertDecidable(a: ApprovalRow, approver: string, clock: RequestClock): void {

@@ -1,0 +1,140 @@
+/**
+ * `npx tsx scripts/console-bench.ts`: how long the approval console's pending page takes with 10,000
+ * requests in the queue.
+ *
+ * Starts `wrangler dev` (scripts/dev.ts) with a throwaway state directory, seeds a demo tenant,
+ * files one approval request through the API, then stops the Worker and copies that row
+ * `BENCH_QUEUE - 1` times straight into the local D1 file (`wrangler d1 execute --local`: filing
+ * 10,000 requests through the rate-limited API would take minutes), restarts, signs in to the
+ * console and times sequential `GET /console/pending` (first and last page) and one request's
+ * review page over loopback. Prints p50 / p99 / max in milliseconds.
+ *
+ * Environment: BENCH_QUEUE (default 10000), BENCH_REQUESTS (default 200 per page).
+ * Not part of `npm test`: numbers depend on the machine, and wrangler dev is not production.
+ */
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ensureDevVars, startLocalWorker } from './dev.js';
+import { seedDemo } from './seed.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const WRANGLER = path.join(ROOT, 'node_modules', '.bin', 'wrangler');
+const QUEUE = Math.min(100_000, Math.max(2, Number(process.env.BENCH_QUEUE ?? 10_000)));
+const REQUESTS = Math.min(5_000, Math.max(10, Number(process.env.BENCH_REQUESTS ?? 200)));
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+function percentile(sorted: readonly number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;
+}
+
+async function time(label: string, url: string, headers: Record<string, string>): Promise<string> {
+  const ms: number[] = [];
+  for (let i = 0; i < REQUESTS; i++) {
+    const t0 = performance.now();
+    const r = await fetch(url, { headers, redirect: 'manual' });
+    await r.arrayBuffer();
+    ms.push(performance.now() - t0);
+    if (r.status !== 200) throw new Error(`${label} answered ${r.status}`);
+  }
+  ms.sort((a, b) => a - b);
+  const f = (n: number) => n.toFixed(1).padStart(7);
+  return `${label.padEnd(34)} ${f(percentile(ms, 50))} ${f(percentile(ms, 99))} ${f(ms.at(-1) as number)}`;
+}
+
+async function main(): Promise<void> {
+  const adminToken = ensureDevVars();
+  const port = await freePort();
+  const state = mkdtempSync(path.join(os.tmpdir(), 'writ-console-bench-'));
+  let worker = await startLocalWorker({ port, persistTo: state, inheritOutput: false, logLevel: 'error' });
+  try {
+    const s = await seedDemo({ baseUrl: worker.baseUrl, adminToken, fetch, now: Date.now(), name: 'bench' });
+    const req = await fetch(`${worker.baseUrl}/v1/approval-requests`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${s.agent.api_key}`, 'content-type': 'application/json' },
+      body: JSON.stringify({
+        tool_contract_sha256: s.rollback_contract_sha256,
+        input: { service: 'api', environment: 'production', from_version: 'v42', to_version: 'v41' },
+      }),
+    });
+    if (req.status !== 201) throw new Error(`approval request answered ${req.status}`);
+    const { approval_id } = (await req.json()) as { approval_id: string };
+    if (!/^[a-z0-9-]+$/.test(approval_id)) throw new Error('unexpected approval id');
+    await worker.stop();
+
+    console.log(`filling the queue to ${QUEUE} pending requests ...`);
+    const sql =
+      `INSERT INTO approvals SELECT 'apr-bench-' || c.n, tenant_id, requester_principal_id, policy_sha256,
+ tool_contract_sha256, input_sha256, input_bytes, input, target, effect, 'pending', created_at_unix_ms + c.n,
+ NULL, NULL, NULL, NULL, NULL, NULL FROM approvals,
+ (WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < ${QUEUE - 1}) SELECT n FROM c) AS c
+ WHERE approval_id = '${approval_id}'`.replaceAll('\n', '');
+    const fill = spawnSync(
+      WRANGLER,
+      ['d1', 'execute', 'DB', '--local', '--persist-to', state, '--command', sql],
+      { cwd: ROOT, env: { ...process.env, CI: 'true', WRANGLER_SEND_METRICS: 'false' }, encoding: 'utf8' },
+    );
+    if (fill.status !== 0) throw new Error(`filling the queue failed:\n${fill.stdout}\n${fill.stderr}`);
+
+    worker = await startLocalWorker({ port, persistTo: state, inheritOutput: false, logLevel: 'error' });
+    const base = worker.baseUrl;
+    const form = await fetch(`${base}/console/sign-in`);
+    const anon = /__Host-writ_console=([^;]+)/.exec(form.headers.get('set-cookie') ?? '')?.[1];
+    const csrf = /name="csrf" value="([^"]+)"/.exec(await form.text())?.[1];
+    if (anon === undefined || csrf === undefined) throw new Error('no sign-in form');
+    const signIn = await fetch(`${base}/console/sign-in`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: {
+        cookie: `__Host-writ_console=${anon}`,
+        origin: base,
+        'content-type': 'application/x-www-form-urlencoded',
+      },
+      body: new URLSearchParams({ csrf, api_key: s.approver.api_key }).toString(),
+    });
+    const session = /__Host-writ_console=([^;]+)/.exec(signIn.headers.get('set-cookie') ?? '')?.[1];
+    if (signIn.status !== 303 || session === undefined) throw new Error(`sign-in answered ${signIn.status}`);
+    const headers = { cookie: `__Host-writ_console=${session}` };
+    const first = await (await fetch(`${base}/console/pending`, { headers })).text();
+    const waiting = /(\d+) requests? waiting/.exec(first)?.[1];
+
+    // Warm-up, then the measured runs.
+    await time('warm-up', `${base}/console/pending`, headers);
+    const lines = [
+      await time('GET /console/pending', `${base}/console/pending`, headers),
+      await time('GET /console/pending?page=10', `${base}/console/pending?page=10`, headers),
+      await time('GET /console/approvals/:id', `${base}/console/approvals/${approval_id}`, headers),
+    ];
+    console.log('');
+    console.log(
+      `wrangler dev (local D1), ${QUEUE} pending requests in the tenant's queue (the page lists the oldest ${waiting}),`,
+    );
+    console.log(`${REQUESTS} sequential requests per route over loopback, ${os.cpus().length} cores`);
+    console.log(
+      `${'route'.padEnd(34)} ${'p50 ms'.padStart(7)} ${'p99 ms'.padStart(7)} ${'max ms'.padStart(7)}`,
+    );
+    for (const l of lines) console.log(l);
+  } finally {
+    await worker.stop();
+    rmSync(state, { recursive: true, force: true });
+  }
+}
+
+main().catch((e: unknown) => {
+  console.error(e instanceof Error ? e.message : e);
+  process.exit(1);
+});

@@ -1,0 +1,366 @@
+/**
+ * The console's pages as functions from service answers to HTML. No state, no I/O.
+ *
+ * Guarantees: values go through `hono/html` escaping or `shown` (render.ts); a form that decides
+ * carries the CSRF token and, for an approval, the three digests rendered on the same page.
+ */
+import { html, raw } from 'hono/html';
+import type { HtmlEscapedString } from 'hono/utils/html';
+import { digestOf } from '../../core/canonical/canonical.js';
+import type { approvalView } from '../../services/approvals.js';
+import type { Caller } from '../../services/context.js';
+import { Findings, duration, effectExplanation, isoTime, jsonHtml, shown } from './render.js';
+
+export type ApprovalItem = ReturnType<typeof approvalView>;
+type Html = HtmlEscapedString | Promise<HtmlEscapedString>;
+
+export interface Chrome {
+  readonly caller: Caller | null;
+  readonly csrf: string | null;
+}
+
+export function layout(title: string, chrome: Chrome, body: Html): Html {
+  const who = chrome.caller;
+  return html`<!doctype html>
+    <html lang="en">
+      <head>
+        <meta charset="utf-8" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        <meta name="referrer" content="same-origin" />
+        <title>${title} · Writ approval console</title>
+        <link rel="stylesheet" href="/console/style.css" />
+      </head>
+      <body>
+        <header>
+          <span class="brand">Writ approval console</span>
+          ${
+            who === null
+              ? ''
+              : html`<nav aria-label="Console">
+                    <a href="/console/pending">Pending</a>
+                    <a href="/console/history">History</a>
+                  </nav>
+                  <span class="muted"
+                    >Signed in as <span class="mono">${who.principal_id}</span> (tenant
+                    <span class="mono">${who.tenant_id}</span>)</span
+                  >
+                  <form method="post" action="/console/sign-out">
+                    <input type="hidden" name="csrf" value="${chrome.csrf ?? ''}" />
+                    <button type="submit">Sign out</button>
+                  </form>`
+          }
+        </header>
+        <main>${body}</main>
+      </body>
+    </html>`;
+}
+
+export function signInPage(csrf: string, error: string | null): Html {
+  return layout(
+    'Sign in',
+    { caller: null, csrf },
+    html`<h1>Sign in</h1>
+      ${error === null ? '' : html`<p class="error" role="alert">${error}</p>`}
+      <p>
+        Sign in with your approver API key. It is kept in an encrypted, HttpOnly cookie for at most one hour
+        and is never shown in a page.
+      </p>
+      <form method="post" action="/console/sign-in">
+        <input type="hidden" name="csrf" value="${csrf}" />
+        <label for="api_key">Approver API key</label>
+        <input type="password" id="api_key" name="api_key" autocomplete="off" required spellcheck="false" />
+        <button type="submit" class="primary">Sign in</button>
+      </form>`,
+  );
+}
+
+export function errorPage(chrome: Chrome, status: number, message: string): Html {
+  return layout(
+    'Error',
+    chrome,
+    html`<h1>Request refused (${status})</h1>
+      <p class="error" role="alert">${message}</p>
+      <p><a href="/console/pending">Back to pending approvals</a></p>`,
+  );
+}
+
+function warning(f: Findings): Html {
+  if (f.count === 0) return html``;
+  return html`<p class="warn" role="alert">
+    <strong>Warning: hidden characters.</strong> This request contains ${f.count} invisible or
+    direction-changing character${f.count === 1 ? '' : 's'} (${[...f.codepoints].sort().join(', ')}), shown as
+    highlighted ⟨U+…⟩ markers. What a viewer without this console sees may differ from what the tool receives.
+  </p>`;
+}
+
+/** The parts of a request an approver decides on; `f` collects hidden characters across them. */
+function details(a: ApprovalItem, now: number, f: Findings) {
+  const p = a.preview;
+  const target = jsonHtml(a.target, f);
+  const input = jsonHtml(a.input, f);
+  // Recomputed from the value shown: a stored digest that does not match is never offered.
+  const verified = digestOf(a.input) === a.input_sha256;
+  return {
+    verified,
+    body: html`<dl>
+      <dt>Tool</dt>
+      <dd>
+        <span class="mono">${p === null ? '(contract missing)' : shown(p.tool_name, f)}</span>
+        ${p === null ? '' : html`<span class="muted">contract release ${shown(p.contract_release, f)}, executor ${shown(p.executor_release, f)}</span>`}
+      </dd>
+      <dt>Effect</dt>
+      <dd>
+        <span class="effect effect-${a.effect}">${a.effect}</span>
+        ${effectExplanation(a.effect)}${p === null ? '' : p.reversible ? ' This contract declares it reversible.' : ' This contract declares it not reversible.'}
+      </dd>
+      <dt>Target</dt>
+      <dd><pre aria-label="target resource">${raw(target)}</pre></dd>
+      <dt>Requested by</dt>
+      <dd class="mono">${a.requester_principal_id}</dd>
+      <dt>Requested at</dt>
+      <dd>
+        ${isoTime(a.created_at_unix_ms)}
+        <span class="muted">(waiting ${duration(now - a.created_at_unix_ms)})</span>
+      </dd>
+      <dt>Input (canonical)</dt>
+      <dd>
+        <pre aria-label="canonical input">${raw(input)}</pre>
+        <span class="muted"
+          >${a.input_bytes} bytes, RFC 8785 canonical form: the exact bytes the executor will consume.</span
+        >
+      </dd>
+      <dt>Input SHA-256</dt>
+      <dd class="mono digest">
+        ${a.input_sha256}
+        ${verified ? html`<span class="muted">(recomputed from the input above: matches)</span>` : html`<strong class="error">does not match the input shown</strong>`}
+      </dd>
+      <dt>Contract SHA-256</dt>
+      <dd class="mono digest">${a.tool_contract_sha256}</dd>
+      <dt>Policy SHA-256</dt>
+      <dd class="mono digest">${a.policy_sha256}</dd>
+    </dl>`,
+  };
+}
+
+function pager(base: string, page: number, pages: number): Html {
+  if (pages <= 1) return html``;
+  return html`<nav class="pager" aria-label="Pages">
+    ${page > 1 ? html`<a href="${base}?page=${page - 1}" rel="prev">Previous page</a>` : ''}
+    <span>Page ${page} of ${pages}</span>
+    ${page < pages ? html`<a href="${base}?page=${page + 1}" rel="next">Next page</a>` : ''}
+  </nav>`;
+}
+
+export interface Paged<T> {
+  readonly items: readonly T[];
+  readonly page: number;
+  readonly pages: number;
+  readonly total: number;
+  /** The service answered its maximum: older or newer entries may exist beyond it. */
+  readonly truncated: boolean;
+}
+
+export function pendingPage(chrome: Chrome, list: Paged<ApprovalItem>, now: number): Html {
+  const cards = list.items.map((a) => {
+    const f = new Findings();
+    const d = details(a, now, f);
+    return html`<article class="card" aria-labelledby="h-${a.approval_id}">
+      <h2 id="h-${a.approval_id}">
+        ${a.preview === null ? a.effect : shown(a.preview.tool_name, f)}
+        <span class="muted mono">${a.approval_id}</span>
+      </h2>
+      ${warning(f)} ${d.body}
+      <p>
+        <a href="/console/approvals/${a.approval_id}"
+          >Review and decide<span class="visually-hidden"> on ${a.approval_id}</span></a
+        >
+      </p>
+    </article>`;
+  });
+  return layout(
+    'Pending approvals',
+    chrome,
+    html`<h1>Pending approvals</h1>
+      <p>
+        ${list.total === 0 ? 'Nothing is waiting for a decision.' : `${list.total} request${list.total === 1 ? '' : 's'} waiting, oldest first.`}
+        ${list.truncated ? html`<strong>The console lists the oldest ${list.total}; more may be waiting behind them.</strong>` : ''}
+      </p>
+      ${pager('/console/pending', list.page, list.pages)} ${cards}
+      ${pager('/console/pending', list.page, list.pages)}`,
+  );
+}
+
+export interface Notice {
+  readonly kind: 'ok' | 'error';
+  readonly text: string;
+}
+
+export function approvalPage(
+  chrome: Chrome,
+  a: ApprovalItem,
+  policy: { readonly policy_sha256: string; readonly max_ms: number },
+  now: number,
+  notice: Notice | null,
+): Html {
+  const f = new Findings();
+  const d = details(a, now, f);
+  const own = chrome.caller !== null && chrome.caller.principal_id === a.requester_principal_id;
+  const drifted = policy.policy_sha256 !== a.policy_sha256;
+  const decidable = a.status === 'pending';
+  const choices = expiryChoices(policy.max_ms);
+  const defaultMs = Math.min(15 * 60_000, policy.max_ms);
+  const csrf = chrome.csrf ?? '';
+  // Rendered before the warning, so its hidden characters are counted in it.
+  const title = a.preview === null ? 'Approval request' : shown(a.preview.tool_name, f);
+  const reason = a.decision_reason === null ? '' : html`<p>Reason: ${shown(a.decision_reason, f)}</p>`;
+  const approveForm = html`<form method="post" action="/console/approvals/${a.approval_id}/approve">
+    <h2>Approve exactly this call</h2>
+    <input type="hidden" name="csrf" value="${csrf}" />
+    <input type="hidden" name="input_sha256" value="${a.input_sha256}" />
+    <input type="hidden" name="tool_contract_sha256" value="${a.tool_contract_sha256}" />
+    <input type="hidden" name="policy_sha256" value="${a.policy_sha256}" />
+    <label for="expires_in_ms">Approval valid for</label>
+    <select id="expires_in_ms" name="expires_in_ms">
+      ${choices.map((ms) => html`<option value="${ms}" ${ms === defaultMs ? raw(' selected') : ''}>${duration(ms)}</option>`)}
+    </select>
+    <p class="muted">
+      At most ${duration(policy.max_ms)} (the policy's approval_max_lifetime_ms). The approval is used by one
+      authorization at most.
+    </p>
+    <button type="submit" class="primary">Approve input ${a.input_sha256.slice(0, 12)}…</button>
+  </form>`;
+  // A digest that does not match the input shown, or a policy that moved on: nothing to approve.
+  const forms = html`<section class="decide" aria-label="Decision">
+    ${d.verified && !drifted ? approveForm : ''}
+    <form method="post" action="/console/approvals/${a.approval_id}/deny">
+      <h2>Deny</h2>
+      <input type="hidden" name="csrf" value="${csrf}" />
+      <label for="reason">Reason (shown to the requester)</label>
+      <textarea id="reason" name="reason" rows="3" maxlength="200" required></textarea>
+      <button type="submit" class="danger">Deny</button>
+    </form>
+  </section>`;
+  return layout(
+    `Approval ${a.approval_id}`,
+    chrome,
+    html`<p><a href="/console/pending">← Pending approvals</a></p>
+      <h1>
+        ${title}
+        <span class="muted mono">${a.approval_id}</span>
+      </h1>
+      ${notice === null ? '' : html`<p class="${notice.kind}" role="${notice.kind === 'error' ? 'alert' : 'status'}">${notice.text}</p>`}
+      ${warning(f)}
+      <p>
+        Status:
+        <strong>${a.status}</strong
+        >${a.decided_by === null ? '' : html` by <span class="mono">${a.decided_by}</span> at ${isoTime(a.decided_at_unix_ms ?? 0)}`}${a.expires_at_unix_ms === null ? '' : html`, valid until ${isoTime(a.expires_at_unix_ms)}`}
+      </p>
+      ${reason} ${d.body}
+      ${own && decidable ? html`<p class="warn">You requested this call yourself: another approver must decide it.</p>` : ''}
+      ${drifted && decidable ? html`<p class="warn">The policy in force (<span class="mono digest">${policy.policy_sha256}</span>) is not the one this request was made under: it can no longer be approved; the agent must request again.</p>` : ''}
+      ${a.effect === 'irreversible' && decidable ? html`<p class="warn">Irreversible: check the target and input twice. (A second, distinct approver is not yet required by Writ.)</p>` : ''}
+      ${decidable ? forms : ''}
+      ${a.consumed_by_receipt_sha256 === null ? '' : html`<p>Used by the authorization receipt <a class="mono digest" href="/console/receipts/${a.consumed_by_receipt_sha256}">${a.consumed_by_receipt_sha256}</a>.</p>`}`,
+  );
+}
+
+/** Lifetimes offered to an approver: common ones under the policy's maximum, and the maximum. */
+export function expiryChoices(maxMs: number): number[] {
+  const common = [60_000, 5 * 60_000, 15 * 60_000, 60 * 60_000, 4 * 60 * 60_000, 24 * 60 * 60_000];
+  return [...new Set([...common.filter((ms) => ms < maxMs), maxMs])];
+}
+
+export function historyPage(chrome: Chrome, list: Paged<ApprovalItem>): Html {
+  const f = new Findings();
+  const rows = list.items.map(
+    (a) =>
+      html`<tr>
+        <td><a href="/console/approvals/${a.approval_id}" class="mono">${a.approval_id}</a></td>
+        <td class="mono">${a.preview === null ? '' : shown(a.preview.tool_name, f)}</td>
+        <td><span class="effect effect-${a.effect}">${a.effect}</span></td>
+        <td><strong>${a.status}</strong></td>
+        <td>
+          <span class="mono">${a.decided_by ?? ''}</span
+          ><br />${a.decided_at_unix_ms === null ? '' : isoTime(a.decided_at_unix_ms)}
+        </td>
+        <td>${a.decision_reason === null ? '' : shown(a.decision_reason, f)}</td>
+        <td>
+          ${
+            a.consumed_by_receipt_sha256 === null
+              ? a.status === 'approved' && a.expires_at_unix_ms !== null
+                ? `unused, valid until ${isoTime(a.expires_at_unix_ms)}`
+                : ''
+              : html`<a class="mono digest" href="/console/receipts/${a.consumed_by_receipt_sha256}"
+                  >${a.consumed_by_receipt_sha256.slice(0, 16)}…</a
+                >`
+          }
+        </td>
+      </tr>`,
+  );
+  return layout(
+    'History',
+    chrome,
+    html`<h1>Decided approvals</h1>
+      ${warning(f)}
+      <p>
+        ${list.total} decision${list.total === 1 ? '' : 's'}, newest first.
+        ${list.truncated ? html`<strong>The console reads at most 100 per status (the oldest); older or newer decisions may exist beyond them.</strong>` : ''}
+      </p>
+      ${pager('/console/history', list.page, list.pages)}
+      <table>
+        <thead>
+          <tr>
+            <th scope="col">Approval</th>
+            <th scope="col">Tool</th>
+            <th scope="col">Effect</th>
+            <th scope="col">Decision</th>
+            <th scope="col">Decided by, at</th>
+            <th scope="col">Reason</th>
+            <th scope="col">Receipt</th>
+          </tr>
+        </thead>
+        <tbody>
+          ${rows}
+        </tbody>
+      </table>
+      ${pager('/console/history', list.page, list.pages)}`,
+  );
+}
+
+export function receiptPage(
+  chrome: Chrome,
+  sha: string,
+  r: {
+    readonly kind: string;
+    readonly outcome: string;
+    readonly receipt: unknown;
+    readonly created_at_unix_ms: number;
+    readonly replay: { readonly ok: boolean } | null;
+  },
+): Html {
+  const f = new Findings();
+  const body = jsonHtml(r.receipt, f);
+  return layout(
+    `Receipt ${sha.slice(0, 12)}`,
+    chrome,
+    html`<p><a href="/console/history">← History</a></p>
+      <h1>Receipt</h1>
+      ${warning(f)}
+      <dl>
+        <dt>SHA-256</dt>
+        <dd class="mono digest">${sha}</dd>
+        <dt>Kind</dt>
+        <dd>${r.kind}</dd>
+        <dt>Outcome</dt>
+        <dd><strong>${r.outcome}</strong></dd>
+        <dt>Stored at</dt>
+        <dd>${isoTime(r.created_at_unix_ms)}</dd>
+        <dt>Replay</dt>
+        <dd>
+          ${r.replay === null ? 'not applicable' : r.replay.ok ? 'the decision replays to the same receipt' : 'replay differs: investigate'}
+        </dd>
+      </dl>
+      <pre aria-label="receipt">${raw(body)}</pre>
+      <p class="muted">The same document as JSON: <code>GET /v1/receipts/${sha}</code> with an API key.</p>`,
+  );
+}

@@ -1,0 +1,97 @@
+/**
+ * The console's rendering claims, as properties: whatever string or JSON value a request holds,
+ * the HTML written for it contains no hidden or direction-changing character and no markup of
+ * its own, and every hidden character is counted and named by a marker.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import {
+  Findings,
+  codepointLabel,
+  hasSuspicious,
+  jsonHtml,
+  shown,
+} from '../../../src/http/console/render.js';
+
+const HIDDEN = [
+  '\u202e',
+  '\u202d',
+  '\u2066',
+  '\u2067',
+  '\u2068',
+  '\u2069',
+  '\u200b',
+  '\u200d',
+  '\ufeff',
+  '\u00ad',
+  '\u2028',
+  '\u00a0',
+  '\ufe0f',
+  '\u{e0041}',
+  '\u0000',
+  '\u007f',
+  '\u0085',
+  '\u3164',
+];
+
+/** Strings mixing ordinary text, markup characters and hidden characters. */
+const text = fc
+  .array(
+    fc.oneof(
+      fc.string({ unit: 'grapheme' }),
+      fc.constantFrom(...HIDDEN),
+      fc.constantFrom('<', '>', '&', '"', "'"),
+    ),
+    {
+      maxLength: 12,
+    },
+  )
+  .map((parts) => parts.join(''));
+
+const json = fc.letrec((tie) => ({
+  value: fc.oneof(
+    { depthSize: 'small' },
+    text,
+    fc.integer(),
+    fc.boolean(),
+    fc.constant(null),
+    fc.array(tie('value'), { maxLength: 4 }),
+    fc.dictionary(text, tie('value'), { maxKeys: 4 }),
+  ),
+})).value;
+
+/** The page text with the markers' own markup removed. */
+function visibleText(html: string): string {
+  return html
+    .replace(/<mark class="inv" title="[^"]*">⟨U\+[0-9A-F]{4,6}⟩<\/mark>/g, '')
+    .replace(/<\/?span[^>]*>/g, '');
+}
+
+describe('console rendering (properties)', () => {
+  it('a shown string has no hidden character and no markup; each hidden one is a counted marker', () => {
+    fc.assert(
+      fc.property(text, (s) => {
+        const f = new Findings();
+        const out = String(shown(s, f));
+        expect(hasSuspicious(out)).toBe(false);
+        expect(visibleText(out)).not.toMatch(/[<>"']/);
+        const expected = [...s].filter((ch) => hasSuspicious(ch));
+        expect(f.count).toBe(expected.length);
+        for (const ch of expected) expect(out).toContain(`⟨${codepointLabel(ch)}⟩`);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('rendered JSON has no hidden character and no markup but its own classes', () => {
+    fc.assert(
+      fc.property(json, (v) => {
+        const f = new Findings();
+        const out = jsonHtml(v, f);
+        expect(hasSuspicious(out.replaceAll('\n', ''))).toBe(false);
+        expect(visibleText(out)).not.toMatch(/[<>]/);
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
