@@ -83,7 +83,7 @@ describe('writ receipt', () => {
       [
         ['approvals', 'approve', 'apr-1', '--expires-in-ms', '-5'],
         { WRIT_URL: 'https://w.test', WRIT_KEY: KEY },
-        '--expires-in-ms needs a value',
+        'positive integer',
       ],
       [
         ['approvals', 'approve', 'apr-1', '--expires-in-ms', '1.5'],
