@@ -143,6 +143,13 @@ export interface ObserveInput {
   readonly locators?: Extract<ObservationBody, { kind: 'output' }>['observation']['locators'];
 }
 
+/** What the reconciliation owner observed of the target: the same evidence as a report, no claim. */
+export interface ReconcileInput extends Omit<ReportInput, 'claim' | 'outcome'> {
+  readonly operation_id: string;
+  /** What the target shows now; `indeterminate` resolves nothing and is refused by the service. */
+  readonly outcome: 'succeeded' | 'failed_no_effect';
+}
+
 export interface WaitOptions {
   /** Polls, the first included (default 30). */
   readonly maxAttempts?: number;
@@ -238,6 +245,11 @@ export interface WritClient {
   observe(input: ObserveInput): Promise<ObservationAnswer>;
   /** Settles an operation left `reconciliation_required` by an indeterminate or rejected report. */
   reconcile(body: ReconcileBody): Promise<ReconcileAnswer>;
+  /**
+   * `reconcile` from what the owner observed of the target: the observation is built like a
+   * report's (output digest and size from the bytes, key and invocation from the receipt).
+   */
+  reconcileFromTarget(input: ReconcileInput): Promise<ReconcileAnswer>;
   getOperation(operationId: string): Promise<OperationAnswer>;
   listOperations(query?: OperationListQuery): Promise<OperationList>;
 
@@ -397,6 +409,8 @@ export function createWritClient(options: WritClientOptions): WritClient {
         },
       ),
     reconcile: (body) => send('POST /v1/reconciliations', () => api.POST('/v1/reconciliations', { body })),
+    reconcileFromTarget: (input) =>
+      client.reconcile({ operation_id: input.operation_id, observation: executionObservation(input) }),
     getOperation: (id) =>
       send('GET /v1/operations/{id}', () => api.GET('/v1/operations/{id}', { params: { path: { id } } })),
     listOperations: (query = {}) =>
