@@ -2,7 +2,15 @@ import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['node_modules/', 'target/', '.wrangler/', 'src/worker-configuration.d.ts'] },
+  {
+    ignores: [
+      'node_modules/',
+      'target/',
+      '.wrangler/',
+      'src/worker-configuration.d.ts',
+      'src/client/schema.d.ts',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

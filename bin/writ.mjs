@@ -12,4 +12,5 @@ process.exitCode = await main(process.argv.slice(2), {
   readFile: async (path) => new Uint8Array(await readFile(path)),
   stdout: (text) => process.stdout.write(text),
   stderr: (text) => process.stderr.write(text),
+  env: process.env,
 });

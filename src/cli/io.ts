@@ -7,6 +7,14 @@ export interface CliIo {
   readFile(path: string): Promise<Uint8Array>;
   stdout(text: string): void;
   stderr(text: string): void;
+  /** The environment (`WRIT_URL`, `WRIT_KEY`, ...); none when absent. */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** How commands that talk to a Writ service reach it (default `globalThis.fetch`). */
+  readonly fetch?: (request: Request) => Promise<Response>;
+  /** Waiting between retries (default a timer); tests pass one that returns at once. */
+  readonly sleep?: (ms: number) => Promise<void>;
+  /** Wall clock in Unix ms (default `Date.now`). */
+  readonly now?: () => number;
 }
 
 /** Exit codes of every subcommand. */

@@ -3,6 +3,9 @@
  * injected I/O, returning an exit code; adding a command is adding a row.
  */
 import { type CliIo, EXIT, type ExitCode } from './io.js';
+import { runApprovals } from './approvals.js';
+import { runLabCommand } from './lab.js';
+import { runReceipt } from './receipt.js';
 import { runVerify } from './verify.js';
 
 export interface Command {
@@ -12,11 +15,17 @@ export interface Command {
 
 export const COMMANDS: Readonly<Record<string, Command>> = {
   verify: { summary: 'check a receipt bundle offline (signature, recomputation, log)', run: runVerify },
+  receipt: { summary: 'get a stored receipt, or its replay verdict (get|replay <sha256>)', run: runReceipt },
+  approvals: { summary: 'list, approve or deny approval requests (approver key)', run: runApprovals },
+  lab: {
+    summary: 'run a laboratory (tools|observations), or the tool loop against --service',
+    run: runLabCommand,
+  },
 };
 
 export function usage(): string {
   const rows = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`);
-  return `usage: writ <command> [arguments]\n\ncommands:\n${rows.join('\n')}\n`;
+  return `usage: writ <command> [arguments]\n\ncommands:\n${rows.join('\n')}\n\nservice commands read WRIT_URL and WRIT_KEY (or --url, --key; per-role WRIT_APPROVER_KEY, WRIT_ADMIN_KEY, ...)\n`;
 }
 
 export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode> {
