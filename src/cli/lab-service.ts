@@ -110,6 +110,11 @@ type Scenario =
       readonly key: boolean;
       readonly approval: boolean;
       readonly input: Record<string, string>;
+      /**
+       * Where the service's own semantics differ from the library lab's prediction by design:
+       * the same class, other violation codes, and why.
+       */
+      readonly over_http_violations?: { readonly violations: readonly string[]; readonly why: string };
     }
   | {
       readonly kind: 'execute';
@@ -141,6 +146,10 @@ export const HTTP_SCENARIOS: Readonly<Record<string, Scenario>> = {
     ...AUTH,
     tenant_id: 'globex',
     how: 'authorize body names tenant_id "globex"',
+    over_http_violations: {
+      violations: ['named_tenant_mismatch'],
+      why: 'over HTTP the tenant comes from the key: the receipt names the caller and records the named tenant beside it as its own violation (receipt v2)',
+    },
   },
   contract_drift: {
     kind: 'not_expressible',
@@ -221,8 +230,12 @@ export async function runToolLoopOverHttp(o: HttpLabOptions): Promise<HttpLabRep
   const cases: HttpCaseResult[] = [];
   for (const [i, c] of LAB_CASES.entries()) {
     progress(`[${i + 1}/${LAB_CASES.length}] ${c.id}`);
-    const expected = { class: c.expected.class, violations: [...c.expected.violations] };
     const s = HTTP_SCENARIOS[c.id];
+    const httpViolations = s?.kind === 'authorize' ? s.over_http_violations : undefined;
+    const expected = {
+      class: c.expected.class,
+      violations: [...(httpViolations?.violations ?? c.expected.violations)],
+    };
     if (s === undefined || s.kind === 'not_expressible') {
       cases.push({
         id: c.id,
@@ -244,7 +257,7 @@ export async function runToolLoopOverHttp(o: HttpLabOptions): Promise<HttpLabRep
       mutation: c.mutation,
       expected,
       status: passed ? 'passed' : 'failed',
-      over_http: s.how,
+      over_http: httpViolations === undefined ? s.how : `${s.how}; ${httpViolations.why}`,
       actual,
     });
   }

@@ -884,9 +884,9 @@ function authorizationEvidence(d: AuthorizationDecision) {
     evidence_version: 2,
     ...(d.grant.grant_id === EMPTY_GRANT_ID ? { grant: d.grant } : {}),
     ...(compact ? (approval === null ? {} : { approval }) : { invocation: d.invocation }),
+    // Version 2 options are not stored: replay takes the dispatch window from the policy the
+    // body names (by digest) and the named identities from the body, where they are recorded.
     trusted_state: d.trusted,
-    // Version 2 receipts replay with the options they were issued with.
-    options: d.options,
   };
 }
 

@@ -51,7 +51,6 @@ const CompactEvidence = z.strictObject({
   approval: ToolApproval.optional(),
   invocation: ToolInvocation.optional(),
   trusted_state: TrustedState,
-  options: ReceiptOptions.optional(),
 });
 
 export async function getReceipt(ctx: TenantContext, sha: string) {
@@ -74,13 +73,16 @@ async function replayAuthorization(store: TenantStore, stored: StoredReceipt): P
     const e = old.data;
     const pinned = await store.getContract(e.tool_contract_sha256);
     if (pinned === null) return { ok: false, differences: ['evidence.tool_contract_sha256'] };
+    const body = AuthorizationReceipt.shape.body.safeParse(stored.receipt.body);
+    const derived = e.options === undefined && body.success ? await v2Options(store, body.data) : null;
+    const options = e.options ?? derived;
     return verifyAuthorizationReceipt(stored.receipt, {
       contract: pinned.contract,
       grant: e.grant,
       invocation: e.invocation,
       now: e.evaluated_at_unix_ms,
       trusted: e.trusted_state,
-      ...(e.options === undefined ? {} : { options: e.options }),
+      ...(options === null ? {} : { options }),
     });
   }
   const compact = CompactEvidence.safeParse(stored.evidence);
@@ -88,12 +90,14 @@ async function replayAuthorization(store: TenantStore, stored: StoredReceipt): P
   if (!compact.success || !body.success) return { ok: false, differences: ['evidence'] };
   const e = compact.data;
   const b = body.data;
-  const [pinned, grant] = await Promise.all([
+  const [pinned, grant, policy] = await Promise.all([
     store.getContract(b.tool_contract_sha256),
     // An embedded grant must be the one the body names, or the evidence was edited.
     e.grant !== undefined
       ? Promise.resolve(digestOf(e.grant) === b.grant_sha256 ? e.grant : null)
       : store.grantByDigest(b.grant_sha256),
+    // Version 2: the dispatch window is the policy's, read from the policy the body binds.
+    b.receipt_version === 2 ? store.policyByDigest(b.policy_sha256) : Promise.resolve(null),
   ]);
   if (pinned === null) return { ok: false, differences: ['body.tool_contract_sha256'] };
   if (grant === null) return { ok: false, differences: ['body.grant_sha256'] };
@@ -103,6 +107,29 @@ async function replayAuthorization(store: TenantStore, stored: StoredReceipt): P
     invocation: e.invocation ?? invocationFromReceiptBody(b, e.approval ?? null),
     now: b.evaluated_at_unix_ms,
     trusted: e.trusted_state,
-    ...(e.options === undefined ? {} : { options: e.options }),
+    ...(b.receipt_version === 2 ? { options: optionsOf(b, policy) } : {}),
   });
+}
+
+type ReceiptBody = z.infer<typeof AuthorizationReceipt>['body'];
+
+/**
+ * The options a version 2 receipt was issued with: the dispatch window of the policy the body
+ * binds (read by digest), and the executor principal and named identities the body records.
+ */
+function optionsOf(
+  b: ReceiptBody & { receipt_version: 2 },
+  policy: { authorization_max_dispatch_ms: number } | null,
+) {
+  return {
+    // A missing policy cannot reproduce the deadline: 0 is refused, so replay fails closed.
+    dispatch_window_ms: policy?.authorization_max_dispatch_ms ?? 0,
+    executor_principal_id: b.executor_principal_id,
+    named: { tenant_id: b.named_tenant_id, principal_id: b.named_principal_id },
+  };
+}
+
+async function v2Options(store: TenantStore, b: ReceiptBody) {
+  if (b.receipt_version !== 2) return null;
+  return optionsOf(b, await store.policyByDigest(b.policy_sha256));
 }
