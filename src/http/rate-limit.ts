@@ -1,6 +1,7 @@
 /**
- * Per-principal rate limit on every write: each POST, PUT, PATCH or DELETE under `/v1` after
- * authentication takes one token from its principal's bucket (durable-objects/rate-limiter.ts),
+ * Per-principal rate limit on every write: each POST, PUT, PATCH or DELETE under `/v1`, and every
+ * AuthZEN evaluation and MCP request (they store receipts too), after authentication takes one
+ * token from its principal's bucket (durable-objects/rate-limiter.ts),
  * `POST /v1/authorize` included (it stores a receipt, and may consume an approval and charge a
  * run). Reads are not limited. `POST /v1/tenants` (platform admin token, before authentication)
  * has no principal and is not limited here.

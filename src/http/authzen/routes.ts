@@ -26,6 +26,7 @@ import { ROLES_FOR } from '../../services/context.js';
 import { ServiceError } from '../../services/errors.js';
 import { resolveToolContract, searchTools } from '../../services/tools.js';
 import { authenticate, requireRole } from '../auth.js';
+import { rateLimitWrites } from '../rate-limit.js';
 import { readJsonValue } from '../body.js';
 import type { AppEnv } from '../env.js';
 import { wireError } from '../errors.js';
@@ -52,6 +53,8 @@ authzenRoutes.onError((e, c) => {
   // AuthZEN's error statuses are 400, 401, 403 and 500; the others Writ can answer (404, 413,
   // 415, 429) are the HTTP meaning of the failure.
   if (reason === 'unauthenticated') c.header('www-authenticate', 'Bearer realm="writ"');
+  if (e instanceof ServiceError && e.retryAfterSeconds !== null)
+    c.header('retry-after', String(e.retryAfterSeconds));
   c.header('writ-error-code', wireError(reason).code);
   c.set('log', { ...c.var.log, error: reason });
   if (!(e instanceof ServiceError)) {
@@ -108,6 +111,9 @@ authzenRoutes.get('/.well-known/authzen-configuration/t/:tenant_id', (c) => {
 const api = authzenRoutes;
 api.use('/access/*', authenticate);
 api.use('/t/:tenant_id/access/*', authenticate);
+// Every evaluation may store a receipt and spend a budget: the per-principal write limit applies.
+api.use('/access/*', rateLimitWrites);
+api.use('/t/:tenant_id/access/*', rateLimitWrites);
 // A tenant-scoped PDP serves its own tenant's keys only.
 api.use('/t/:tenant_id/access/*', async (c, next) => {
   if (c.req.param('tenant_id') !== c.var.principal.tenant_id) {

@@ -26,6 +26,7 @@ import { ROLES_FOR } from '../../services/context.js';
 import { ServiceError } from '../../services/errors.js';
 import { reportToolCall, resolveToolContract, toolCatalog } from '../../services/tools.js';
 import { authenticate, requireRole } from '../auth.js';
+import { rateLimitWrites } from '../rate-limit.js';
 import { readJsonValue } from '../body.js';
 import type { AppEnv } from '../env.js';
 import { wireError } from '../errors.js';
@@ -47,6 +48,8 @@ export const ACCESS_REQUEST_WINDOW_MS = 15 * 60_000;
 
 export const mcpRoutes = new Hono<AppEnv>();
 mcpRoutes.use('/mcp/*', authenticate);
+// Authorizations and after-call reports store receipts: the per-principal write limit applies.
+mcpRoutes.use('/mcp/*', rateLimitWrites);
 
 // ---------------------------------------------------------------------------------------------
 // tools/call
