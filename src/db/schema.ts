@@ -136,6 +136,8 @@ export const runs = sqliteTable(
     index('runs_tenant').on(t.tenant_id, t.run_id),
     // Open runs (deadline not passed) are counted against the tenant's quota.
     index('runs_open').on(t.tenant_id, t.deadline_unix_ms),
+    // A principal's open runs are counted in the insert that opens one (migrations/0008).
+    index('runs_principal_open').on(t.tenant_id, t.principal_id, t.deadline_unix_ms),
   ],
 );
 

@@ -278,14 +278,25 @@ class D1TenantStore implements TenantStore {
 
   // -- Runs -----------------------------------------------------------------------------------
 
-  async insertRun(r: Omit<RunRow, 'calls_used' | 'writes_used'>): Promise<void> {
-    await quotaChecked(
-      this.db
-        .insert(runs)
-        .values({ ...r, tenant_id: this.tenant_id })
-        .run(),
+  async insertRun(
+    r: Omit<RunRow, 'calls_used' | 'writes_used'>,
+    max_open_runs: number,
+  ): Promise<'inserted' | 'limit'> {
+    const t = this.tenant_id;
+    // Count and insert are one statement (D1 runs statements one at a time), so concurrent
+    // creations cannot all pass a count none of them has yet added to. The count uses
+    // `runs_principal_open` (migrations/0008); open means as in `countOpenRuns`.
+    const result = await quotaChecked(
+      this.db.run(sql`
+        INSERT INTO ${runs} (run_id, tenant_id, principal_id, run_envelope_sha256, envelope, max_calls,
+          max_external_writes, deadline_unix_ms, created_at_unix_ms)
+        SELECT ${r.run_id}, ${t}, ${r.principal_id}, ${r.run_envelope_sha256}, ${r.envelope}, ${r.max_calls},
+          ${r.max_external_writes}, ${r.deadline_unix_ms}, ${r.created_at_unix_ms}
+        WHERE (SELECT count(*) FROM ${runs} o WHERE o.tenant_id = ${t} AND o.principal_id = ${r.principal_id}
+          AND o.deadline_unix_ms > ${r.created_at_unix_ms} AND o.calls_used < o.max_calls) < ${max_open_runs}`),
       r.created_at_unix_ms,
     );
+    return result.meta.changes > 0 ? 'inserted' : 'limit';
   }
 
   async getRun(run_id: string): Promise<RunRow | null> {
@@ -298,8 +309,7 @@ class D1TenantStore implements TenantStore {
   }
 
   async countOpenRuns(principal_id: string, now: number): Promise<number> {
-    // Scans the tenant's prefix of `runs_tenant`; a (tenant, principal, deadline) index would
-    // bound it to the principal's live runs, but needs a migration (not added here).
+    // Through `runs_principal_open` (migrations/0008): the principal's runs not yet past their deadline.
     const row = await this.db
       .select({ n: count() })
       .from(runs)

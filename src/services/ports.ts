@@ -275,7 +275,14 @@ export interface TenantStore {
   revokeGrant(grant_id: string, now: number): Promise<void>;
 
   // Runs
-  insertRun(r: Omit<RunRow, 'calls_used' | 'writes_used'>): Promise<void>;
+  /**
+   * Insert a run unless its principal already holds `max_open_runs` open runs (`limit`, nothing
+   * written), counted in the same statement so concurrent creations cannot overshoot the cap.
+   */
+  insertRun(
+    r: Omit<RunRow, 'calls_used' | 'writes_used'>,
+    max_open_runs: number,
+  ): Promise<'inserted' | 'limit'>;
   getRun(run_id: string): Promise<RunRow | null>;
   /** Runs of `principal_id` still open at `now`: deadline not passed and call budget not spent. */
   countOpenRuns(principal_id: string, now: number): Promise<number>;

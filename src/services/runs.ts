@@ -3,9 +3,7 @@
  * `run_budget_limits`; every authorization names a run, and an authorized call charges it in the
  * same commit that stores the receipt (a trigger refuses spending past the budget). A principal
  * holds at most `max_open_runs_per_principal` open runs (deadline not passed, calls not spent).
- * Trade-off: the count and the insert are two statements, so concurrent creations by one
- * principal can overshoot the cap by the number in flight; the cap bounds accumulation, and each
- * run stays bounded by its own budget.
+ * The count is part of the insert (one statement), so concurrent creations cannot overshoot it.
  */
 import { z } from 'zod';
 import { digestOf } from '../core/canonical/canonical.js';
@@ -61,16 +59,6 @@ export async function createRun(ctx: TenantContext, body: CreateRunRequest) {
     });
   }
   if (issues.length > 0) throw new ServiceError('invalid_request', 'run envelope exceeds the policy', issues);
-  // Budgets are self-issued: without a cap on open runs, one agent could hold any number of
-  // full budgets at once and the per-run limits would bound nothing.
-  const maxOpen = maxOpenRunsPerPrincipal(inForce.policy);
-  if ((await store.countOpenRuns(caller.principal_id, now)) >= maxOpen) {
-    throw new ServiceError(
-      'run_limit_reached',
-      `the principal already has ${maxOpen} open runs (the policy limit); wait for one to end or spend its calls`,
-    );
-  }
-
   const run_id = newId('run');
   const envelope = {
     run_envelope_version: RUN_ENVELOPE_VERSION,
@@ -85,16 +73,29 @@ export async function createRun(ctx: TenantContext, body: CreateRunRequest) {
     label: body.label ?? null,
   };
   const run_envelope_sha256 = digestOf(envelope);
-  await store.insertRun({
-    run_id,
-    principal_id: caller.principal_id,
-    run_envelope_sha256,
-    envelope: toCanonicalText(envelope),
-    max_calls: body.max_calls,
-    max_external_writes: body.max_external_writes,
-    deadline_unix_ms: deadline,
-    created_at_unix_ms: now,
-  });
+  // Budgets are self-issued: without a cap on open runs, one agent could hold any number of
+  // full budgets at once and the per-run limits would bound nothing. The store counts them in
+  // the insert itself, so concurrent creations cannot all pass one stale count.
+  const maxOpen = maxOpenRunsPerPrincipal(inForce.policy);
+  const inserted = await store.insertRun(
+    {
+      run_id,
+      principal_id: caller.principal_id,
+      run_envelope_sha256,
+      envelope: toCanonicalText(envelope),
+      max_calls: body.max_calls,
+      max_external_writes: body.max_external_writes,
+      deadline_unix_ms: deadline,
+      created_at_unix_ms: now,
+    },
+    maxOpen,
+  );
+  if (inserted === 'limit') {
+    throw new ServiceError(
+      'run_limit_reached',
+      `the principal already has ${maxOpen} open runs (the policy limit); wait for one to end or spend its calls`,
+    );
+  }
   ctx.log({ run_id, run_envelope_sha256 });
   return { run_id, run_envelope_sha256, envelope, calls_used: 0, writes_used: 0 };
 }

@@ -132,6 +132,22 @@ describe('query plans of request paths', { timeout: 60_000 }, () => {
     await step('policyByDigest', () => store.policyByDigest(s.policy_sha256));
     await step('observationRecords', () => store.observationRecords('observation', 'obs-1', 'a'.repeat(64)));
     await step('usage', () => store.usage(now));
+    await step('countOpenRuns', () => store.countOpenRuns(s.agent.principal_id, now));
+    await step('insertRun (conditional on the open-run count)', () =>
+      store.insertRun(
+        {
+          run_id: newId('run'),
+          principal_id: s.agent.principal_id,
+          run_envelope_sha256: 'b'.repeat(64),
+          envelope: '{}',
+          max_calls: 1,
+          max_external_writes: 0,
+          deadline_unix_ms: now + 60_000,
+          created_at_unix_ms: now,
+        },
+        32,
+      ),
+    );
 
     const scans: string[] = [];
     const indexesUsed = new Map<string, Set<string>>();
@@ -163,6 +179,8 @@ describe('query plans of request paths', { timeout: 60_000 }, () => {
     expectIndex('loadDispatchState', 'grants_digest');
     expectIndex('grantByDigest', 'grants_digest');
     expectIndex('usage', 'runs_open');
+    expectIndex('countOpenRuns', 'runs_principal_open');
+    expectIndex('insertRun (conditional on the open-run count)', 'runs_principal_open');
     expect(scans).toEqual([]);
     // Every step ran at least one query.
     for (const [name, n] of Object.entries(covered)) expect([name, n > 0]).toEqual([name, true]);
