@@ -38,6 +38,7 @@ import {
 } from '../core/authorization/decide.js';
 import { digestOf } from '../core/canonical/canonical.js';
 import { Role } from '../core/identity/identity.js';
+import { ObservationReceiptVersion } from '../core/observation/schema.js';
 import { toToolApproval } from '../core/authorization/approval.js';
 import type { ToolContract, ToolGrant } from '../core/model.js';
 import type { TenantPolicy } from '../core/policy.js';
@@ -762,6 +763,8 @@ class D1TenantStore implements TenantStore {
       raw: receipts.observation_raw_sha256,
       claim: receipts.observation_claim,
       evidence: receipts.evidence,
+      // Only the version, not the whole receipt: a retry is recomputed under it.
+      version: sql<unknown>`json_extract(${receipts.receipt}, '$.body.receipt_version')`,
     };
     // Two point lookups through unique indexes: the cost does not grow with the tenant's history.
     const [holder, same] = await this.db.batch([
@@ -789,7 +792,8 @@ class D1TenantStore implements TenantStore {
     ]);
     const bySha = new Map([...holder, ...same].map((r) => [r.sha256, r]));
     return [...bySha.values()].map((r) => {
-      if (r.raw === null || r.evidence === null) {
+      const version = ObservationReceiptVersion.safeParse(r.version);
+      if (r.raw === null || r.evidence === null || !version.success) {
         throw new StoredDocumentError('stored observation receipt is incomplete');
       }
       return {
@@ -797,6 +801,7 @@ class D1TenantStore implements TenantStore {
         raw_observation_sha256: r.raw,
         holds_id: r.claim !== null,
         evidence: r.evidence,
+        receipt_version: version.data,
       };
     });
   }

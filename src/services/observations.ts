@@ -29,6 +29,7 @@ import {
   ObservationTrustedContext,
   type ObservationValidationInput,
   RawToolErrorObservation,
+  type ReceiptVersionOption,
   RawToolObservation,
   WithheldContent,
   errorDetailFindings,
@@ -176,12 +177,16 @@ function decide(
     artifact_record: null,
   };
   let policy: ObservationPolicy = observationPolicyFromTenantPolicy(s.inForce.policy);
+  // New receipts are issued under the current version (the core's default).
+  let version: ReceiptVersionOption = {};
   if (s.same !== undefined) {
-    // A retry of a recorded observation is replayed with the inputs it was decided on.
+    // A retry of a recorded observation is replayed with the inputs it was decided on, under the
+    // receipt version (and so the signal rules) it was issued with.
     const e = parseStored('observation evidence', StoredObservationEvidence, s.same.evidence);
     evaluatedAt = e.evaluated_at_unix_ms;
     trusted = e.trusted;
     policy = e.policy;
+    version = { receiptVersion: s.same.receipt_version };
   }
   const common = {
     trusted,
@@ -193,11 +198,14 @@ function decide(
   };
   const result: Result<ObservationOutcome | ErrorObservationOutcome, CoreError> =
     body.kind === 'output'
-      ? validateObservation({ ...common, observation: body.observation } satisfies ObservationValidationInput)
-      : validateErrorObservation({
-          ...common,
-          observation: body.observation,
-        } satisfies ErrorObservationValidationInput);
+      ? validateObservation(
+          { ...common, observation: body.observation } satisfies ObservationValidationInput,
+          version,
+        )
+      : validateErrorObservation(
+          { ...common, observation: body.observation } satisfies ErrorObservationValidationInput,
+          version,
+        );
   const outcome = unwrap(result);
   return { outcome, receipt: outcome.receipt, trusted, policy, evaluatedAt };
 }

@@ -18,6 +18,7 @@ import type {
 import type { JsonValue } from '../core/canonical/json.js';
 import type { Role } from '../core/identity/identity.js';
 import type { ToolContract, ToolGrant } from '../core/model.js';
+import type { ObservationReceiptVersion } from '../core/observation/schema.js';
 import type { TenantPolicy } from '../core/policy.js';
 import type {
   ClaimRequest,
@@ -234,6 +235,8 @@ export interface ObservationRecord {
   readonly holds_id: boolean;
   /** Canonical evidence text the receipt was computed from. */
   readonly evidence: string;
+  /** The receipt version the stored body names: an identical retry is recomputed under it. */
+  readonly receipt_version: ObservationReceiptVersion;
 }
 
 /** Why a commit lost its race: the invariant trigger that aborted it. */

@@ -1,0 +1,60 @@
+/**
+ * Helpers for the observation storage tests: an executed rollback, an honest raw output
+ * observation of it, and a POST of one.
+ */
+import { expect } from 'vitest';
+import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
+import type { RawToolObservation } from '../../../src/core/observation/index.js';
+import type { Seeded } from '../../../scripts/seed.js';
+import {
+  type Json,
+  authorizedRollback,
+  call,
+  claim,
+  observe,
+  report,
+  uniqueName,
+} from '../executions/helpers.js';
+
+export const OUTPUT = '{"generation":8,"status":"rolled_back"}';
+
+export interface Executed {
+  readonly authorization: Json;
+  readonly execution: Json;
+}
+
+/** An authorized rollback, claimed and reported as succeeded by the seeded executor. */
+export async function executed(s: Seeded): Promise<Executed> {
+  const a = await authorizedRollback(s);
+  const c = await claim(s, a.sha256);
+  const r = await report(s, c.body.operation_id, c.body.fencing_token, observe(a.receipt, 'succeeded'));
+  expect(r.status).toBe(200);
+  return { authorization: a.receipt, execution: r.body.execution_receipt as Json };
+}
+
+/** The honest raw output observation of `e` (the payload the executor returned, unless given). */
+export function rawOutput(s: Seeded, e: Executed, payload = OUTPUT): RawToolObservation {
+  const at = e.execution.body.completed_at_unix_ms as number;
+  return {
+    observation_id: uniqueName('obs'),
+    tenant_id: s.tenant_id,
+    policy_sha256: s.policy_sha256,
+    tool_contract_sha256: s.rollback_contract_sha256,
+    invocation_sha256: e.authorization.body.invocation_sha256,
+    execution_receipt_sha256: e.execution.sha256,
+    source_release: 'deploy-api 2026.11.3',
+    source_generation: 8,
+    source_as_of_unix_ms: at,
+    media_type: 'application/json',
+    payload,
+    artifact: null,
+    payload_sha256: sha256HexOfText(payload),
+    payload_bytes: new TextEncoder().encode(payload).byteLength,
+    locators: [],
+    observed_at_unix_ms: at,
+  };
+}
+
+export function postObservation(s: Seeded, observation: RawToolObservation, key = s.executor.api_key) {
+  return call('POST', '/v1/observations', { key, body: { kind: 'output', observation } });
+}

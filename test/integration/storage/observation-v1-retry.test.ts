@@ -1,0 +1,98 @@
+/**
+ * Issue 15: an identical retry of an observation recorded under receipt version 1 replays the
+ * stored version 1 receipt (it used to be recomputed under the current version, differ, and
+ * answer 500 "stored observation receipt does not replay").
+ */
+import { env } from 'cloudflare:workers';
+import { describe, expect, it } from 'vitest';
+import { digestOf } from '../../../src/core/canonical/canonical.js';
+import {
+  type ObservationTrustedContext,
+  type RawToolObservation,
+  observationPolicyFromTenantPolicy,
+  validateObservation,
+} from '../../../src/core/observation/index.js';
+import { AuthorizationReceipt, ExecutionReceipt, ToolExecutionObservation } from '../../../src/core/model.js';
+import { tenantStore } from '../../../src/platform/bindings.js';
+import type { Seeded } from '../../../scripts/seed.js';
+import { seedTenant } from '../executions/helpers.js';
+import { type Executed, executed, postObservation, rawOutput } from './observation-helpers.js';
+
+/** Record `raw` as the service did before receipt version 2: a version 1 receipt and its evidence. */
+async function recordV1(s: Seeded, e: Executed, raw: RawToolObservation) {
+  const store = tenantStore(env, s.tenant_id);
+  const [exec, inForce, pinned] = await Promise.all([
+    store.getReceipt(e.execution.sha256),
+    store.currentPolicy(),
+    store.getContract(s.rollback_contract_sha256),
+  ]);
+  if (exec === null || pinned === null) throw new Error('upstream missing');
+  const trusted: ObservationTrustedContext = {
+    tenant_id: s.tenant_id,
+    policy_sha256: inForce.policy_sha256,
+    observation_id_conflict: false,
+    min_source_generation: null,
+    artifact_record: null,
+  };
+  const policy = observationPolicyFromTenantPolicy(inForce.policy);
+  const now = Date.now();
+  const decided = validateObservation(
+    {
+      trusted,
+      policy,
+      contract: pinned.contract,
+      authorization: AuthorizationReceipt.parse(e.authorization),
+      execution: {
+        receipt: ExecutionReceipt.parse(exec.receipt),
+        observation: ToolExecutionObservation.parse((exec.evidence as { observation: unknown }).observation),
+      },
+      now,
+      observation: raw,
+    },
+    { receiptVersion: 1 },
+  );
+  if (!decided.ok) throw new Error(decided.error.message);
+  const receipt = decided.value.receipt;
+  expect(receipt.body.receipt_version).toBe(1);
+  const stored = await store.insertObservationReceipt({
+    kind: 'observation',
+    receipt,
+    outcome: receipt.body.decision,
+    principal_id: s.executor.principal_id,
+    evidence: { kind: 'output', trusted, policy, observation: raw, evaluated_at_unix_ms: now },
+    created_at_unix_ms: now,
+    observation_id: raw.observation_id,
+    raw_observation_sha256: digestOf(raw),
+    holds_id: true,
+  });
+  expect(stored).toBe('stored');
+  return receipt;
+}
+
+describe('retry of an observation recorded under receipt version 1', () => {
+  it('replays the stored version 1 receipt, accepted or rejected, instead of answering 500', async () => {
+    const s = await seedTenant('obs-v1');
+    const e = await executed(s);
+
+    const accepted = rawOutput(s, e);
+    const v1 = await recordV1(s, e, accepted);
+    expect(v1.body.decision).toBe('accepted_untrusted_evidence');
+    const again = await postObservation(s, accepted);
+    expect(again.status).toBe(200);
+    expect(again.body.receipt).toEqual(v1);
+    expect(again.body.candidate.observation_receipt_sha256).toBe(v1.sha256);
+
+    // A refusal recorded under version 1 (the reporter's digest is not the executor's) replays too.
+    const wrong = { ...rawOutput(s, e), payload_sha256: 'f'.repeat(64) };
+    const refused = await recordV1(s, e, wrong);
+    expect(refused.body.violations).toContain('payload_digest_mismatch');
+    const retry = await postObservation(s, wrong);
+    expect(retry.status).toBe(403);
+    expect(retry.body.receipt).toEqual(refused);
+
+    // A new observation is still issued under the current version.
+    const fresh = await postObservation(s, rawOutput(s, e));
+    expect(fresh.status).toBe(201);
+    expect(fresh.body.receipt.body.receipt_version).toBe(2);
+  });
+});
