@@ -118,7 +118,7 @@ describe('tenant quotas', { timeout: SLOW_MS }, () => {
     });
     expect(newRun.status).toBe(429);
     expect(newRun.headers.get('retry-after')).toBe('60');
-    // Observations are refused at 90%, before authorizations (covered by the trigger's tiers).
+    // Observations are refused at 90%, before authorizations (quota-tiers.test.ts, both sides).
     expect((await authorize(s, readBody(s, run))).status).toBe(200);
 
     // Authorize until the quota is reached: then 429 and nothing written.
