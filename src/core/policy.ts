@@ -7,9 +7,10 @@
  * Never: reads a clock, does I/O, or merges a document with defaults (a field left out is an
  * error, not a default: what was reviewed is what is enforced). The one exception is a field
  * added to version 1 after documents of it were stored (`approval_request_ttl_ms`,
- * `run_budget_limits.max_open_runs_per_principal`): it is optional so every stored document still
- * parses to the same value and digest, and its absence means a fixed, documented value
- * (`POLICY_V1_DEFAULTS`), read through `approvalRequestTtlMs` / `maxOpenRunsPerPrincipal`.
+ * `run_budget_limits.max_open_runs_per_principal`, `observers`, `observation_classifier`): it is
+ * optional so every stored document still parses to the same value and digest, and its absence
+ * means a fixed, documented value (`POLICY_V1_DEFAULTS`, read through `approvalRequestTtlMs` /
+ * `maxOpenRunsPerPrincipal`; no named observers; no classifier).
  */
 import { digestOf } from './canonical/canonical.js';
 import { coreError, fromZodError, type CoreError, type FieldIssue } from './errors.js';
@@ -41,6 +42,10 @@ export const POLICY_LIMITS = {
   maxMediaTypes: 64,
   approvalRequestTtlMs: 30 * DAY,
   maxOpenRunsPerPrincipal: 1000,
+  maxObservers: 16,
+  classifierTimeoutMs: 10 * SECOND,
+  classifierMaxChars: 64 * 1024,
+  classifierMaxLabels: 8,
 } as const;
 
 /**
@@ -102,8 +107,44 @@ export const TenantPolicy = strict({
     max_observation_bytes: Ms(POLICY_LIMITS.observationMaxBytes),
     max_clock_skew_ms: z.number().int().min(0).max(POLICY_LIMITS.observationMaxClockSkewMs),
   }),
+  /**
+   * Who besides the executor that reported an execution may observe it (`role:executor`,
+   * `principal:<id>`; sorted, unique). Optional, as `approval_request_ttl_ms`: absent means the
+   * reporting executor only. See `isNamedObserver`.
+   */
+  observers: z.array(z.string().max(128)).min(1).max(POLICY_LIMITS.maxObservers).optional(),
+  /**
+   * An optional model-based classifier of observed text (issue 15): its verdict only ever adds
+   * the `instruction_like_text` signal (`classifier.injection`); absent means the heuristic alone.
+   */
+  observation_classifier: strict({
+    /** The Workers AI text-classification model the tenant deployed, e.g. `@cf/...`. */
+    model: z
+      .string()
+      .min(1)
+      .max(128)
+      .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII'),
+    /** Labels (case-insensitive) the model uses for injection; sorted, unique. */
+    injection_labels: z
+      .array(
+        z
+          .string()
+          .min(1)
+          .max(64)
+          .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII'),
+      )
+      .min(1)
+      .max(POLICY_LIMITS.classifierMaxLabels),
+    /** A verdict scoring at or above this adds the signal. */
+    threshold: z.number().gt(0).max(1),
+    /** Longest wait for a verdict; past it the classifier is `unavailable` and adds nothing. */
+    timeout_ms: Ms(POLICY_LIMITS.classifierTimeoutMs),
+    /** Characters of the text that leave the Worker (the rest is not classified). */
+    max_chars: Ms(POLICY_LIMITS.classifierMaxChars),
+  }).optional(),
 });
 export type TenantPolicy = z.infer<typeof TenantPolicy>;
+export type ObservationClassifierSettings = NonNullable<TenantPolicy['observation_classifier']>;
 
 /** The policy every tenant starts with, so a receipt always binds a policy digest. */
 export const DEFAULT_POLICY: TenantPolicy = Object.freeze({
@@ -150,6 +191,17 @@ export function validatePolicy(policy: TenantPolicy): Result<TenantPolicy, CoreE
   sortedUnique(issues, 'policy.approval_required_effects', effects);
   sortedUnique(issues, 'policy.allowed_media_types', policy.allowed_media_types);
   issues.push(...reconciliationOwnerIssues(policy.reconciliation.owner));
+  if (policy.observers !== undefined) {
+    sortedUnique(issues, 'policy.observers', policy.observers);
+    issues.push(...observerIssues(policy.observers));
+  }
+  if (policy.observation_classifier !== undefined) {
+    sortedUnique(
+      issues,
+      'policy.observation_classifier.injection_labels',
+      policy.observation_classifier.injection_labels,
+    );
+  }
   if (issues.length > 0) {
     issues.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0));
     return err(coreError('invalid_policy', 'policy is not valid', issues));
@@ -252,4 +304,49 @@ export function isReconciliationOwner(
 ): boolean {
   const o = reconciliationOwner(owner);
   return o.principals.includes(principal.principal_id) || principal.roles.some((r) => o.roles.includes(r));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Observers
+
+/** Roles that may be named as observers: the observe use case's own (a collector is an executor). */
+export const OBSERVING_ROLES = ['executor'] as const satisfies readonly Role[];
+
+function observerIssues(observers: readonly string[]): FieldIssue[] {
+  const issues: FieldIssue[] = [];
+  observers.forEach((term, i) => {
+    const path = `policy.observers[${i}]`;
+    // A mistyped observer must be refused, not silently name nobody (or everybody).
+    if (term.startsWith('role:')) {
+      if (!(OBSERVING_ROLES as readonly string[]).includes(term.slice('role:'.length))) {
+        issues.push({ path, message: `"${term}": role must be one of ${OBSERVING_ROLES.join(', ')}` });
+      }
+    } else if (term.startsWith('principal:')) {
+      if (!OWNER_PRINCIPAL.test(term.slice('principal:'.length))) {
+        issues.push({ path, message: `"${term}": must name a principal id` });
+      }
+    } else {
+      issues.push({ path, message: `"${term}": must be role:<role> or principal:<id>` });
+    }
+  });
+  return issues;
+}
+
+/**
+ * Is this principal an observer the policy names (besides the executor that reported the
+ * execution, who always may)? Roles are the principal's own, from trusted storage; a policy
+ * without `observers`, or with an invalid one (never stored: `validatePolicy` refuses it), names
+ * nobody.
+ */
+export function isNamedObserver(
+  policy: TenantPolicy,
+  principal: { readonly principal_id: string; readonly roles: readonly Role[] },
+): boolean {
+  const observers = policy.observers;
+  if (observers === undefined || observerIssues(observers).length > 0) return false;
+  return observers.some(
+    (t) =>
+      t === `principal:${principal.principal_id}` ||
+      (t.startsWith('role:') && principal.roles.includes(t.slice('role:'.length) as Role)),
+  );
 }

@@ -9,7 +9,8 @@
  * core decides. Every well-formed observation gets a stored receipt: accepted (with the evidence,
  * whose authority is only ever `untrusted_evidence_only`) or rejected (every violation; the
  * refused payload itself is never stored, only its digests, sizes and findings). Only the executor
- * that reported the execution may observe it. An
+ * that reported the execution may observe it, or an observer the policy in force names
+ * (`observers`). An
  * observation id already recorded for different content is a violation
  * (`observation_id_conflict`); the same content again replays the stored receipt (strict replay,
  * with the original evaluation time).
@@ -38,6 +39,7 @@ import {
   validateErrorObservation,
   validateObservation,
 } from '../core/observation/index.js';
+import { isNamedObserver } from '../core/policy.js';
 import { UnixMs, strict } from '../core/schema.js';
 import { StoredDocumentError, parseStored } from '../db/documents.js';
 import { type TenantContext, ROLES_FOR, requireRole } from './context.js';
@@ -88,13 +90,15 @@ export async function observe(ctx: TenantContext, body: ObservationBody) {
   if (authorization === null || pinned === null) {
     throw new StoredDocumentError('execution receipt refers to a missing authorization or contract');
   }
-  requireExecutorOf(caller, pinned);
-  // Another executor of the same release must not speak for an execution it did not run, nor
-  // take its observation id first: only the principal that reported the execution may.
-  if (execution.principal_id !== caller.principal_id) {
+  if (execution.principal_id === caller.principal_id) {
+    requireExecutorOf(caller, pinned);
+  } else if (!isNamedObserver(inForce.policy, caller)) {
+    // Another executor of the same release must not speak for an execution it did not run, nor
+    // take its observation id first: only the principal that reported the execution may, or an
+    // observer the policy in force names (e.g. a collector service, whatever release it runs).
     throw new ServiceError(
       'executor_mismatch',
-      'only the executor that reported this execution may observe it',
+      'only the executor that reported this execution, or an observer the policy names, may observe it',
     );
   }
 

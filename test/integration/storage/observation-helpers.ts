@@ -5,7 +5,7 @@
 import { expect } from 'vitest';
 import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
 import type { RawToolObservation } from '../../../src/core/observation/index.js';
-import type { Seeded } from '../../../scripts/seed.js';
+import { DEMO_POLICY, type Seeded } from '../../../scripts/seed.js';
 import {
   type Json,
   authorizedRollback,
@@ -53,6 +53,33 @@ export function rawOutput(s: Seeded, e: Executed, payload = OUTPUT): RawToolObse
     locators: [],
     observed_at_unix_ms: at,
   };
+}
+
+/**
+ * Put `DEMO_POLICY` with `extra` fields and re-issue the agent's grant under it (a grant binds the
+ * policy it was issued under); returns `s` with the new policy digest.
+ */
+export async function withPolicy(s: Seeded, extra: Record<string, unknown>): Promise<Seeded> {
+  const put = await call('PUT', '/v1/policy', { key: s.admin.api_key, body: { ...DEMO_POLICY, ...extra } });
+  if (put.status !== 200) throw new Error(`policy failed: ${JSON.stringify(put.body)}`);
+  const scope = [
+    { type: 'deployment', attributes: { environment: ['production', 'staging'], service: ['api'] } },
+  ];
+  const grant = await call('POST', '/v1/grants', {
+    key: s.admin.api_key,
+    body: {
+      principal_id: s.agent.principal_id,
+      allowed_tools: ['execute_rollback', 'get_deployment'],
+      allowed_effects: ['external_write', 'read_only'],
+      capabilities: [
+        { capability: 'deployment:read', resources: scope },
+        { capability: 'deployment:rollback', resources: scope },
+      ],
+      expires_at_unix_ms: Date.now() + 24 * 60 * 60_000,
+    },
+  });
+  if (grant.status !== 201) throw new Error(`grant failed: ${JSON.stringify(grant.body)}`);
+  return { ...s, policy_sha256: put.body.policy_sha256 as string };
 }
 
 export function postObservation(s: Seeded, observation: RawToolObservation, key = s.executor.api_key) {
