@@ -1110,6 +1110,14 @@ export interface operations {
                                 max_observation_bytes: number;
                                 max_clock_skew_ms: number;
                             };
+                            observers?: string[];
+                            observation_classifier?: {
+                                model: string;
+                                injection_labels: string[];
+                                threshold: number;
+                                timeout_ms: number;
+                                max_chars: number;
+                            };
                         };
                     };
                 };
@@ -1166,6 +1174,14 @@ export interface operations {
                         max_observation_bytes: number;
                         max_clock_skew_ms: number;
                     };
+                    observers?: string[];
+                    observation_classifier?: {
+                        model: string;
+                        injection_labels: string[];
+                        threshold: number;
+                        timeout_ms: number;
+                        max_chars: number;
+                    };
                 };
             };
         };
@@ -1200,6 +1216,14 @@ export interface operations {
                             observation_limits: {
                                 max_observation_bytes: number;
                                 max_clock_skew_ms: number;
+                            };
+                            observers?: string[];
+                            observation_classifier?: {
+                                model: string;
+                                injection_labels: string[];
+                                threshold: number;
+                                timeout_ms: number;
+                                max_chars: number;
                             };
                         };
                         previous_policy_sha256: string;
@@ -4518,6 +4542,13 @@ export interface operations {
                         };
                         /** @description any JSON value */
                         evidence?: unknown;
+                        notes?: {
+                            /** @constant */
+                            code: "classifier_unavailable";
+                            model: string;
+                            /** @enum {string} */
+                            reason: "error" | "malformed_answer" | "no_binding" | "timeout";
+                        }[];
                     };
                 };
             };
@@ -4733,6 +4764,13 @@ export interface operations {
                         };
                         /** @description any JSON value */
                         evidence?: unknown;
+                        notes?: {
+                            /** @constant */
+                            code: "classifier_unavailable";
+                            model: string;
+                            /** @enum {string} */
+                            reason: "error" | "malformed_answer" | "no_binding" | "timeout";
+                        }[];
                     };
                 };
             };
@@ -4966,6 +5004,13 @@ export interface operations {
                         };
                         /** @description any JSON value */
                         evidence?: unknown;
+                        notes?: {
+                            /** @constant */
+                            code: "classifier_unavailable";
+                            model: string;
+                            /** @enum {string} */
+                            reason: "error" | "malformed_answer" | "no_binding" | "timeout";
+                        }[];
                     };
                 };
             };

@@ -11,7 +11,7 @@
  */
 import { createMiddleware } from 'hono/factory';
 import { API_KEY_PATTERN, apiKeyDigest, type Role, secretsEqual } from '../core/identity/identity.js';
-import { operationsPort, platformStore, tenantStore } from '../platform/bindings.js';
+import { classifierPort, operationsPort, platformStore, tenantStore } from '../platform/bindings.js';
 import { type Caller, requireRole as requireCallerRole } from '../services/context.js';
 import { ServiceError } from '../services/errors.js';
 import { type AdminTokenProblem, adminTokenProblem } from './admin-token.js';
@@ -54,6 +54,7 @@ export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
     caller,
     store: tenantStore(c.env, caller.tenant_id),
     operations: operationsPort(c.env),
+    classifier: classifierPort(c.env),
     now: c.var.now,
     log: (fields) => c.set('log', { ...c.var.log, ...fields }),
   });

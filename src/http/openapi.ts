@@ -23,7 +23,11 @@ import {
   ToolEffect,
   ToolGrant,
 } from '../core/model.js';
-import { ObservationReceipt, ToolEvidenceCandidate } from '../core/observation/schema.js';
+import {
+  CLASSIFIER_UNAVAILABLE_REASONS,
+  ObservationReceipt,
+  ToolEvidenceCandidate,
+} from '../core/observation/schema.js';
 import { TenantPolicy } from '../core/policy.js';
 import { Identifier, Label, Sha256, UnixMs } from '../core/schema.js';
 import {
@@ -165,6 +169,16 @@ const ObservationAnswer = z.strictObject({
   receipt: ObservationReceipt,
   candidate: ToolEvidenceCandidate.optional(),
   evidence: Json.optional(),
+  // Hardening (issue 15): a configured classifier that gave no verdict (it changed nothing).
+  notes: z
+    .array(
+      z.strictObject({
+        code: z.literal('classifier_unavailable'),
+        model: z.string(),
+        reason: z.enum(CLASSIFIER_UNAVAILABLE_REASONS),
+      }),
+    )
+    .optional(),
 });
 
 const ReceiptView = z.strictObject({

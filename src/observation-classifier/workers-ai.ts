@@ -8,7 +8,8 @@
  * Never: decides anything itself; its output is one more signal (see
  * `src/core/observation/signals/classifier.ts`).
  */
-import type { ClassifierVerdict } from '../core/observation/signals/classifier.js';
+import type { CLASSIFIER_UNAVAILABLE_REASONS } from '../core/observation/schema.js';
+import { ClassifierVerdict } from '../core/observation/signals/classifier.js';
 
 /** The part of the `Ai` binding this adapter uses (`env.AI` satisfies it through a wrapper). */
 export interface TextClassifierBinding {
@@ -44,22 +45,39 @@ function injectionScore(output: unknown, labels: readonly string[]): number | nu
   return best;
 }
 
-export async function classifyWithWorkersAi(
+/** The verdict, or the typed reason there is none (`ClassifierOutcome`'s reasons). */
+export type ClassifierReading =
+  | { readonly ok: true; readonly verdict: ClassifierVerdict }
+  | { readonly ok: false; readonly reason: (typeof CLASSIFIER_UNAVAILABLE_REASONS)[number] };
+
+/** As `classifyWithWorkersAi`, saying why there is no verdict. Never throws. */
+export async function readWithWorkersAi(
   ai: TextClassifierBinding | undefined,
   text: string,
   options: WorkersAiClassifierOptions,
-): Promise<ClassifierVerdict | null> {
-  if (ai === undefined) return null;
+): Promise<ClassifierReading> {
+  if (ai === undefined) return { ok: false, reason: 'no_binding' };
   const sleep = options.sleep ?? defaultSleep;
   try {
     const call = ai.run(options.model, { text: text.slice(0, options.maxChars) });
     // A rejection after the timeout has won must not surface as an unhandled rejection.
     call.catch(() => undefined);
     const output = await Promise.race([call, sleep(options.timeoutMs).then(() => TIMED_OUT)]);
-    if (output === TIMED_OUT) return null;
+    if (output === TIMED_OUT) return { ok: false, reason: 'timeout' };
     const score = injectionScore(output, options.injectionLabels);
-    return score === null ? null : { model: options.model, injection_score: score };
+    if (score === null) return { ok: false, reason: 'malformed_answer' };
+    const verdict = ClassifierVerdict.safeParse({ model: options.model, injection_score: score });
+    return verdict.success ? { ok: true, verdict: verdict.data } : { ok: false, reason: 'malformed_answer' };
   } catch {
-    return null;
+    return { ok: false, reason: 'error' };
   }
+}
+
+export async function classifyWithWorkersAi(
+  ai: TextClassifierBinding | undefined,
+  text: string,
+  options: WorkersAiClassifierOptions,
+): Promise<ClassifierVerdict | null> {
+  const r = await readWithWorkersAi(ai, text, options);
+  return r.ok ? r.verdict : null;
 }

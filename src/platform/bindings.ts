@@ -9,7 +9,14 @@ import { database } from '../db/client.js';
 import { d1PlatformStore } from '../db/platform-store.js';
 import { d1TenantStore } from '../db/tenant-store.js';
 import { type RateLimit, parseRateLimit } from '../core/limits/token-bucket.js';
-import type { OperationsPort, PlatformStore, RateLimitPort, TenantStore } from '../services/ports.js';
+import type {
+  ClassifierPort,
+  OperationsPort,
+  PlatformStore,
+  RateLimitPort,
+  TenantStore,
+} from '../services/ports.js';
+import { type TextClassifierBinding, readWithWorkersAi } from '../observation-classifier/workers-ai.js';
 
 export function platformStore(env: Env): PlatformStore {
   return d1PlatformStore(database(env));
@@ -46,6 +53,43 @@ export function rateLimitPort(env: Env): RateLimitPort {
     take: async (tenant_id, principal_id, now) => {
       const d = await rateLimiterStub(env, tenant_id).take({ tenant_id, principal_id, now, ...limit });
       return { allowed: d.allowed, retry_after_seconds: d.retry_after_seconds };
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The optional observation classifier (issue 15)
+
+/**
+ * Bindings a deployment may add that the code does not require: `AI` (Workers AI, `[ai]
+ * binding = "AI"` in wrangler.toml) is not bound by default, so it is not in the generated `Env`.
+ */
+interface OptionalBindings {
+  readonly AI?: TextClassifierBinding;
+}
+
+/**
+ * The classifier port over the `AI` binding. Without the binding a configured classifier is
+ * `unavailable` (`no_binding`): the heuristic alone speaks, nothing fails.
+ */
+export function classifierPort(env: Env): ClassifierPort {
+  const ai = (env as Env & OptionalBindings).AI;
+  return {
+    classify: async (text, settings) => {
+      const r = await readWithWorkersAi(ai, text, {
+        model: settings.model,
+        injectionLabels: settings.injection_labels,
+        timeoutMs: settings.timeout_ms,
+        maxChars: settings.max_chars,
+      });
+      return r.ok
+        ? {
+            status: 'verdict',
+            model: settings.model,
+            injection_score: r.verdict.injection_score,
+            threshold: settings.threshold,
+          }
+        : { status: 'unavailable', model: settings.model, reason: r.reason };
     },
   };
 }

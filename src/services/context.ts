@@ -6,7 +6,7 @@
  * request by the door; nothing authority-bearing comes from a request body.
  */
 import type { Role } from '../core/identity/identity.js';
-import type { OperationsPort, TenantStore } from './ports.js';
+import type { ClassifierPort, OperationsPort, TenantStore } from './ports.js';
 import { ServiceError } from './errors.js';
 
 /** The caller as established from its API key and trusted storage. */
@@ -28,6 +28,8 @@ export interface TenantContext {
   /** Read once when the request arrived: every decision in the request uses this instant. */
   readonly now: number;
   readonly log: (fields: LogFields) => void;
+  /** The tenant's optional observation classifier; absent means none can be reached. */
+  readonly classifier?: ClassifierPort;
 }
 
 /** `forbidden_role` unless the caller holds one of `roles`. Every door's check and the service's. */

@@ -19,10 +19,13 @@
  */
 import { z } from 'zod';
 import { digestOf } from '../core/canonical/canonical.js';
+import { utf8ByteLength } from '../core/canonical/json.js';
 import { type AuthorizationReceipt, ExecutionReceipt, ToolExecutionObservation } from '../core/model.js';
 import type { CoreError } from '../core/errors.js';
 import type { Result } from '../core/result.js';
 import {
+  ClassifierOutcome,
+  OBSERVATION_LIMITS,
   type ErrorObservationOutcome,
   type ErrorObservationValidationInput,
   type ObservationOutcome,
@@ -104,10 +107,24 @@ export async function observe(ctx: TenantContext, body: ObservationBody) {
 
   const raw = digestOf(o);
   const kind = RECEIPT_KIND[body.kind];
+  // Asked at most once per request, and never for a retry of a recorded observation (replay
+  // takes the recorded outcome from the stored trusted context).
+  let classified: Promise<ClassifierOutcome | undefined> | undefined;
   for (let attempt = 1; ; attempt++) {
     const recorded = await store.observationRecords(kind, o.observation_id, raw);
     const same = recorded.find((r) => r.raw_observation_sha256 === raw);
-    const decided = decide(ctx, body, { inForce, pinned, authorization, execution, recorded, same, raw });
+    classified ??= same === undefined ? classify(ctx, body, inForce) : undefined;
+    const classifier = same === undefined ? await classified : undefined;
+    const decided = decide(ctx, body, {
+      inForce,
+      pinned,
+      authorization,
+      execution,
+      recorded,
+      same,
+      raw,
+      classifier,
+    });
     const { receipt } = decided;
     ctx.log({ observation_receipt_sha256: receipt.sha256, decision: receipt.body.decision, attempt });
     if (same !== undefined) {
@@ -144,11 +161,16 @@ export async function observe(ctx: TenantContext, body: ObservationBody) {
       'candidate' in decided.outcome
         ? { candidate: decided.outcome.candidate }
         : { evidence: decided.outcome.evidence };
+    const c = decided.trusted.classifier;
     return {
       decision: receipt.body.decision,
       violations: receipt.body.violations,
       receipt,
       ...evidence,
+      // A configured classifier that gave no verdict is said, typed; it changed nothing.
+      ...(c?.status === 'unavailable'
+        ? { notes: [{ code: 'classifier_unavailable' as const, model: c.model, reason: c.reason }] }
+        : {}),
       replayed: same !== undefined,
     };
   }
@@ -168,6 +190,7 @@ function decide(
     readonly recorded: readonly ObservationRecord[];
     readonly same: ObservationRecord | undefined;
     readonly raw: string;
+    readonly classifier: ClassifierOutcome | undefined;
   },
 ) {
   let evaluatedAt = ctx.now;
@@ -179,6 +202,7 @@ function decide(
     min_source_generation: null,
     // No artifact store yet: an artifact reference is never found (`artifact_not_found`).
     artifact_record: null,
+    ...(s.classifier === undefined ? {} : { classifier: s.classifier }),
   };
   let policy: ObservationPolicy = observationPolicyFromTenantPolicy(s.inForce.policy);
   // New receipts are issued under the current version (the core's default).
@@ -236,6 +260,39 @@ function storedEvidence(
   if (body.observation.payload === null) return { ...common, observation: body.observation };
   const { payload: _payload, ...kept } = body.observation;
   return { ...common, observation: kept, withheld: inlineContentFindings(body.observation, policy) };
+}
+
+/**
+ * The configured classifier's outcome for the observed text, or undefined when the policy names
+ * no classifier or there is no text to classify (an artifact, or text over the bound, which is
+ * never scanned). Whatever the port does, this never throws: a failure is `unavailable`.
+ */
+async function classify(
+  ctx: TenantContext,
+  body: ObservationBody,
+  inForce: PolicyRecord,
+): Promise<ClassifierOutcome | undefined> {
+  const settings = inForce.policy.observation_classifier;
+  if (settings === undefined) return undefined;
+  const text = body.kind === 'output' ? body.observation.payload : body.observation.detail;
+  if (text === null) return undefined;
+  const limits = observationPolicyFromTenantPolicy(inForce.policy);
+  const bound =
+    body.kind === 'output'
+      ? limits.max_payload_bytes
+      : Math.min(limits.max_payload_bytes, OBSERVATION_LIMITS.maxErrorDetailBytes);
+  if (utf8ByteLength(text) > bound) return undefined;
+  if (ctx.classifier === undefined)
+    return { status: 'unavailable', model: settings.model, reason: 'no_binding' };
+  try {
+    const outcome = ClassifierOutcome.safeParse(await ctx.classifier.classify(text, settings));
+    // An adapter's answer is parsed like any input: anything else is no verdict.
+    return outcome.success
+      ? outcome.data
+      : { status: 'unavailable', model: settings.model, reason: 'malformed_answer' };
+  } catch {
+    return { status: 'unavailable', model: settings.model, reason: 'error' };
+  }
 }
 
 /** The tenant's execution receipt with the observation it was computed from, verified, or null. */

@@ -18,8 +18,8 @@ import type {
 import type { JsonValue } from '../core/canonical/json.js';
 import type { Role } from '../core/identity/identity.js';
 import type { ToolContract, ToolGrant } from '../core/model.js';
-import type { ObservationReceiptVersion } from '../core/observation/schema.js';
-import type { TenantPolicy } from '../core/policy.js';
+import type { ClassifierOutcome, ObservationReceiptVersion } from '../core/observation/schema.js';
+import type { ObservationClassifierSettings, TenantPolicy } from '../core/policy.js';
 import type {
   ClaimRequest,
   ClaimResult,
@@ -400,4 +400,16 @@ export interface RateLimitDecision {
  */
 export interface RateLimitPort {
   take(tenant_id: string, principal_id: string, now: number): Promise<RateLimitDecision>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The optional observation classifier (issue 15)
+
+/**
+ * A model-based classifier of observed text, configured per tenant by the policy's
+ * `observation_classifier`. Never throws and never waits past the settings' timeout: a missing
+ * binding, a failure, a timeout or an unexpected answer is an `unavailable` outcome.
+ */
+export interface ClassifierPort {
+  classify(text: string, settings: ObservationClassifierSettings): Promise<ClassifierOutcome>;
 }

@@ -293,6 +293,38 @@ export type RawToolObservation = z.infer<typeof RawToolObservation>;
  * Trusted context the adapter established and passes in: the authenticated tenant, its current
  * policy identity, and storage lookups. Never taken from a request body.
  */
+/** A model name or label as a classifier reports it: printable ASCII, no spaces. */
+const ClassifierToken = (max: number) =>
+  z
+    .string()
+    .min(1)
+    .max(max)
+    .regex(/^[\x21-\x7e]+$/, 'must be printable ASCII');
+
+/** Why a configured classifier gave no verdict (a typed note; it changes no signal). */
+export const CLASSIFIER_UNAVAILABLE_REASONS = ['error', 'malformed_answer', 'no_binding', 'timeout'] as const;
+
+/**
+ * What the tenant's optional classifier said about the observed text, as the adapter recorded
+ * it: a verdict (score and the policy's threshold), or why there was none. Trusted context: it
+ * comes from a binding the tenant configured, never from the payload, and it is bound into the
+ * receipt (`trusted_context_sha256`) so replay recomputes the same signals without the model.
+ */
+export const ClassifierOutcome = z.discriminatedUnion('status', [
+  strict({
+    status: z.literal('verdict'),
+    model: ClassifierToken(128),
+    injection_score: z.number().min(0).max(1),
+    threshold: z.number().gt(0).max(1),
+  }),
+  strict({
+    status: z.literal('unavailable'),
+    model: ClassifierToken(128),
+    reason: z.enum(CLASSIFIER_UNAVAILABLE_REASONS),
+  }),
+]);
+export type ClassifierOutcome = z.infer<typeof ClassifierOutcome>;
+
 export const ObservationTrustedContext = strict({
   tenant_id: Identifier,
   policy_sha256: Sha256,
@@ -302,6 +334,11 @@ export const ObservationTrustedContext = strict({
   min_source_generation: Count.nullable(),
   /** The artifact store entry for `artifact.artifact_sha256` under this tenant, or `null` if absent. */
   artifact_record: StoredArtifactRecord.nullable(),
+  /**
+   * The configured classifier's outcome; absent when none is configured or no text was
+   * classified (absent keeps the digest of every context recorded before the classifier).
+   */
+  classifier: ClassifierOutcome.optional(),
 });
 export type ObservationTrustedContext = z.infer<typeof ObservationTrustedContext>;
 

@@ -14,6 +14,8 @@
  * Malformed input is a typed `CoreError`, never a receipt. Receipts are issued under the current
  * receipt version, whose body names the signal release that produced its signals; an earlier
  * version is computed only when replay asks for it (`receiptVersion`), with that version's rules.
+ * A classifier outcome recorded in the trusted context only ever adds a signal (never a
+ * violation, never removes a hit, never changes the decision).
  * Never: reads a clock (`now` is an argument), does I/O, deletes or rewrites payload content,
  * follows anything the payload says, or lets a payload choose its own authority.
  */
@@ -59,6 +61,7 @@ import {
 } from './schema.js';
 import { longestEncodedRun } from './signals.js';
 import { scanUnder } from './signals/releases.js';
+import { withClassifierOutcome } from './signals/classifier.js';
 
 // ---------------------------------------------------------------------------------------------
 // Inputs and outputs
@@ -264,7 +267,11 @@ function decideObservation(
       v.add(x);
   }
   for (const x of checkFreshness(o, i.policy, i.trusted, i.now)) v.add(x);
-  const signals = { signals: findings?.signals ?? [], hits: findings?.signal_hits ?? [] };
+  // The classifier's recorded verdict can only add a signal, never a violation or authority.
+  const signals = withClassifierOutcome(
+    { signals: findings?.signals ?? [], hits: findings?.signal_hits ?? [] },
+    i.trusted.classifier,
+  );
 
   const violations = [...v].sort();
   const accepted = violations.length === 0;
@@ -408,7 +415,10 @@ function decideErrorObservation(
   if (findings.actual_sha256 !== null && findings.actual_sha256 !== o.detail_sha256)
     v.add('payload_digest_mismatch');
   for (const x of findings.content_violations) v.add(x);
-  const signals = { signals: findings.signals, hits: findings.signal_hits };
+  const signals = withClassifierOutcome(
+    { signals: findings.signals, hits: findings.signal_hits },
+    i.trusted.classifier,
+  );
   if (o.observed_at_unix_ms > i.now + i.policy.max_clock_skew_ms) v.add('observed_after_evaluation');
 
   const violations = [...v].sort();

@@ -11,7 +11,7 @@
  */
 import { z } from 'zod';
 import { compareHits, type SignalReport } from '../signals.js';
-import type { SignalHit } from '../schema.js';
+import type { ClassifierOutcome, ObservationSignal, SignalHit } from '../schema.js';
 
 /** What an adapter hands the core: the classifier's judgement of one text. */
 export const ClassifierVerdict = z.strictObject({
@@ -50,4 +50,33 @@ export function withClassifierVerdict(
   const details = [...report.details, { ...hit, family: 'classifier', languages: [] }].sort(compareHits);
   const signals = [...new Set([...report.signals, hit.signal])].sort();
   return { ...report, signals, hits, details };
+}
+
+/** The signals and hits a receipt binds. */
+export interface SignalScanResult {
+  readonly signals: readonly ObservationSignal[];
+  readonly hits: readonly SignalHit[];
+}
+
+/**
+ * A receipt's signals with the recorded classifier outcome folded in (validation and replay
+ * alike, from the trusted context): a verdict at or above its threshold adds the classifier hit;
+ * an unavailable classifier, a lower score or no outcome returns the scan unchanged. Only ever
+ * adds: every heuristic hit is kept.
+ */
+export function withClassifierOutcome(
+  scan: SignalScanResult,
+  outcome: ClassifierOutcome | undefined,
+): { signals: ObservationSignal[]; hits: SignalHit[] } {
+  const same = { signals: [...scan.signals], hits: [...scan.hits] };
+  if (outcome === undefined || outcome.status !== 'verdict') return same;
+  if (!(outcome.threshold > 0 && outcome.threshold <= 1) || !(outcome.injection_score >= outcome.threshold)) {
+    return same;
+  }
+  const hit: SignalHit = { signal: 'instruction_like_text', rule: CLASSIFIER_RULE, encoding: 'plain' };
+  if (same.hits.some((h) => compareHits(h, hit) === 0)) return same;
+  return {
+    signals: [...new Set([...same.signals, hit.signal])].sort(),
+    hits: [...same.hits, hit].sort(compareHits),
+  };
 }
