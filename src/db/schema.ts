@@ -215,5 +215,8 @@ export const operations = sqliteTable(
     index('operations_deadline')
       .on(t.tenant_id, t.state, t.reconciliation_deadline_unix_ms)
       .where(sql`${t.escalated_at_unix_ms} IS NULL`),
+    // Pages of `GET /v1/operations`, newest first, with or without a state (migrations/0008).
+    index('operations_recent').on(t.tenant_id, t.updated_at_unix_ms, t.operation_id),
+    index('operations_state_recent').on(t.tenant_id, t.state, t.updated_at_unix_ms, t.operation_id),
   ],
 );
