@@ -554,6 +554,26 @@ class D1TenantStore implements TenantStore {
         );
       }
       if (e.consume_approval_id !== null) {
+        // The approver's revocation committing while this authorization was in flight wins, as
+        // the caller's does: touch the approver's row only if revoked, and its trigger aborts.
+        statements.push(
+          db
+            .update(principals)
+            .set({ revoked_at_unix_ms: sql`${principals.revoked_at_unix_ms}` })
+            .where(
+              and(
+                eq(principals.tenant_id, t),
+                isNotNull(principals.revoked_at_unix_ms),
+                inArray(
+                  principals.principal_id,
+                  db
+                    .select({ id: approvals.decided_by })
+                    .from(approvals)
+                    .where(and(eq(approvals.tenant_id, t), eq(approvals.approval_id, e.consume_approval_id))),
+                ),
+              ),
+            ),
+        );
         // Single use: the trigger aborts unless the approval is still `approved`.
         statements.push(
           db
