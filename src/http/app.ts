@@ -1,8 +1,9 @@
 /**
  * The HTTP application: request context, logging, authentication, and every route under `/v1`.
  *
- * Order matters: `/v1/healthz` and `POST /v1/tenants` (platform admin token) are registered before
- * `authenticate`, so they answer without a principal; every other `/v1` route requires a valid
+ * Order matters: `/v1/healthz`, `POST /v1/tenants` (platform admin token) and the signed executor
+ * webhooks (`/v1/webhooks/...`, Standard Webhooks signature) are registered before `authenticate`,
+ * so they answer without a bearer key; every other `/v1` route requires a valid
  * API key, and checks its role per route; every write after authentication is rate limited per
  * principal (`rateLimitWrites`). There is one error handler (`onError`).
  */
