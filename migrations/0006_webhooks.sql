@@ -31,4 +31,4 @@ CREATE TABLE `webhook_deliveries` (
 	PRIMARY KEY(`tenant_id`, `principal_id`, `webhook_id`)
 );
 --> statement-breakpoint
-CREATE INDEX `webhook_deliveries_received` ON `webhook_deliveries` (`received_at_unix_ms`);
+CREATE INDEX `webhook_deliveries_received` ON `webhook_deliveries` (`tenant_id`,`received_at_unix_ms`);

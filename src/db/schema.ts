@@ -252,6 +252,6 @@ export const webhookDeliveries = sqliteTable(
   },
   (t) => [
     primaryKey({ columns: [t.tenant_id, t.principal_id, t.webhook_id] }),
-    index('webhook_deliveries_received').on(t.received_at_unix_ms),
+    index('webhook_deliveries_received').on(t.tenant_id, t.received_at_unix_ms),
   ],
 );

@@ -4,6 +4,7 @@
  * service; a missing, bad, expired, reused or replayed signature is a 401 (or, for a retry of the
  * same message, the stored answer) and writes nothing.
  */
+import { Webhook } from 'standardwebhooks';
 import { describe, expect, it } from 'vitest';
 import { parseWebhookSecret, signWebhook } from '../../../src/core/identity/webhook.js';
 import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
@@ -219,6 +220,25 @@ describe('signed webhooks: executions', { timeout: SLOW_MS }, () => {
     const unknown = await deliver(s, 'executions/report', JSON.stringify({ ...body, extra: 1 }), { secret });
     expect(unknown.status).toBe(400);
     expect(await operationStatus(s, body.operation_id)).toBe('pending');
+  });
+});
+
+describe('signed webhooks: the reference library in workerd', { timeout: SLOW_MS }, () => {
+  it('a delivery signed by standardwebhooks 1.1.1 (running in workerd) is accepted', async () => {
+    const s = await seedTenant('wh-ref');
+    const secret = await newSecret(s);
+    const { text } = await claimed(s);
+    const id = 'msg_reference_library';
+    const ts = Math.floor(Date.now() / 1000);
+    const signature = new Webhook(secret).sign(id, new Date(ts * 1000), text);
+    const r = await deliver(s, 'executions/report', text, {
+      secret,
+      id,
+      timestamp: ts,
+      headers: { 'webhook-signature': signature },
+    });
+    expect(r.status).toBe(200);
+    expect(r.body.status).toBe('verified_succeeded');
   });
 });
 
