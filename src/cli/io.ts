@@ -5,6 +5,8 @@
 export interface CliIo {
   /** The bytes of a file; rejects if it cannot be read. */
   readFile(path: string): Promise<Uint8Array>;
+  /** Write a text file (`writ conformance keygen`); absent where files cannot be written. */
+  readonly writeFile?: (path: string, text: string) => Promise<void>;
   stdout(text: string): void;
   stderr(text: string): void;
   /** The environment (`WRIT_URL`, `WRIT_KEY`, ...); none when absent. */

@@ -7,6 +7,7 @@ import { runApprovals } from './approvals.js';
 import { runLabCommand } from './lab.js';
 import { runReceipt } from './receipt.js';
 import { runVerify } from './verify.js';
+import { runConformance } from './conformance.js';
 
 export interface Command {
   readonly summary: string;
@@ -20,6 +21,10 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
   lab: {
     summary: 'run a laboratory (tools|observations), or the tool loop against --service',
     run: runLabCommand,
+  },
+  conformance: {
+    summary: 'test an executor endpoint with valid and invalid receipts (keygen|executor <url>)',
+    run: runConformance,
   },
 };
 

@@ -143,6 +143,21 @@ export interface ObserveInput {
   readonly locators?: Extract<ObservationBody, { kind: 'output' }>['observation']['locators'];
 }
 
+/** The diagnostics of a verified no-effect failure (`kind: 'error'`): bound like `ObserveInput`. */
+export interface ObserveErrorInput {
+  /** The execution receipt of the failed attempt (as `report` returned it). */
+  readonly execution_receipt: { readonly sha256: string };
+  readonly authorization: { readonly body: AuthorizationReceipt['body'] };
+  readonly observation_id: string;
+  readonly source_release: string;
+  /** The tool's error code, e.g. `conflict`. */
+  readonly error_code: string;
+  readonly media_type: string;
+  /** The error detail as text, exactly as produced. */
+  readonly detail: string;
+  readonly observed_at_unix_ms: number;
+}
+
 /** What the reconciliation owner observed of the target: the same evidence as a report, no claim. */
 export interface ReconcileInput extends Omit<ReportInput, 'claim' | 'outcome'> {
   readonly operation_id: string;
@@ -215,6 +230,29 @@ export function rawOutputObservation(input: ObserveInput): Extract<ObservationBo
   };
 }
 
+/** The `RawToolErrorObservation` of a failure's diagnostics: detail digest and size computed here. */
+export function rawErrorObservation(input: ObserveErrorInput): Extract<ObservationBody, { kind: 'error' }> {
+  const a = input.authorization.body;
+  return {
+    kind: 'error',
+    observation: {
+      observation_id: input.observation_id,
+      tenant_id: a.tenant_id,
+      policy_sha256: a.policy_sha256,
+      tool_contract_sha256: a.tool_contract_sha256,
+      invocation_sha256: a.invocation_sha256,
+      execution_receipt_sha256: input.execution_receipt.sha256,
+      source_release: input.source_release,
+      error_code: input.error_code,
+      media_type: input.media_type,
+      detail: input.detail,
+      detail_sha256: sha256HexOfText(input.detail),
+      detail_bytes: utf8ByteLength(input.detail),
+      observed_at_unix_ms: input.observed_at_unix_ms,
+    },
+  };
+}
+
 interface Answer {
   readonly data?: unknown;
   readonly error?: unknown;
@@ -243,6 +281,8 @@ export interface WritClient {
   claim(authorizationReceiptSha256: string): Promise<ClaimAnswer>;
   report(input: ReportInput): Promise<ReportResult>;
   observe(input: ObserveInput): Promise<ObservationAnswer>;
+  /** Records the diagnostics of a verified no-effect failure (`kind: 'error'`) as untrusted evidence. */
+  observeError(input: ObserveErrorInput): Promise<ObservationAnswer>;
   /** Settles an operation left `reconciliation_required` by an indeterminate or rejected report. */
   reconcile(body: ReconcileBody): Promise<ReconcileAnswer>;
   /**
@@ -330,6 +370,15 @@ export function createWritClient(options: WritClientOptions): WritClient {
     );
   }
 
+  /** Output or error observation: a rejection is a value (403 with its receipt), not thrown. */
+  const postObservation = (body: ObservationBody) =>
+    send<ObservationAnswer>('POST /v1/observations', () => api.POST('/v1/observations', { body }), {
+      accept: (status, b) =>
+        status === 403 && isRecord(b) && b.decision === 'rejected'
+          ? (b as unknown as ObservationAnswer)
+          : undefined,
+    });
+
   const client: WritClient = {
     api,
     openRun: (body) => send('POST /v1/runs', () => api.POST('/v1/runs', { body })),
@@ -397,17 +446,8 @@ export function createWritClient(options: WritClientOptions): WritClient {
             status === 403 && isReceiptAnswer(b) ? (b as unknown as ReportResult) : undefined,
         },
       ),
-    observe: (input) =>
-      send<ObservationAnswer>(
-        'POST /v1/observations',
-        () => api.POST('/v1/observations', { body: rawOutputObservation(input) }),
-        {
-          accept: (status, b) =>
-            status === 403 && isRecord(b) && b.decision === 'rejected'
-              ? (b as unknown as ObservationAnswer)
-              : undefined,
-        },
-      ),
+    observe: (input) => postObservation(rawOutputObservation(input)),
+    observeError: (input) => postObservation(rawErrorObservation(input)),
     reconcile: (body) => send('POST /v1/reconciliations', () => api.POST('/v1/reconciliations', { body })),
     reconcileFromTarget: (input) =>
       client.reconcile({ operation_id: input.operation_id, observation: executionObservation(input) }),

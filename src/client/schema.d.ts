@@ -499,6 +499,58 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/principals/{principal_id}/webhook-secrets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** an executor’s webhook signing secrets, without their values */
+        get: operations["getV1PrincipalsPrincipal_idWebhookSecrets"];
+        put?: never;
+        /** create or rotate an executor’s webhook signing secret (shown once) */
+        post: operations["postV1PrincipalsPrincipal_idWebhookSecrets"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{tenant_id}/{principal_id}/executions/report": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** report an execution as a signed webhook (Standard Webhooks) */
+        post: operations["postV1WebhooksTenant_idPrincipal_idExecutionsReport"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{tenant_id}/{principal_id}/observations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** admit tool output as untrusted evidence, as a signed webhook (Standard Webhooks) */
+        post: operations["postV1WebhooksTenant_idPrincipal_idObservations"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -5016,6 +5068,1279 @@ export interface operations {
             };
             /** @description error: not_found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: unsupported_media_type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: quota_exceeded, rate_limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: internal */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1PrincipalsPrincipal_idWebhookSecrets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                principal_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the secrets */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        principal_id: string;
+                        secrets: {
+                            secret_id: string;
+                            created_at_unix_ms: number;
+                            expires_at_unix_ms: number | null;
+                            live: boolean;
+                        }[];
+                    };
+                };
+            };
+            /** @description error: unauthenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: forbidden_role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: internal */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    postV1PrincipalsPrincipal_idWebhookSecrets: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                principal_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": {
+                    previous_secret_grace_seconds?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description the new secret */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        principal_id: string;
+                        secret_id: string;
+                        /** @description whsec_ + base64 of 32 random bytes; shown once */
+                        secret: string;
+                        created_at_unix_ms: number;
+                        previous_secrets_expire_at_unix_ms: number;
+                    };
+                };
+            };
+            /** @description error: invalid_request, malformed_json */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: unauthenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: forbidden_role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: unsupported_media_type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: quota_exceeded, rate_limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: internal */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    postV1WebhooksTenant_idPrincipal_idExecutionsReport: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                tenant_id: string;
+                principal_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    operation_id: string;
+                    fencing_token: string;
+                    observation: {
+                        observation_id: string;
+                        authorization_receipt_sha256: string;
+                        invocation_sha256: string;
+                        executor_release: string;
+                        /** @enum {string} */
+                        outcome: "succeeded" | "failed_no_effect" | "indeterminate";
+                        started_at_unix_ms: number;
+                        completed_at_unix_ms: number;
+                        output_sha256: string | null;
+                        output_bytes: number;
+                        effect_id: string | null;
+                        before_state_sha256: string | null;
+                        after_state_sha256: string | null;
+                        idempotency_key: string | null;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description verified (or indeterminate), or the stored answer of this webhook-id */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description the operation state (never its fencing nonce) */
+                        operation: {
+                            [key: string]: unknown;
+                        };
+                        execution_receipt: {
+                            sha256: string;
+                            body: {
+                                /** @constant */
+                                receipt_kind: "execution";
+                                /** @constant */
+                                receipt_version: 1;
+                                tenant_id: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                observation_sha256: string;
+                                invocation_sha256: string;
+                                /** @enum {string} */
+                                status: "verified_succeeded" | "verified_failed_no_effect" | "indeterminate" | "rejected";
+                                reconciliation_required: boolean;
+                                output_sha256: string | null;
+                                output_bytes: number;
+                                effect_id: string | null;
+                                idempotency_key: string | null;
+                                completed_at_unix_ms: number;
+                                violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing")[];
+                            };
+                        } | null;
+                        reconciliation_receipt: {
+                            sha256: string;
+                            body: {
+                                /** @constant */
+                                receipt_kind: "reconciliation";
+                                /** @constant */
+                                receipt_version: 1;
+                                tenant_id: string;
+                                operation_id: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                original_execution_receipt_sha256: string | null;
+                                target_observation_sha256: string;
+                                /** @enum {string} */
+                                resolution: "verified_succeeded" | "verified_failed_no_effect";
+                                effect_id: string | null;
+                                reconciled_by: string;
+                                reconciled_at_unix_ms: number;
+                                violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing" | "effect_id_mismatch" | "observed_after_reconciliation" | "original_receipt_mismatch" | "outcome_indeterminate")[];
+                            };
+                        } | null;
+                        status: string;
+                        violations: string[];
+                    };
+                };
+            };
+            /** @description error: invalid_observation, invalid_request, malformed_json */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: unauthenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rejected, with the receipt */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description the operation state (never its fencing nonce) */
+                        operation: {
+                            [key: string]: unknown;
+                        };
+                        execution_receipt: {
+                            sha256: string;
+                            body: {
+                                /** @constant */
+                                receipt_kind: "execution";
+                                /** @constant */
+                                receipt_version: 1;
+                                tenant_id: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                observation_sha256: string;
+                                invocation_sha256: string;
+                                /** @enum {string} */
+                                status: "verified_succeeded" | "verified_failed_no_effect" | "indeterminate" | "rejected";
+                                reconciliation_required: boolean;
+                                output_sha256: string | null;
+                                output_bytes: number;
+                                effect_id: string | null;
+                                idempotency_key: string | null;
+                                completed_at_unix_ms: number;
+                                violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing")[];
+                            };
+                        } | null;
+                        reconciliation_receipt: {
+                            sha256: string;
+                            body: {
+                                /** @constant */
+                                receipt_kind: "reconciliation";
+                                /** @constant */
+                                receipt_version: 1;
+                                tenant_id: string;
+                                operation_id: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                original_execution_receipt_sha256: string | null;
+                                target_observation_sha256: string;
+                                /** @enum {string} */
+                                resolution: "verified_succeeded" | "verified_failed_no_effect";
+                                effect_id: string | null;
+                                reconciled_by: string;
+                                reconciled_at_unix_ms: number;
+                                violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing" | "effect_id_mismatch" | "observed_after_reconciliation" | "original_receipt_mismatch" | "outcome_indeterminate")[];
+                            };
+                        } | null;
+                        status: string;
+                        violations: string[];
+                    };
+                };
+            };
+            /** @description error: not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: in_progress, stale_fencing_token */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: unsupported_media_type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: quota_exceeded, rate_limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: internal */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    postV1WebhooksTenant_idPrincipal_idObservations: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                tenant_id: string;
+                principal_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @constant */
+                    kind: "output";
+                    observation: {
+                        observation_id: string;
+                        tenant_id: string;
+                        policy_sha256: string;
+                        tool_contract_sha256: string;
+                        invocation_sha256: string;
+                        execution_receipt_sha256: string;
+                        source_release: string;
+                        source_generation: number | null;
+                        source_as_of_unix_ms: number;
+                        media_type: string;
+                        payload: string | null;
+                        artifact: {
+                            artifact_sha256: string;
+                            byte_size: number;
+                            media_type: string;
+                            storage_tenant_id: string;
+                            decoder_release: string | null;
+                            media: ({
+                                /** @constant */
+                                kind: "image";
+                                width_px: number;
+                                height_px: number;
+                            } | {
+                                /** @constant */
+                                kind: "audio";
+                                duration_ms: number;
+                            } | {
+                                /** @constant */
+                                kind: "video";
+                                duration_ms: number;
+                                width_px: number;
+                                height_px: number;
+                            }) | null;
+                        } | null;
+                        payload_sha256: string;
+                        payload_bytes: number;
+                        locators: ({
+                            /** @constant */
+                            kind: "json_pointer";
+                            locator_id: string;
+                            pointer: string;
+                            source_snapshot: string;
+                        } | {
+                            /** @constant */
+                            kind: "database_row";
+                            locator_id: string;
+                            database: string;
+                            table: string;
+                            primary_key: {
+                                [key: string]: string;
+                            };
+                            row_version: string;
+                        } | {
+                            /** @constant */
+                            kind: "log_event";
+                            locator_id: string;
+                            log_stream: string;
+                            event_id: string;
+                            start_unix_ms: number;
+                            end_unix_ms: number;
+                        } | {
+                            /** @constant */
+                            kind: "source_span";
+                            locator_id: string;
+                            byte_start: number;
+                            byte_end: number;
+                            line_start: number;
+                            line_end: number;
+                        } | {
+                            /** @constant */
+                            kind: "image_region";
+                            locator_id: string;
+                            region: {
+                                x: number;
+                                y: number;
+                                width: number;
+                                height: number;
+                            };
+                            orientation_degrees: 0 | 90 | 180 | 270;
+                            map_id: string;
+                        } | {
+                            /** @constant */
+                            kind: "media_time_range";
+                            locator_id: string;
+                            track: string | null;
+                            start_ms: number;
+                            end_ms: number;
+                            frame_region: {
+                                x: number;
+                                y: number;
+                                width: number;
+                                height: number;
+                            } | null;
+                        })[];
+                        observed_at_unix_ms: number;
+                    };
+                } | {
+                    /** @constant */
+                    kind: "error";
+                    observation: {
+                        observation_id: string;
+                        tenant_id: string;
+                        policy_sha256: string;
+                        tool_contract_sha256: string;
+                        invocation_sha256: string;
+                        execution_receipt_sha256: string;
+                        source_release: string;
+                        error_code: string;
+                        media_type: string;
+                        detail: string;
+                        detail_sha256: string;
+                        detail_bytes: number;
+                        observed_at_unix_ms: number;
+                    };
+                };
+            };
+        };
+        responses: {
+            /** @description replayed */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        decision: string;
+                        violations: string[];
+                        receipt: {
+                            sha256: string;
+                            body: {
+                                /** @constant */
+                                receipt_kind: "observation";
+                                observation_id: string;
+                                tenant_id: string;
+                                policy_sha256: string;
+                                observation_policy_sha256: string;
+                                trusted_context_sha256: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                execution_receipt_sha256: string;
+                                invocation_sha256: string;
+                                raw_observation_sha256: string;
+                                source_release: string;
+                                source_generation: number | null;
+                                source_as_of_unix_ms: number;
+                                media_type: string;
+                                /** @enum {string} */
+                                content_kind: "inline" | "artifact";
+                                payload_sha256: string;
+                                payload_bytes: number;
+                                locators_sha256: string;
+                                locator_count: number;
+                                observed_at_unix_ms: number;
+                                evaluated_at_unix_ms: number;
+                                /** @enum {string} */
+                                decision: "accepted_untrusted_evidence" | "rejected";
+                                authority: "untrusted_evidence_only" | null;
+                                signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                                signal_hits: {
+                                    /** @enum {string} */
+                                    signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                    rule: string;
+                                    /** @enum {string} */
+                                    encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                                }[];
+                                violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
+                                /** @constant */
+                                receipt_version: 1;
+                            } | {
+                                /** @constant */
+                                receipt_kind: "observation";
+                                observation_id: string;
+                                tenant_id: string;
+                                policy_sha256: string;
+                                observation_policy_sha256: string;
+                                trusted_context_sha256: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                execution_receipt_sha256: string;
+                                invocation_sha256: string;
+                                raw_observation_sha256: string;
+                                source_release: string;
+                                source_generation: number | null;
+                                source_as_of_unix_ms: number;
+                                media_type: string;
+                                /** @enum {string} */
+                                content_kind: "inline" | "artifact";
+                                payload_sha256: string;
+                                payload_bytes: number;
+                                locators_sha256: string;
+                                locator_count: number;
+                                observed_at_unix_ms: number;
+                                evaluated_at_unix_ms: number;
+                                /** @enum {string} */
+                                decision: "accepted_untrusted_evidence" | "rejected";
+                                authority: "untrusted_evidence_only" | null;
+                                signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                                signal_hits: {
+                                    /** @enum {string} */
+                                    signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                    rule: string;
+                                    /** @enum {string} */
+                                    encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                                }[];
+                                violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
+                                /** @constant */
+                                receipt_version: 2;
+                                /** @constant */
+                                signals_release: "writ-signals/2";
+                            };
+                        };
+                        candidate?: {
+                            /** @constant */
+                            evidence_kind: "tool_observation";
+                            /** @enum {string} */
+                            authority: "untrusted_evidence_only";
+                            observation_receipt_sha256: string;
+                            observation_id: string;
+                            tenant_id: string;
+                            policy_sha256: string;
+                            tool_contract_sha256: string;
+                            invocation_sha256: string;
+                            execution_receipt_sha256: string;
+                            source_release: string;
+                            source_generation: number | null;
+                            source_as_of_unix_ms: number;
+                            observed_at_unix_ms: number;
+                            media_type: string;
+                            content: {
+                                /** @constant */
+                                kind: "inline";
+                                text: string;
+                                sha256: string;
+                                bytes: number;
+                            } | {
+                                /** @constant */
+                                kind: "artifact";
+                                artifact: {
+                                    artifact_sha256: string;
+                                    byte_size: number;
+                                    media_type: string;
+                                    storage_tenant_id: string;
+                                    decoder_release: string | null;
+                                    media: ({
+                                        /** @constant */
+                                        kind: "image";
+                                        width_px: number;
+                                        height_px: number;
+                                    } | {
+                                        /** @constant */
+                                        kind: "audio";
+                                        duration_ms: number;
+                                    } | {
+                                        /** @constant */
+                                        kind: "video";
+                                        duration_ms: number;
+                                        width_px: number;
+                                        height_px: number;
+                                    }) | null;
+                                };
+                            };
+                            locators: ({
+                                /** @constant */
+                                kind: "json_pointer";
+                                locator_id: string;
+                                pointer: string;
+                                source_snapshot: string;
+                            } | {
+                                /** @constant */
+                                kind: "database_row";
+                                locator_id: string;
+                                database: string;
+                                table: string;
+                                primary_key: {
+                                    [key: string]: string;
+                                };
+                                row_version: string;
+                            } | {
+                                /** @constant */
+                                kind: "log_event";
+                                locator_id: string;
+                                log_stream: string;
+                                event_id: string;
+                                start_unix_ms: number;
+                                end_unix_ms: number;
+                            } | {
+                                /** @constant */
+                                kind: "source_span";
+                                locator_id: string;
+                                byte_start: number;
+                                byte_end: number;
+                                line_start: number;
+                                line_end: number;
+                            } | {
+                                /** @constant */
+                                kind: "image_region";
+                                locator_id: string;
+                                region: {
+                                    x: number;
+                                    y: number;
+                                    width: number;
+                                    height: number;
+                                };
+                                orientation_degrees: 0 | 90 | 180 | 270;
+                                map_id: string;
+                            } | {
+                                /** @constant */
+                                kind: "media_time_range";
+                                locator_id: string;
+                                track: string | null;
+                                start_ms: number;
+                                end_ms: number;
+                                frame_region: {
+                                    x: number;
+                                    y: number;
+                                    width: number;
+                                    height: number;
+                                } | null;
+                            })[];
+                            signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                            signal_hits: {
+                                /** @enum {string} */
+                                signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                rule: string;
+                                /** @enum {string} */
+                                encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                            }[];
+                        };
+                        /** @description any JSON value */
+                        evidence?: unknown;
+                    };
+                };
+            };
+            /** @description accepted */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        decision: string;
+                        violations: string[];
+                        receipt: {
+                            sha256: string;
+                            body: {
+                                /** @constant */
+                                receipt_kind: "observation";
+                                observation_id: string;
+                                tenant_id: string;
+                                policy_sha256: string;
+                                observation_policy_sha256: string;
+                                trusted_context_sha256: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                execution_receipt_sha256: string;
+                                invocation_sha256: string;
+                                raw_observation_sha256: string;
+                                source_release: string;
+                                source_generation: number | null;
+                                source_as_of_unix_ms: number;
+                                media_type: string;
+                                /** @enum {string} */
+                                content_kind: "inline" | "artifact";
+                                payload_sha256: string;
+                                payload_bytes: number;
+                                locators_sha256: string;
+                                locator_count: number;
+                                observed_at_unix_ms: number;
+                                evaluated_at_unix_ms: number;
+                                /** @enum {string} */
+                                decision: "accepted_untrusted_evidence" | "rejected";
+                                authority: "untrusted_evidence_only" | null;
+                                signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                                signal_hits: {
+                                    /** @enum {string} */
+                                    signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                    rule: string;
+                                    /** @enum {string} */
+                                    encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                                }[];
+                                violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
+                                /** @constant */
+                                receipt_version: 1;
+                            } | {
+                                /** @constant */
+                                receipt_kind: "observation";
+                                observation_id: string;
+                                tenant_id: string;
+                                policy_sha256: string;
+                                observation_policy_sha256: string;
+                                trusted_context_sha256: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                execution_receipt_sha256: string;
+                                invocation_sha256: string;
+                                raw_observation_sha256: string;
+                                source_release: string;
+                                source_generation: number | null;
+                                source_as_of_unix_ms: number;
+                                media_type: string;
+                                /** @enum {string} */
+                                content_kind: "inline" | "artifact";
+                                payload_sha256: string;
+                                payload_bytes: number;
+                                locators_sha256: string;
+                                locator_count: number;
+                                observed_at_unix_ms: number;
+                                evaluated_at_unix_ms: number;
+                                /** @enum {string} */
+                                decision: "accepted_untrusted_evidence" | "rejected";
+                                authority: "untrusted_evidence_only" | null;
+                                signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                                signal_hits: {
+                                    /** @enum {string} */
+                                    signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                    rule: string;
+                                    /** @enum {string} */
+                                    encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                                }[];
+                                violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
+                                /** @constant */
+                                receipt_version: 2;
+                                /** @constant */
+                                signals_release: "writ-signals/2";
+                            };
+                        };
+                        candidate?: {
+                            /** @constant */
+                            evidence_kind: "tool_observation";
+                            /** @enum {string} */
+                            authority: "untrusted_evidence_only";
+                            observation_receipt_sha256: string;
+                            observation_id: string;
+                            tenant_id: string;
+                            policy_sha256: string;
+                            tool_contract_sha256: string;
+                            invocation_sha256: string;
+                            execution_receipt_sha256: string;
+                            source_release: string;
+                            source_generation: number | null;
+                            source_as_of_unix_ms: number;
+                            observed_at_unix_ms: number;
+                            media_type: string;
+                            content: {
+                                /** @constant */
+                                kind: "inline";
+                                text: string;
+                                sha256: string;
+                                bytes: number;
+                            } | {
+                                /** @constant */
+                                kind: "artifact";
+                                artifact: {
+                                    artifact_sha256: string;
+                                    byte_size: number;
+                                    media_type: string;
+                                    storage_tenant_id: string;
+                                    decoder_release: string | null;
+                                    media: ({
+                                        /** @constant */
+                                        kind: "image";
+                                        width_px: number;
+                                        height_px: number;
+                                    } | {
+                                        /** @constant */
+                                        kind: "audio";
+                                        duration_ms: number;
+                                    } | {
+                                        /** @constant */
+                                        kind: "video";
+                                        duration_ms: number;
+                                        width_px: number;
+                                        height_px: number;
+                                    }) | null;
+                                };
+                            };
+                            locators: ({
+                                /** @constant */
+                                kind: "json_pointer";
+                                locator_id: string;
+                                pointer: string;
+                                source_snapshot: string;
+                            } | {
+                                /** @constant */
+                                kind: "database_row";
+                                locator_id: string;
+                                database: string;
+                                table: string;
+                                primary_key: {
+                                    [key: string]: string;
+                                };
+                                row_version: string;
+                            } | {
+                                /** @constant */
+                                kind: "log_event";
+                                locator_id: string;
+                                log_stream: string;
+                                event_id: string;
+                                start_unix_ms: number;
+                                end_unix_ms: number;
+                            } | {
+                                /** @constant */
+                                kind: "source_span";
+                                locator_id: string;
+                                byte_start: number;
+                                byte_end: number;
+                                line_start: number;
+                                line_end: number;
+                            } | {
+                                /** @constant */
+                                kind: "image_region";
+                                locator_id: string;
+                                region: {
+                                    x: number;
+                                    y: number;
+                                    width: number;
+                                    height: number;
+                                };
+                                orientation_degrees: 0 | 90 | 180 | 270;
+                                map_id: string;
+                            } | {
+                                /** @constant */
+                                kind: "media_time_range";
+                                locator_id: string;
+                                track: string | null;
+                                start_ms: number;
+                                end_ms: number;
+                                frame_region: {
+                                    x: number;
+                                    y: number;
+                                    width: number;
+                                    height: number;
+                                } | null;
+                            })[];
+                            signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                            signal_hits: {
+                                /** @enum {string} */
+                                signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                rule: string;
+                                /** @enum {string} */
+                                encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                            }[];
+                        };
+                        /** @description any JSON value */
+                        evidence?: unknown;
+                    };
+                };
+            };
+            /** @description error: invalid_observation, invalid_request, malformed_json */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: unauthenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description rejected, with the receipt */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        decision: string;
+                        violations: string[];
+                        receipt: {
+                            sha256: string;
+                            body: {
+                                /** @constant */
+                                receipt_kind: "observation";
+                                observation_id: string;
+                                tenant_id: string;
+                                policy_sha256: string;
+                                observation_policy_sha256: string;
+                                trusted_context_sha256: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                execution_receipt_sha256: string;
+                                invocation_sha256: string;
+                                raw_observation_sha256: string;
+                                source_release: string;
+                                source_generation: number | null;
+                                source_as_of_unix_ms: number;
+                                media_type: string;
+                                /** @enum {string} */
+                                content_kind: "inline" | "artifact";
+                                payload_sha256: string;
+                                payload_bytes: number;
+                                locators_sha256: string;
+                                locator_count: number;
+                                observed_at_unix_ms: number;
+                                evaluated_at_unix_ms: number;
+                                /** @enum {string} */
+                                decision: "accepted_untrusted_evidence" | "rejected";
+                                authority: "untrusted_evidence_only" | null;
+                                signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                                signal_hits: {
+                                    /** @enum {string} */
+                                    signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                    rule: string;
+                                    /** @enum {string} */
+                                    encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                                }[];
+                                violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
+                                /** @constant */
+                                receipt_version: 1;
+                            } | {
+                                /** @constant */
+                                receipt_kind: "observation";
+                                observation_id: string;
+                                tenant_id: string;
+                                policy_sha256: string;
+                                observation_policy_sha256: string;
+                                trusted_context_sha256: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                execution_receipt_sha256: string;
+                                invocation_sha256: string;
+                                raw_observation_sha256: string;
+                                source_release: string;
+                                source_generation: number | null;
+                                source_as_of_unix_ms: number;
+                                media_type: string;
+                                /** @enum {string} */
+                                content_kind: "inline" | "artifact";
+                                payload_sha256: string;
+                                payload_bytes: number;
+                                locators_sha256: string;
+                                locator_count: number;
+                                observed_at_unix_ms: number;
+                                evaluated_at_unix_ms: number;
+                                /** @enum {string} */
+                                decision: "accepted_untrusted_evidence" | "rejected";
+                                authority: "untrusted_evidence_only" | null;
+                                signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                                signal_hits: {
+                                    /** @enum {string} */
+                                    signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                    rule: string;
+                                    /** @enum {string} */
+                                    encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                                }[];
+                                violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
+                                /** @constant */
+                                receipt_version: 2;
+                                /** @constant */
+                                signals_release: "writ-signals/2";
+                            };
+                        };
+                        candidate?: {
+                            /** @constant */
+                            evidence_kind: "tool_observation";
+                            /** @enum {string} */
+                            authority: "untrusted_evidence_only";
+                            observation_receipt_sha256: string;
+                            observation_id: string;
+                            tenant_id: string;
+                            policy_sha256: string;
+                            tool_contract_sha256: string;
+                            invocation_sha256: string;
+                            execution_receipt_sha256: string;
+                            source_release: string;
+                            source_generation: number | null;
+                            source_as_of_unix_ms: number;
+                            observed_at_unix_ms: number;
+                            media_type: string;
+                            content: {
+                                /** @constant */
+                                kind: "inline";
+                                text: string;
+                                sha256: string;
+                                bytes: number;
+                            } | {
+                                /** @constant */
+                                kind: "artifact";
+                                artifact: {
+                                    artifact_sha256: string;
+                                    byte_size: number;
+                                    media_type: string;
+                                    storage_tenant_id: string;
+                                    decoder_release: string | null;
+                                    media: ({
+                                        /** @constant */
+                                        kind: "image";
+                                        width_px: number;
+                                        height_px: number;
+                                    } | {
+                                        /** @constant */
+                                        kind: "audio";
+                                        duration_ms: number;
+                                    } | {
+                                        /** @constant */
+                                        kind: "video";
+                                        duration_ms: number;
+                                        width_px: number;
+                                        height_px: number;
+                                    }) | null;
+                                };
+                            };
+                            locators: ({
+                                /** @constant */
+                                kind: "json_pointer";
+                                locator_id: string;
+                                pointer: string;
+                                source_snapshot: string;
+                            } | {
+                                /** @constant */
+                                kind: "database_row";
+                                locator_id: string;
+                                database: string;
+                                table: string;
+                                primary_key: {
+                                    [key: string]: string;
+                                };
+                                row_version: string;
+                            } | {
+                                /** @constant */
+                                kind: "log_event";
+                                locator_id: string;
+                                log_stream: string;
+                                event_id: string;
+                                start_unix_ms: number;
+                                end_unix_ms: number;
+                            } | {
+                                /** @constant */
+                                kind: "source_span";
+                                locator_id: string;
+                                byte_start: number;
+                                byte_end: number;
+                                line_start: number;
+                                line_end: number;
+                            } | {
+                                /** @constant */
+                                kind: "image_region";
+                                locator_id: string;
+                                region: {
+                                    x: number;
+                                    y: number;
+                                    width: number;
+                                    height: number;
+                                };
+                                orientation_degrees: 0 | 90 | 180 | 270;
+                                map_id: string;
+                            } | {
+                                /** @constant */
+                                kind: "media_time_range";
+                                locator_id: string;
+                                track: string | null;
+                                start_ms: number;
+                                end_ms: number;
+                                frame_region: {
+                                    x: number;
+                                    y: number;
+                                    width: number;
+                                    height: number;
+                                } | null;
+                            })[];
+                            signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                            signal_hits: {
+                                /** @enum {string} */
+                                signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                rule: string;
+                                /** @enum {string} */
+                                encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                            }[];
+                        };
+                        /** @description any JSON value */
+                        evidence?: unknown;
+                    };
+                };
+            };
+            /** @description error: not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: in_progress */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };

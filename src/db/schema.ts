@@ -220,3 +220,43 @@ export const operations = sqliteTable(
     index('operations_state_recent').on(t.tenant_id, t.state, t.updated_at_unix_ms, t.operation_id),
   ],
 );
+
+// ---------------------------------------------------------------------------------------------
+// Signed webhooks for executors (migrations/0006_webhooks.sql)
+
+/** Per-executor Standard Webhooks signing secrets; several verify during a rotation. */
+export const webhookSecrets = sqliteTable(
+  'webhook_secrets',
+  {
+    tenant_id: text().notNull(),
+    principal_id: text().notNull(),
+    secret_id: text().notNull(),
+    /** The `whsec_...` secret itself: an HMAC key cannot be verified from a digest (SECURITY.md). */
+    secret: text().notNull(),
+    created_by: text().notNull(),
+    created_at_unix_ms: integer().notNull(),
+    /** Null: verifies until the next rotation dates it. */
+    expires_at_unix_ms: integer(),
+  },
+  (t) => [primaryKey({ columns: [t.tenant_id, t.principal_id, t.secret_id] })],
+);
+
+/** Delivered `webhook-id`s and the answer each got (de-duplication; retries get the same answer). */
+export const webhookDeliveries = sqliteTable(
+  'webhook_deliveries',
+  {
+    tenant_id: text().notNull(),
+    principal_id: text().notNull(),
+    webhook_id: text().notNull(),
+    route: text().notNull(),
+    body_sha256: text().notNull(),
+    received_at_unix_ms: integer().notNull(),
+    /** Null while the first delivery is being processed. */
+    status: integer(),
+    response: text(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.tenant_id, t.principal_id, t.webhook_id] }),
+    index('webhook_deliveries_received').on(t.tenant_id, t.received_at_unix_ms),
+  ],
+);

@@ -62,6 +62,9 @@ import type {
   StoredReceipt,
   TenantStore,
   Usage,
+  NewWebhookDelivery,
+  WebhookDeliveryClaim,
+  WebhookSecretRow,
 } from '../services/ports.js';
 import { type Db, invariantViolation } from './client.js';
 import { parseStored, StoredDocumentError, toCanonicalText } from './documents.js';
@@ -79,6 +82,8 @@ import {
   runs,
   tenantQuotas,
   tenants,
+  webhookDeliveries,
+  webhookSecrets,
 } from './schema.js';
 
 const StoredRoles = z.array(Role).min(1);
@@ -902,7 +907,158 @@ class D1TenantStore implements TenantStore {
       open_approvals: approvalRows[0]?.n ?? 0,
     };
   }
+
+  // -- Signed webhooks for executors (migrations/0006_webhooks.sql) ----------------------------
+
+  #secretsOf(principal_id: string) {
+    return and(eq(webhookSecrets.tenant_id, this.tenant_id), eq(webhookSecrets.principal_id, principal_id));
+  }
+
+  async liveWebhookSecrets(principal_id: string, now: number): Promise<readonly WebhookSecretRow[]> {
+    return this.db
+      .select(webhookSecretColumns)
+      .from(webhookSecrets)
+      .where(
+        and(
+          this.#secretsOf(principal_id),
+          or(isNull(webhookSecrets.expires_at_unix_ms), gt(webhookSecrets.expires_at_unix_ms, now)),
+        ),
+      )
+      .orderBy(desc(webhookSecrets.created_at_unix_ms), desc(webhookSecrets.secret_id))
+      .limit(WEBHOOK_SECRETS_READ_LIMIT);
+  }
+
+  async listWebhookSecrets(principal_id: string): Promise<readonly Omit<WebhookSecretRow, 'secret'>[]> {
+    const { secret: _secret, ...columns } = webhookSecretColumns;
+    return this.db
+      .select(columns)
+      .from(webhookSecrets)
+      .where(this.#secretsOf(principal_id))
+      .orderBy(desc(webhookSecrets.created_at_unix_ms), desc(webhookSecrets.secret_id))
+      .limit(WEBHOOK_SECRETS_READ_LIMIT);
+  }
+
+  async rotateWebhookSecret(r: {
+    readonly principal_id: string;
+    readonly secret: WebhookSecretRow;
+    readonly created_by: string;
+    readonly previous_expires_at_unix_ms: number;
+    readonly max_live: number;
+  }): Promise<void> {
+    const now = r.secret.created_at_unix_ms;
+    const live = or(isNull(webhookSecrets.expires_at_unix_ms), gt(webhookSecrets.expires_at_unix_ms, now));
+    // Newest first, the ones beyond `max_live` (the new secret counts) expire now.
+    const beyond = sql`${webhookSecrets.secret_id} NOT IN (SELECT ${webhookSecrets.secret_id} FROM ${webhookSecrets} WHERE ${and(this.#secretsOf(r.principal_id), live)} ORDER BY ${webhookSecrets.created_at_unix_ms} DESC, ${webhookSecrets.secret_id} DESC LIMIT ${r.max_live})`;
+    await this.db.batch([
+      this.db
+        .update(webhookSecrets)
+        .set({ expires_at_unix_ms: r.previous_expires_at_unix_ms })
+        .where(
+          and(
+            this.#secretsOf(r.principal_id),
+            or(
+              isNull(webhookSecrets.expires_at_unix_ms),
+              gt(webhookSecrets.expires_at_unix_ms, r.previous_expires_at_unix_ms),
+            ),
+          ),
+        ),
+      this.db.insert(webhookSecrets).values({
+        tenant_id: this.tenant_id,
+        principal_id: r.principal_id,
+        secret_id: r.secret.secret_id,
+        secret: r.secret.secret,
+        created_by: r.created_by,
+        created_at_unix_ms: now,
+        expires_at_unix_ms: r.secret.expires_at_unix_ms,
+      }),
+      this.db
+        .update(webhookSecrets)
+        .set({ expires_at_unix_ms: now })
+        .where(and(this.#secretsOf(r.principal_id), live, beyond)),
+    ]);
+  }
+
+  #delivery(principal_id: string, webhook_id: string) {
+    return and(
+      eq(webhookDeliveries.tenant_id, this.tenant_id),
+      eq(webhookDeliveries.principal_id, principal_id),
+      eq(webhookDeliveries.webhook_id, webhook_id),
+    );
+  }
+
+  async claimWebhookDelivery(
+    d: NewWebhookDelivery & { readonly stale_before_unix_ms: number; readonly purge_before_unix_ms: number },
+  ): Promise<WebhookDeliveryClaim> {
+    const key = this.#delivery(d.principal_id, d.webhook_id);
+    const [, , inserted, recorded] = await this.db.batch([
+      // Bounded housekeeping: rows older than the retention can no longer be replayed (their
+      // timestamps are outside the window), so they only cost storage.
+      this.db
+        .delete(webhookDeliveries)
+        .where(
+          and(
+            eq(webhookDeliveries.tenant_id, this.tenant_id),
+            lt(webhookDeliveries.received_at_unix_ms, d.purge_before_unix_ms),
+          ),
+        ),
+      // A first delivery that died before answering does not block its retries forever.
+      this.db
+        .delete(webhookDeliveries)
+        .where(
+          and(
+            key,
+            isNull(webhookDeliveries.status),
+            lt(webhookDeliveries.received_at_unix_ms, d.stale_before_unix_ms),
+          ),
+        ),
+      this.db
+        .insert(webhookDeliveries)
+        .values({ tenant_id: this.tenant_id, ...d })
+        .onConflictDoNothing()
+        .returning({ webhook_id: webhookDeliveries.webhook_id }),
+      this.db.select().from(webhookDeliveries).where(key),
+    ]);
+    if (inserted.length === 1) return { state: 'claimed' };
+    const row = recorded[0];
+    if (row === undefined) throw new Error('webhook delivery neither inserted nor found');
+    return {
+      state: 'recorded',
+      route: row.route,
+      body_sha256: row.body_sha256,
+      status: row.status,
+      response: row.response,
+    };
+  }
+
+  async completeWebhookDelivery(
+    principal_id: string,
+    webhook_id: string,
+    status: number,
+    response: string,
+  ): Promise<void> {
+    await this.db
+      .update(webhookDeliveries)
+      .set({ status, response })
+      .where(this.#delivery(principal_id, webhook_id));
+  }
+
+  async releaseWebhookDelivery(principal_id: string, webhook_id: string): Promise<void> {
+    await this.db
+      .delete(webhookDeliveries)
+      .where(and(this.#delivery(principal_id, webhook_id), isNull(webhookDeliveries.status)));
+  }
 }
+
+/** At most this many secrets are read per executor (rotation keeps at most a few live). */
+const WEBHOOK_SECRETS_READ_LIMIT = 16;
+
+const webhookSecretColumns = {
+  principal_id: webhookSecrets.principal_id,
+  secret_id: webhookSecrets.secret_id,
+  secret: webhookSecrets.secret,
+  created_at_unix_ms: webhookSecrets.created_at_unix_ms,
+  expires_at_unix_ms: webhookSecrets.expires_at_unix_ms,
+};
 
 /**
  * What an authorization receipt is replayed from besides the receipt body (evidence version 2):

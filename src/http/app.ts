@@ -1,8 +1,9 @@
 /**
  * The HTTP application: request context, logging, authentication, and every route under `/v1`.
  *
- * Order matters: `/v1/healthz` and `POST /v1/tenants` (platform admin token) are registered before
- * `authenticate`, so they answer without a principal; every other `/v1` route requires a valid
+ * Order matters: `/v1/healthz`, `POST /v1/tenants` (platform admin token) and the signed executor
+ * webhooks (`/v1/webhooks/...`, Standard Webhooks signature) are registered before `authenticate`,
+ * so they answer without a bearer key; every other `/v1` route requires a valid
  * API key, and checks its role per route; every write after authentication is rate limited per
  * principal (`rateLimitWrites`). There is one error handler (`onError`).
  */
@@ -32,6 +33,7 @@ import { mcpRoutes } from './mcp/routes.js';
 import { docsRoutes } from './docs-page.js';
 import { usageRoutes } from './routes/usage.js';
 import { consoleRoutes } from './console/routes.js';
+import { webhookRoutes, webhookSecretRoutes } from './routes/webhooks.js';
 
 export function createApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -67,6 +69,8 @@ export function createApp(): Hono<AppEnv> {
   const v1 = new Hono<AppEnv>();
   v1.get('/healthz', (c) => c.json({ status: 'ok' }));
   v1.route('/', tenantRoutes);
+  // Signed webhooks authenticate by their Standard Webhooks signature, not a bearer key.
+  v1.route('/', webhookRoutes);
   v1.use('*', authenticate);
   // Every write of an authenticated principal takes a token first (src/http/rate-limit.ts).
   v1.use('*', rateLimitWrites);
@@ -85,6 +89,7 @@ export function createApp(): Hono<AppEnv> {
   // Public, before `/v1`'s authentication: the API reference holds no tenant data.
   app.route('/', docsRoutes);
   v1.route('/', usageRoutes);
+  v1.route('/', webhookSecretRoutes);
   app.route('/v1', v1);
   // The approval console: its own session cookie instead of a bearer key (src/http/console).
   app.route('/console', consoleRoutes);

@@ -30,7 +30,23 @@ export function maxBodyBytes(env: Env): number {
 
 /** Bounded, strictly decoded JSON value; callers that parse with a core parser use this. */
 export async function readJsonValue(c: Context<AppEnv>, options: ReadJsonOptions = {}): Promise<JsonValue> {
-  const bytes = await readBytes(c, maxBodyBytes(c.env));
+  return decodeJsonBody(c, await readBodyBytes(c), options);
+}
+
+/**
+ * The body's bytes, bounded (413 past the limit) and not yet decoded: for a door that must check
+ * a signature over the exact bytes before it decodes them (signed webhooks).
+ */
+export function readBodyBytes(c: Context<AppEnv>): Promise<Uint8Array> {
+  return readBytes(c, maxBodyBytes(c.env));
+}
+
+/** Bytes read with `readBodyBytes`, strictly decoded as JSON (with the content-type check). */
+export function decodeJsonBody(
+  c: Context<AppEnv>,
+  bytes: Uint8Array,
+  options: ReadJsonOptions = {},
+): JsonValue {
   let value: JsonValue;
   if (bytes.byteLength === 0) {
     if (!options.allowEmpty) throw new ServiceError('malformed_json', 'a json body is required');
@@ -58,7 +74,11 @@ export async function readJson<S extends z.ZodType>(
   schema: S,
   options: ReadJsonOptions = {},
 ): Promise<z.output<S>> {
-  const value = await readJsonValue(c, options);
+  return parseWith(schema, await readJsonValue(c, options));
+}
+
+/** A decoded value parsed by a strict zod schema (400 `invalid_request`). */
+export function parseWith<S extends z.ZodType>(schema: S, value: JsonValue): z.output<S> {
   const parsed = schema.safeParse(value);
   if (!parsed.success) throw fromCoreError(fromZodError('invalid_request', '', parsed.error));
   return parsed.data;

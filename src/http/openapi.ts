@@ -49,6 +49,7 @@ import type { ErrorReason } from '../services/errors.js';
 import { ClaimBody, OperationListQuery, ReconcileBody, ReportBody } from '../services/executions.js';
 import { ObservationBody } from '../services/observations.js';
 import { CreateRunRequest } from '../services/runs.js';
+import { RotateWebhookSecretRequest } from '../services/webhooks.js';
 import { wireError } from './errors.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -219,6 +220,25 @@ const Usage = z.strictObject({
   open_approvals: z.number().int(),
 });
 
+const WebhookSecretCreated = z.strictObject({
+  principal_id: Identifier,
+  secret_id: Identifier,
+  secret: z.string().describe('whsec_ + base64 of 32 random bytes; shown once'),
+  created_at_unix_ms: UnixMs,
+  previous_secrets_expire_at_unix_ms: UnixMs,
+});
+const WebhookSecretList = z.strictObject({
+  principal_id: Identifier,
+  secrets: z.array(
+    z.strictObject({
+      secret_id: Identifier,
+      created_at_unix_ms: UnixMs,
+      expires_at_unix_ms: UnixMs.nullable(),
+      live: z.boolean(),
+    }),
+  ),
+});
+
 const TenantCreated = z.strictObject({
   tenant: z.strictObject({
     tenant_id: Identifier,
@@ -245,8 +265,11 @@ export interface RouteDoc {
   /** OpenAPI path template, e.g. `/v1/receipts/{sha256}`. */
   readonly path: string;
   readonly summary: string;
-  /** Who may call it: roles, the platform admin token, any authenticated principal, or nobody. */
-  readonly auth: readonly Role[] | 'platform_admin' | 'any_principal' | 'none';
+  /**
+   * Who may call it: roles, the platform admin token, any authenticated principal, an executor's
+   * Standard Webhooks signature, or nobody.
+   */
+  readonly auth: readonly Role[] | 'platform_admin' | 'any_principal' | 'executor_webhook' | 'none';
   readonly body?: z.ZodType;
   /** An empty body is read as `{}`. */
   readonly bodyOptional?: boolean;
@@ -561,6 +584,53 @@ export const ROUTES: readonly RouteDoc[] = [
     },
     errors: ['not_found', 'executor_mismatch', 'invalid_observation'],
   },
+  // Signed webhooks for executors (src/http/routes/webhooks.ts).
+  {
+    method: 'post',
+    path: '/v1/principals/{principal_id}/webhook-secrets',
+    summary: 'create or rotate an executor’s webhook signing secret (shown once)',
+    auth: ROLES_FOR.admin,
+    body: RotateWebhookSecretRequest,
+    bodyOptional: true,
+    responses: { 201: { description: 'the new secret', schema: WebhookSecretCreated } },
+    errors: ['not_found', 'conflict'],
+  },
+  {
+    method: 'get',
+    path: '/v1/principals/{principal_id}/webhook-secrets',
+    summary: 'an executor’s webhook signing secrets, without their values',
+    auth: ROLES_FOR.admin,
+    responses: { 200: { description: 'the secrets', schema: WebhookSecretList } },
+    errors: ['not_found', 'conflict'],
+  },
+  {
+    method: 'post',
+    path: '/v1/webhooks/{tenant_id}/{principal_id}/executions/report',
+    summary: 'report an execution as a signed webhook (Standard Webhooks)',
+    auth: 'executor_webhook',
+    body: ReportBody,
+    responses: {
+      200: {
+        description: 'verified (or indeterminate), or the stored answer of this webhook-id',
+        schema: ReportAnswer,
+      },
+      403: { description: 'rejected, with the receipt', schema: ReportAnswer },
+    },
+    errors: ['not_found', 'executor_mismatch', 'invalid_observation', 'stale_fencing_token', 'in_progress'],
+  },
+  {
+    method: 'post',
+    path: '/v1/webhooks/{tenant_id}/{principal_id}/observations',
+    summary: 'admit tool output as untrusted evidence, as a signed webhook (Standard Webhooks)',
+    auth: 'executor_webhook',
+    body: ObservationBody,
+    responses: {
+      200: { description: 'replayed', schema: ObservationAnswer },
+      201: { description: 'accepted', schema: ObservationAnswer },
+      403: { description: 'rejected, with the receipt', schema: ObservationAnswer },
+    },
+    errors: ['not_found', 'executor_mismatch', 'invalid_observation', 'in_progress'],
+  },
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -598,6 +668,12 @@ function errorsOf(r: RouteDoc): ErrorReason[] {
   }
   for (const e of r.errors ?? []) out.add(e);
   return [...out];
+}
+
+function securityScheme(auth: RouteDoc['auth']): string {
+  if (auth === 'platform_admin') return 'platformAdmin';
+  if (auth === 'executor_webhook') return 'webhookSignature';
+  return 'apiKey';
 }
 
 export function openApiDocument(): Record<string, unknown> {
@@ -644,7 +720,7 @@ export function openApiDocument(): Record<string, unknown> {
       summary: r.summary,
       operationId: `${r.method}${r.path.replace(/[{}]/g, '').replace(/[/-]([a-z0-9])/g, (_m, ch: string) => ch.toUpperCase())}`,
       'x-writ-auth': Array.isArray(r.auth) ? { roles: r.auth } : r.auth,
-      security: r.auth === 'none' ? [] : [{ [r.auth === 'platform_admin' ? 'platformAdmin' : 'apiKey']: [] }],
+      security: r.auth === 'none' ? [] : [{ [securityScheme(r.auth)]: [] }],
       ...(params.length > 0 ? { parameters: params } : {}),
       ...(r.body !== undefined
         ? {
@@ -672,6 +748,13 @@ export function openApiDocument(): Record<string, unknown> {
       securitySchemes: {
         apiKey: { type: 'http', scheme: 'bearer', description: 'a principal’s API key (writ_...)' },
         platformAdmin: { type: 'http', scheme: 'bearer', description: 'the platform admin token' },
+        webhookSignature: {
+          type: 'apiKey',
+          in: 'header',
+          name: 'webhook-signature',
+          description:
+            'Standard Webhooks: webhook-id, webhook-timestamp and webhook-signature (v1, HMAC-SHA256 with the executor’s whsec_ secret); docs/api.md',
+        },
       },
       schemas: { Error: withoutDialect(schemaOf(ErrorBody)) },
     },

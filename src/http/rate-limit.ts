@@ -13,6 +13,7 @@
  * `Retry-After: 1`, never a pass. The limiter protects storage; letting writes through while it
  * is down would remove the protection exactly when a flood overloads it (SECURITY.md).
  */
+import type { Context } from 'hono';
 import { createMiddleware } from 'hono/factory';
 import { rateLimitPort } from '../platform/bindings.js';
 import { ServiceError } from '../services/errors.js';
@@ -25,7 +26,15 @@ export const UNAVAILABLE_RETRY_AFTER_SECONDS = 1;
 
 export const rateLimitWrites = createMiddleware<AppEnv>(async (c, next) => {
   if (!WRITE_METHODS.has(c.req.method)) return next();
-  const { tenant_id, principal_id } = c.var.principal;
+  await takeWriteToken(c, c.var.principal);
+  await next();
+});
+
+/** One token from the principal's bucket, or a 429 (also for doors that authenticate otherwise). */
+export async function takeWriteToken(
+  c: Context<AppEnv>,
+  { tenant_id, principal_id }: { readonly tenant_id: string; readonly principal_id: string },
+): Promise<void> {
   let decision;
   try {
     decision = await rateLimitPort(c.env).take(tenant_id, principal_id, c.var.now);
@@ -47,8 +56,7 @@ export const rateLimitWrites = createMiddleware<AppEnv>(async (c, next) => {
       decision.retry_after_seconds,
     );
   }
-  await next();
-});
+}
 
 function errorName(e: unknown): string {
   return e instanceof Error ? e.name : typeof e;

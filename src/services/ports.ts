@@ -360,7 +360,71 @@ export interface TenantStore {
   grantByDigest(grant_sha256: string): Promise<ToolGrant | null>;
   /** Usage against quotas at `now` (open runs are those whose deadline has not passed). */
   usage(now: number): Promise<Usage>;
+
+  // Signed webhooks for executors (src/services/webhooks.ts)
+  /** The executor's signing secrets that still verify at `now`, newest first. */
+  liveWebhookSecrets(principal_id: string, now: number): Promise<readonly WebhookSecretRow[]>;
+  /** Every signing secret of the executor, newest first, without the secret text. */
+  listWebhookSecrets(principal_id: string): Promise<readonly Omit<WebhookSecretRow, 'secret'>[]>;
+  /**
+   * Add `secret` and, in the same batch, date every secret still live at `now` to expire at
+   * `previous_expires_at_unix_ms` at the latest; then expire at once all but the newest
+   * `max_live` live ones.
+   */
+  rotateWebhookSecret(r: {
+    readonly principal_id: string;
+    readonly secret: WebhookSecretRow;
+    readonly created_by: string;
+    readonly previous_expires_at_unix_ms: number;
+    readonly max_live: number;
+  }): Promise<void>;
+  /**
+   * Record the first delivery of a `webhook-id` (`claimed`), or return what is recorded for it
+   * (`recorded`: its answer, or none yet while the first delivery is being processed). A row
+   * claimed before `stale_before_unix_ms` that never got an answer is taken over (`claimed`).
+   * Rows received before `purge_before_unix_ms` are deleted on the way.
+   */
+  claimWebhookDelivery(
+    d: NewWebhookDelivery & { readonly stale_before_unix_ms: number; readonly purge_before_unix_ms: number },
+  ): Promise<WebhookDeliveryClaim>;
+  /** Store the answer of a claimed delivery. */
+  completeWebhookDelivery(
+    principal_id: string,
+    webhook_id: string,
+    status: number,
+    response: string,
+  ): Promise<void>;
+  /** Forget a claimed delivery that got no answer worth repeating (an internal error): a retry runs again. */
+  releaseWebhookDelivery(principal_id: string, webhook_id: string): Promise<void>;
 }
+
+export interface WebhookSecretRow {
+  readonly principal_id: string;
+  readonly secret_id: string;
+  /** `whsec_...` */
+  readonly secret: string;
+  readonly created_at_unix_ms: number;
+  readonly expires_at_unix_ms: number | null;
+}
+
+export interface NewWebhookDelivery {
+  readonly principal_id: string;
+  readonly webhook_id: string;
+  readonly route: string;
+  readonly body_sha256: string;
+  readonly received_at_unix_ms: number;
+}
+
+export type WebhookDeliveryClaim =
+  | { readonly state: 'claimed' }
+  | {
+      readonly state: 'recorded';
+      readonly route: string;
+      readonly body_sha256: string;
+      /** Null while the first delivery is still being processed. */
+      readonly status: number | null;
+      readonly response: string | null;
+    };
 
 /** Storage that is not one tenant's: key lookup and tenant creation. */
 export interface PlatformStore {

@@ -105,28 +105,26 @@ describe('walkthrough: the rollback, end to end', () => {
     const payloadSha = [...new Uint8Array(await crypto.subtle.digest('SHA-256', payloadBytes))]
       .map((b) => b.toString(16).padStart(2, '0'))
       .join('');
-    const report = await call('POST', '/v1/executions/report', {
-      key: s.executor.api_key,
-      body: {
-        operation_id: claim.body.operation_id,
-        fencing_token: claim.body.fencing_token,
-        observation: {
-          observation_id: 'obs-rollback-0001',
-          authorization_receipt_sha256: receipt.sha256,
-          invocation_sha256: receipt.body.invocation_sha256,
-          executor_release: 'rollback-executor 1.4.2',
-          outcome: 'succeeded',
-          started_at_unix_ms: t + 100,
-          completed_at_unix_ms: t + 200,
-          output_sha256: payloadSha,
-          output_bytes: payloadBytes.byteLength,
-          effect_id: 'deploy-api-rollback-7731',
-          before_state_sha256: 'b'.repeat(64),
-          after_state_sha256: 'c'.repeat(64),
-          idempotency_key: KEY,
-        },
+    const reportBody = {
+      operation_id: claim.body.operation_id,
+      fencing_token: claim.body.fencing_token,
+      observation: {
+        observation_id: 'obs-rollback-0001',
+        authorization_receipt_sha256: receipt.sha256,
+        invocation_sha256: receipt.body.invocation_sha256,
+        executor_release: 'rollback-executor 1.4.2',
+        outcome: 'succeeded',
+        started_at_unix_ms: t + 100,
+        completed_at_unix_ms: t + 200,
+        output_sha256: payloadSha,
+        output_bytes: payloadBytes.byteLength,
+        effect_id: 'deploy-api-rollback-7731',
+        before_state_sha256: 'b'.repeat(64),
+        after_state_sha256: 'c'.repeat(64),
+        idempotency_key: KEY,
       },
-    });
+    };
+    const report = await call('POST', '/v1/executions/report', { key: s.executor.api_key, body: reportBody });
     expect(report.status).toBe(200);
     expect(report.body.status).toBe('verified_succeeded');
     const again = await call('POST', '/v1/executions/claim', {
@@ -134,6 +132,41 @@ describe('walkthrough: the rollback, end to end', () => {
       body: { authorization_receipt_sha256: receipt.sha256 },
     });
     expect(again.body.status).toBe('replayed');
+
+    // 9a. the same report as a signed webhook (Standard Webhooks): the recorded outcome
+    const created = await call('POST', `/v1/principals/${s.executor.principal_id}/webhook-secrets`, {
+      key: s.admin.api_key,
+    });
+    expect(created.status).toBe(201);
+    const secret = created.body.secret as string;
+    const hookBody = JSON.stringify(reportBody);
+    const hookId = 'msg_walkthrough_0001';
+    const ts = Math.floor(Date.now() / 1000);
+    const hmacKey = await crypto.subtle.importKey(
+      'raw',
+      Uint8Array.from(atob(secret.slice('whsec_'.length)), (ch) => ch.charCodeAt(0)),
+      { name: 'HMAC', hash: 'SHA-256' },
+      false,
+      ['sign'],
+    );
+    const mac = new Uint8Array(
+      await crypto.subtle.sign('HMAC', hmacKey, new TextEncoder().encode(`${hookId}.${ts}.${hookBody}`)),
+    );
+    const hook = await call(
+      'POST',
+      `/v1/webhooks/${s.tenant_id}/${s.executor.principal_id}/executions/report`,
+      {
+        raw: hookBody,
+        headers: {
+          'webhook-id': hookId,
+          'webhook-timestamp': String(ts),
+          'webhook-signature': `v1,${btoa(String.fromCharCode(...mac))}`,
+        },
+      },
+    );
+    expect(hook.status).toBe(200);
+    expect(hook.body).toMatchObject({ status: 'verified_succeeded', operation: { status: 'succeeded' } });
+    expect(hook.body.execution_receipt).toEqual(report.body.execution_receipt);
 
     // 9b. the tool output, admitted as untrusted evidence only, with its signal
     const observation = await call('POST', '/v1/observations', {

@@ -29,6 +29,7 @@ export const ID_PREFIXES = {
   run: 'run',
   invocation: 'inv',
   request: 'req',
+  webhook_secret: 'whs',
 } as const;
 export type IdKind = keyof typeof ID_PREFIXES;
 

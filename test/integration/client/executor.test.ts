@@ -71,4 +71,54 @@ describe('client executor helpers against the Worker', () => {
     const replayed = await executor.claim(auth.receipt.sha256);
     expect(replayed.status).toBe('replayed');
   });
+
+  it('observeError records the diagnostics of a verified no-effect failure', async () => {
+    const s = await seedTenant('exec-err');
+    const as = (key: string) => createWritClient({ baseUrl: BASE, key, fetch });
+    const agent = as(s.agent.api_key);
+    const executor = as(s.executor.api_key);
+    const run = await agent.openRun({ max_calls: 5, max_external_writes: 2, max_duration_ms: 600_000 });
+    const auth = await agent.authorize({
+      tool_contract_sha256: s.rollback_contract_sha256,
+      input: ROLLBACK_INPUT,
+      idempotency_key: 'client-exec-err-0001',
+      run_id: run.run_id,
+      approval_id: await approvedApproval(s),
+    });
+    expect(auth.decision).toBe('authorized');
+    const claim = await executor.claim(auth.receipt.sha256);
+    if (claim.status !== 'proceed') throw new Error(claim.status);
+    const start = Math.max(Date.now(), Number(claim.operation.created_at_unix_ms));
+    const detail = '{"error":"conflict"}';
+    const failed = await executor.report({
+      claim,
+      authorization: auth.receipt,
+      executor_release: 'rollback-executor 1.4.2',
+      observation_id: 'obs-exec-failed',
+      outcome: 'failed_no_effect',
+      started_at_unix_ms: start,
+      completed_at_unix_ms: start,
+      output: detail,
+      effect_id: null,
+      before_state_sha256: 'b'.repeat(64),
+      after_state_sha256: null,
+    });
+    expect(failed.status).toBe('verified_failed_no_effect');
+    if (failed.execution_receipt === null) throw new Error('no execution receipt');
+    const diagnostic = await executor.observeError({
+      execution_receipt: failed.execution_receipt,
+      authorization: auth.receipt,
+      observation_id: 'obs-exec-failed-detail',
+      source_release: 'deploy-api 2026.11.3',
+      error_code: 'conflict',
+      media_type: 'application/json',
+      detail,
+      observed_at_unix_ms: start,
+    });
+    expect(diagnostic).toMatchObject({ decision: 'accepted_error_diagnostic', violations: [] });
+    expect(diagnostic.receipt.body).toMatchObject({
+      receipt_kind: 'error_observation',
+      error_code: 'conflict',
+    });
+  });
 });

@@ -4,6 +4,7 @@ import {
   WritGaveUpError,
   createWritClient,
   executionObservation,
+  rawErrorObservation,
   rawOutputObservation,
   type WritClientOptions,
 } from '../../../src/client/index.js';
@@ -305,4 +306,39 @@ describe('evidence the client computes from bytes', () => {
     expect(body.observation.tenant_id).toBe('ten-1');
     expect(body.observation.locators).toEqual([]);
   });
+
+  it('observeError: a kind "error" body, the detail digest and byte count over its UTF-8 bytes', async () => {
+    const input = errorInput('{"error":"é"}');
+    const body = rawErrorObservation(input);
+    expect(body.kind).toBe('error');
+    expect(body.observation).toMatchObject({
+      error_code: 'conflict',
+      detail_bytes: 14,
+      detail_sha256: executionObservation(reportInput('{"error":"é"}')).output_sha256,
+      execution_receipt_sha256: 'f'.repeat(64),
+      invocation_sha256: '3'.repeat(64),
+    });
+    const answer = {
+      decision: 'accepted_error_diagnostic',
+      violations: [],
+      receipt: { sha256: SHA, body: {} },
+    };
+    const s = scripted([[201, answer]]);
+    await expect(client(s.fetch).c.observeError(input)).resolves.toEqual(answer);
+    expect(s.seen[0]?.url).toBe('https://writ.test/v1/observations');
+    expect(s.seen[0]?.body).toEqual(body);
+    // A rejection is a value, as for output observations.
+    const rejected = {
+      decision: 'rejected',
+      violations: ['detail_digest_mismatch'],
+      receipt: { sha256: SHA, body: {} },
+    };
+    const r = scripted([[403, rejected]]);
+    await expect(client(r.fetch).c.observeError(input)).resolves.toEqual(rejected);
+  });
 });
+
+function errorInput(detail: string) {
+  const { payload: _p, source_generation: _g, source_as_of_unix_ms: _a, ...rest } = observeInput('');
+  return { ...rest, observation_id: 'obs-err-1', error_code: 'conflict', detail };
+}
