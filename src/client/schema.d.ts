@@ -5879,6 +5879,13 @@ export interface operations {
                         };
                         /** @description any JSON value */
                         evidence?: unknown;
+                        notes?: {
+                            /** @constant */
+                            code: "classifier_unavailable";
+                            model: string;
+                            /** @enum {string} */
+                            reason: "error" | "malformed_answer" | "no_binding" | "timeout";
+                        }[];
                     };
                 };
             };
@@ -6094,6 +6101,13 @@ export interface operations {
                         };
                         /** @description any JSON value */
                         evidence?: unknown;
+                        notes?: {
+                            /** @constant */
+                            code: "classifier_unavailable";
+                            model: string;
+                            /** @enum {string} */
+                            reason: "error" | "malformed_answer" | "no_binding" | "timeout";
+                        }[];
                     };
                 };
             };
@@ -6327,6 +6341,13 @@ export interface operations {
                         };
                         /** @description any JSON value */
                         evidence?: unknown;
+                        notes?: {
+                            /** @constant */
+                            code: "classifier_unavailable";
+                            model: string;
+                            /** @enum {string} */
+                            reason: "error" | "malformed_answer" | "no_binding" | "timeout";
+                        }[];
                     };
                 };
             };
