@@ -2189,6 +2189,19 @@ export interface operations {
                             decision_reason: string | null;
                             consumed_at_unix_ms: number | null;
                             consumed_by_receipt_sha256: string | null;
+                            approvals_required: 1 | 2;
+                            first_approved_by: string | null;
+                            first_approved_at_unix_ms: number | null;
+                            idempotency_key: string | null;
+                            /** @description single-request reads only: an unresolved attempt of the same tool and idempotency key */
+                            earlier_attempt?: {
+                                operation_id: string;
+                                status: string;
+                                tool_contract_sha256: string;
+                                input_sha256: string;
+                                reconciliation_deadline_unix_ms: number | null;
+                                escalated_at_unix_ms: number | null;
+                            } | null;
                             approval: {
                                 approval_id: string;
                                 approver_principal_id: string;
@@ -2199,6 +2212,7 @@ export interface operations {
                                 /** @enum {string} */
                                 effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
                                 expires_at_unix_ms: number;
+                                first_approver_principal_id?: string;
                             } | null;
                         }[];
                     };
@@ -2262,6 +2276,7 @@ export interface operations {
                     };
                     tenant_id?: string;
                     principal_id?: string;
+                    idempotency_key?: string;
                 };
             };
         };
@@ -2314,6 +2329,19 @@ export interface operations {
                         decision_reason: string | null;
                         consumed_at_unix_ms: number | null;
                         consumed_by_receipt_sha256: string | null;
+                        approvals_required: 1 | 2;
+                        first_approved_by: string | null;
+                        first_approved_at_unix_ms: number | null;
+                        idempotency_key: string | null;
+                        /** @description single-request reads only: an unresolved attempt of the same tool and idempotency key */
+                        earlier_attempt?: {
+                            operation_id: string;
+                            status: string;
+                            tool_contract_sha256: string;
+                            input_sha256: string;
+                            reconciliation_deadline_unix_ms: number | null;
+                            escalated_at_unix_ms: number | null;
+                        } | null;
                         approval: {
                             approval_id: string;
                             approver_principal_id: string;
@@ -2324,6 +2352,7 @@ export interface operations {
                             /** @enum {string} */
                             effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
                             expires_at_unix_ms: number;
+                            first_approver_principal_id?: string;
                         } | null;
                     };
                 };
@@ -2470,6 +2499,19 @@ export interface operations {
                         decision_reason: string | null;
                         consumed_at_unix_ms: number | null;
                         consumed_by_receipt_sha256: string | null;
+                        approvals_required: 1 | 2;
+                        first_approved_by: string | null;
+                        first_approved_at_unix_ms: number | null;
+                        idempotency_key: string | null;
+                        /** @description single-request reads only: an unresolved attempt of the same tool and idempotency key */
+                        earlier_attempt?: {
+                            operation_id: string;
+                            status: string;
+                            tool_contract_sha256: string;
+                            input_sha256: string;
+                            reconciliation_deadline_unix_ms: number | null;
+                            escalated_at_unix_ms: number | null;
+                        } | null;
                         approval: {
                             approval_id: string;
                             approver_principal_id: string;
@@ -2480,6 +2522,7 @@ export interface operations {
                             /** @enum {string} */
                             effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
                             expires_at_unix_ms: number;
+                            first_approver_principal_id?: string;
                         } | null;
                     };
                 };
@@ -2588,6 +2631,19 @@ export interface operations {
                         decision_reason: string | null;
                         consumed_at_unix_ms: number | null;
                         consumed_by_receipt_sha256: string | null;
+                        approvals_required: 1 | 2;
+                        first_approved_by: string | null;
+                        first_approved_at_unix_ms: number | null;
+                        idempotency_key: string | null;
+                        /** @description single-request reads only: an unresolved attempt of the same tool and idempotency key */
+                        earlier_attempt?: {
+                            operation_id: string;
+                            status: string;
+                            tool_contract_sha256: string;
+                            input_sha256: string;
+                            reconciliation_deadline_unix_ms: number | null;
+                            escalated_at_unix_ms: number | null;
+                        } | null;
                         approval: {
                             approval_id: string;
                             approver_principal_id: string;
@@ -2598,6 +2654,7 @@ export interface operations {
                             /** @enum {string} */
                             effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
                             expires_at_unix_ms: number;
+                            first_approver_principal_id?: string;
                         } | null;
                     };
                 };
@@ -2750,6 +2807,19 @@ export interface operations {
                         decision_reason: string | null;
                         consumed_at_unix_ms: number | null;
                         consumed_by_receipt_sha256: string | null;
+                        approvals_required: 1 | 2;
+                        first_approved_by: string | null;
+                        first_approved_at_unix_ms: number | null;
+                        idempotency_key: string | null;
+                        /** @description single-request reads only: an unresolved attempt of the same tool and idempotency key */
+                        earlier_attempt?: {
+                            operation_id: string;
+                            status: string;
+                            tool_contract_sha256: string;
+                            input_sha256: string;
+                            reconciliation_deadline_unix_ms: number | null;
+                            escalated_at_unix_ms: number | null;
+                        } | null;
                         approval: {
                             approval_id: string;
                             approver_principal_id: string;
@@ -2760,6 +2830,7 @@ export interface operations {
                             /** @enum {string} */
                             effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
                             expires_at_unix_ms: number;
+                            first_approver_principal_id?: string;
                         } | null;
                     };
                 };

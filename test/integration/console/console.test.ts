@@ -233,7 +233,7 @@ describe('approval console', () => {
     expect(r.status).toBe(303);
     const view = await call('GET', `/v1/approval-requests/${id}`, { key: s.approver.api_key });
     expect(view.body).toMatchObject({ status: 'denied', decision_reason: 'wrong window retry at 14:00' });
-    const history = await b.get('/console/history');
+    const history = await b.get('/console/history?status=denied');
     expect(history.text).toContain('wrong window retry at 14:00');
   });
 
@@ -352,16 +352,41 @@ describe('approval console', () => {
     expect((await b.get(`/console/approvals/${clean}`)).text).not.toContain('Warning: hidden characters.');
   });
 
-  it('paginates the pending queue', async () => {
+  it('pages the pending queue and the history by cursor, through the approvals service', async () => {
     const s = await seedTenant('console');
-    for (let i = 0; i < 12; i++) await requestApproval(s, { ...ROLLBACK_INPUT, to_version: `v${i}` });
+    const ids: string[] = [];
+    for (let i = 0; i < 12; i++)
+      ids.push(await requestApproval(s, { ...ROLLBACK_INPUT, to_version: `v${i}` }));
     const { b } = await signIn(s.approver.api_key);
     const first = await b.get('/console/pending');
-    expect(first.text).toContain('12 requests waiting');
-    expect(first.text).toContain('Page 1 of 2');
     expect((first.text.match(/Review and decide/g) ?? []).length).toBe(10);
-    const second = await b.get('/console/pending?page=2');
+    expect(first.text).not.toContain('rel="first"');
+    const next = /href="(\/console\/pending\?cursor=[A-Za-z0-9_-]+)" rel="next"/.exec(first.text);
+    expect(next).not.toBeNull();
+    const second = await b.get((next as RegExpExecArray)[1] as string);
+    expect(second.status).toBe(200);
+    // Oldest first: the second page holds the last two, and is the last page.
     expect((second.text.match(/Review and decide/g) ?? []).length).toBe(2);
+    for (const id of ids.slice(10)) expect(second.text).toContain(id);
+    expect(second.text).not.toContain('rel="next"');
+    expect(second.text).toContain('href="/console/pending" rel="first"');
+    // A cursor is validated by the service: a forged or foreign one is a 400 page, not a list.
+    expect((await b.get('/console/pending?cursor=bm90LWEtY3Vyc29y')).status).toBe(400);
+    const history = /\?cursor=([A-Za-z0-9_-]+)/.exec((next as RegExpExecArray)[1] as string)?.[1] ?? '';
+    expect((await b.get(`/console/history?status=denied&cursor=${history}`)).status).toBe(400);
+
+    // History: one outcome per tab, each paged the same way.
+    for (const id of ids.slice(0, 3)) {
+      await call('POST', `/v1/approval-requests/${id}/deny`, {
+        key: s.approver.api_key,
+        body: { reason: 'no' },
+      });
+    }
+    const denied = await b.get('/console/history?status=denied');
+    expect(denied.status).toBe(200);
+    for (const id of ids.slice(0, 3)) expect(denied.text).toContain(id);
+    expect(denied.text).toContain('href="/console/history?status=denied" aria-current="page"');
+    expect((await b.get('/console/history')).text).toContain('None.');
   });
 
   it('a read-only call cannot be put in the approval queue', async () => {
