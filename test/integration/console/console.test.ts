@@ -5,7 +5,7 @@
  * render, self-approval, CSRF and origin checks, cookie flags, CSP, and hidden characters.
  */
 import { describe, expect, it } from 'vitest';
-import { DEMO_POLICY, type Seeded } from '../../../scripts/seed.js';
+import { DEMO_POLICY, PURGE_CONTRACT, type Seeded } from '../../../scripts/seed.js';
 import {
   BASE,
   ROLLBACK_INPUT,
@@ -387,6 +387,52 @@ describe('approval console', () => {
     for (const id of ids.slice(0, 3)) expect(denied.text).toContain(id);
     expect(denied.text).toContain('href="/console/history?status=denied" aria-current="page"');
     expect((await b.get('/console/history')).text).toContain('None.');
+  });
+
+  it('an irreversible request needs a second, distinct approver on the page too', async () => {
+    const s = await seedTenant('console');
+    const pinned = await call('POST', '/v1/contracts', { key: s.admin.api_key, body: PURGE_CONTRACT });
+    const r = await call('POST', '/v1/approval-requests', {
+      key: s.agent.api_key,
+      body: { tool_contract_sha256: pinned.body.tool_contract_sha256, input: ROLLBACK_INPUT },
+    });
+    const id = r.body.approval_id as string;
+    const first = await signIn(s.approver.api_key);
+    const before = await first.b.get(`/console/approvals/${id}`);
+    expect(before.text).toContain('Give the first of two approvals');
+    expect(before.text).toContain('none has approved yet');
+    const ok = await first.b.post(`/console/approvals/${id}/approve`, await approveFields(first.b, id));
+    expect(ok.status).toBe(303);
+    expect(await status(s, id)).toBe('pending');
+    const after = await first.b.get(`/console/approvals/${id}`);
+    expect(after.text).toContain(
+      'You gave the first approval: a second, distinct approver must complete it.',
+    );
+    expect(after.text).not.toContain(`action="/console/approvals/${id}/approve"`);
+    // Posting the form again anyway (a stale tab) is refused by the service, and the page says why.
+    const again = await first.b.post(`/console/approvals/${id}/approve`, {
+      csrf: first.csrf,
+      input_sha256: r.body.input_sha256,
+      tool_contract_sha256: pinned.body.tool_contract_sha256,
+      policy_sha256: s.policy_sha256,
+      expires_in_ms: '300000',
+    });
+    expect(again.status).toBe(403);
+    expect(again.text).toContain('second, distinct approver');
+
+    const p2 = await call('POST', '/v1/principals', {
+      key: s.admin.api_key,
+      body: { name: 'second', roles: ['approver'] },
+    });
+    const second = await signIn(p2.body.api_key);
+    const page = await second.b.get(`/console/approvals/${id}`);
+    expect(page.text).toContain('Give the second approval');
+    expect(page.text).toContain(s.approver.principal_id);
+    const done = await second.b.post(`/console/approvals/${id}/approve`, await approveFields(second.b, id));
+    expect(done.status).toBe(303);
+    expect(await status(s, id)).toBe('approved');
+    const history = await second.b.get('/console/history?status=approved');
+    expect(history.text).toContain(`${s.approver.principal_id}</span> then`);
   });
 
   it('a read-only call cannot be put in the approval queue', async () => {
