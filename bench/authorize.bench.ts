@@ -295,7 +295,10 @@ function cedarCall(
   };
   // Optional attributes are absent, never null: Cedar has no null.
   if (inv.idempotency_key !== null) context.idempotency_key = inv.idempotency_key;
-  if (inv.approval !== null) context.approval = { ...inv.approval };
+  if (inv.approval !== null) {
+    const { first_approver_principal_id: first, ...one } = inv.approval;
+    context.approval = first === undefined ? one : { ...one, first_approver_principal_id: first };
+  }
   const call: cedar.StatefulAuthorizationCall = {
     principal: { type: 'Writ::Principal', id: inv.principal_id },
     action: { type: 'Writ::Action', id: 'execute_rollback' },

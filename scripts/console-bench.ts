@@ -4,10 +4,12 @@
  *
  * Starts `wrangler dev` (scripts/dev.ts) with a throwaway state directory, seeds a demo tenant,
  * files one approval request through the API, then stops the Worker and copies that row
- * `BENCH_QUEUE - 1` times straight into the local D1 file (`wrangler d1 execute --local`: filing
- * 10,000 requests through the rate-limited API would take minutes), restarts, signs in to the
- * console and times sequential `GET /console/pending` (first and last page) and one request's
- * review page over loopback. Prints p50 / p99 / max in milliseconds.
+ * `BENCH_QUEUE` times as pending and `BENCH_QUEUE` times as denied straight into the local D1 file
+ * (`wrangler d1 execute --local`: filing 10,000 requests through the rate-limited API would take
+ * minutes), restarts, signs in to the console and times sequential requests over loopback: the
+ * pending page (first, and page 500 through a cursor), one request's review page, and the
+ * history of denied requests (first page and a deep one). Loopback wall time bounds the
+ * server's time from above. Prints p50 / p99 / max in milliseconds.
  *
  * Environment: BENCH_QUEUE (default 10000), BENCH_REQUESTS (default 200 per page).
  * Not part of `npm test`: numbers depend on the machine, and wrangler dev is not production.
@@ -19,6 +21,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ensureDevVars, startLocalWorker } from './dev.js';
+import { encodeCursor } from '../src/services/pagination.js';
 import { seedDemo } from './seed.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -53,7 +56,7 @@ async function time(label: string, url: string, headers: Record<string, string>)
   }
   ms.sort((a, b) => a - b);
   const f = (n: number) => n.toFixed(1).padStart(7);
-  return `${label.padEnd(34)} ${f(percentile(ms, 50))} ${f(percentile(ms, 99))} ${f(ms.at(-1) as number)}`;
+  return `${label.padEnd(44)} ${f(percentile(ms, 50))} ${f(percentile(ms, 99))} ${f(ms.at(-1) as number)}`;
 }
 
 async function main(): Promise<void> {
@@ -76,13 +79,24 @@ async function main(): Promise<void> {
     if (!/^[a-z0-9-]+$/.test(approval_id)) throw new Error('unexpected approval id');
     await worker.stop();
 
-    console.log(`filling the queue to ${QUEUE} pending requests ...`);
-    const sql =
-      `INSERT INTO approvals SELECT 'apr-bench-' || c.n, tenant_id, requester_principal_id, policy_sha256,
- tool_contract_sha256, input_sha256, input_bytes, input, target, effect, 'pending', created_at_unix_ms + c.n,
- NULL, NULL, NULL, NULL, NULL, NULL FROM approvals,
- (WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < ${QUEUE - 1}) SELECT n FROM c) AS c
- WHERE approval_id = '${approval_id}'`.replaceAll('\n', '');
+    console.log(`filling the queue to ${QUEUE} pending and ${QUEUE} denied requests ...`);
+    // The tenant's quotas are raised first (1,000 open approvals by default). Both lists hold
+    // QUEUE rows: pending (the queue) and denied (the history).
+    const cols = `approval_id, tenant_id, requester_principal_id, policy_sha256, tool_contract_sha256,
+ input_sha256, input_bytes, input, target, effect, status, created_at_unix_ms, decided_by, decided_at_unix_ms`;
+    const copy = (prefix: string, status: string, decided: string) =>
+      `INSERT INTO approvals (${cols}) SELECT '${prefix}' || c.n, tenant_id, requester_principal_id, policy_sha256,
+ tool_contract_sha256, input_sha256, input_bytes, input, target, effect, '${status}', created_at_unix_ms + c.n,
+ ${decided} FROM approvals,
+ (WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < ${QUEUE}) SELECT n FROM c) AS c
+ WHERE approval_id = '${approval_id}'`;
+    const sql = [
+      `UPDATE tenant_quotas SET max_open_approvals = ${QUEUE * 2}, max_stored_bytes = 4294967296, max_receipts_per_day = 10000000`,
+      copy('apr-bench-', 'pending', 'NULL, NULL'),
+      copy('apr-bench-d-', 'denied', "'bench-approver', created_at_unix_ms + c.n"),
+    ]
+      .join('; ')
+      .replaceAll('\n', '');
     const fill = spawnSync(
       WRANGLER,
       ['d1', 'execute', 'DB', '--local', '--persist-to', state, '--command', sql],
@@ -109,23 +123,49 @@ async function main(): Promise<void> {
     const session = /__Host-writ_console=([^;]+)/.exec(signIn.headers.get('set-cookie') ?? '')?.[1];
     if (signIn.status !== 303 || session === undefined) throw new Error(`sign-in answered ${signIn.status}`);
     const headers = { cookie: `__Host-writ_console=${session}` };
-    const first = await (await fetch(`${base}/console/pending`, { headers })).text();
-    const waiting = /(\d+) requests? waiting/.exec(first)?.[1];
+    // A cursor deep in the queue (page 500 of 1,000), as the page's own links carry it.
+    const seed = (await (
+      await fetch(`${base}/v1/approval-requests/${approval_id}`, {
+        headers: { authorization: `Bearer ${s.approver.api_key}` },
+      })
+    ).json()) as { created_at_unix_ms: number };
+    const middle = Math.floor(QUEUE / 2);
+    const deep = encodeCursor([
+      'approvals',
+      'pending',
+      seed.created_at_unix_ms + middle,
+      `apr-bench-${middle}`,
+    ]);
+    const deepDenied = encodeCursor([
+      'approvals',
+      'denied',
+      seed.created_at_unix_ms + middle,
+      `apr-bench-d-${middle}`,
+    ]);
+    const check = await fetch(`${base}/console/pending?cursor=${deep}`, { headers });
+    if (!(await check.text()).includes(`apr-bench-${middle + 1}`))
+      throw new Error('the deep page is not where expected');
 
     // Warm-up, then the measured runs.
     await time('warm-up', `${base}/console/pending`, headers);
     const lines = [
       await time('GET /console/pending', `${base}/console/pending`, headers),
-      await time('GET /console/pending?page=10', `${base}/console/pending?page=10`, headers),
+      await time('GET /console/pending?cursor= (p. 500)', `${base}/console/pending?cursor=${deep}`, headers),
       await time('GET /console/approvals/:id', `${base}/console/approvals/${approval_id}`, headers),
+      await time('GET /console/history?status=denied', `${base}/console/history?status=denied`, headers),
+      await time(
+        'GET /console/history?status=denied&cursor=',
+        `${base}/console/history?status=denied&cursor=${deepDenied}`,
+        headers,
+      ),
     ];
     console.log('');
     console.log(
-      `wrangler dev (local D1), ${QUEUE} pending requests in the tenant's queue (the page lists the oldest ${waiting}),`,
+      `wrangler dev (local D1), ${QUEUE} pending and ${QUEUE} denied requests in the tenant (10 / 25 per page),`,
     );
     console.log(`${REQUESTS} sequential requests per route over loopback, ${os.cpus().length} cores`);
     console.log(
-      `${'route'.padEnd(34)} ${'p50 ms'.padStart(7)} ${'p99 ms'.padStart(7)} ${'max ms'.padStart(7)}`,
+      `${'route'.padEnd(44)} ${'p50 ms'.padStart(7)} ${'p99 ms'.padStart(7)} ${'max ms'.padStart(7)}`,
     );
     for (const l of lines) console.log(l);
   } finally {

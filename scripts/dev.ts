@@ -53,6 +53,13 @@ export interface StartOptions {
   readonly inheritOutput: boolean;
   /** wrangler's own log level (`info` prints a line per request). */
   readonly logLevel?: 'debug' | 'info' | 'log' | 'warn' | 'error' | 'none';
+  /**
+   * Start wrangler in its own process group and stop the whole group (wrangler and its workerd),
+   * so nothing outlives a test run that is interrupted (the browser test, scripts/console-browser.ts).
+   */
+  readonly ownProcessGroup?: boolean;
+  /** How long to wait for `/v1/healthz` (default 90 s). */
+  readonly readyTimeoutMs?: number;
 }
 
 /** Apply migrations, start `wrangler dev`, and wait until `/v1/healthz` answers. */
@@ -79,19 +86,43 @@ export async function startLocalWorker(o: StartOptions): Promise<LocalWorker> {
       '--show-interactive-dev-session=false',
       ...persist,
     ],
-    { cwd: ROOT, env, stdio: o.inheritOutput ? ['ignore', 'inherit', 'inherit'] : 'ignore', detached: false },
+    {
+      cwd: ROOT,
+      env,
+      stdio: o.inheritOutput ? ['ignore', 'inherit', 'inherit'] : 'ignore',
+      detached: o.ownProcessGroup === true,
+    },
   );
   const baseUrl = `http://127.0.0.1:${o.port}`;
+  const kill = (signal: NodeJS.Signals) => {
+    if (o.ownProcessGroup === true && child.pid !== undefined) {
+      try {
+        process.kill(-child.pid, signal);
+      } catch {
+        // the group is already gone
+      }
+    } else child.kill(signal);
+  };
   const stop = () =>
     new Promise<void>((resolve) => {
-      if (child.exitCode !== null || child.signalCode !== null) return resolve();
-      child.once('exit', () => resolve());
-      child.kill('SIGTERM');
-      setTimeout(() => child.kill('SIGKILL'), 5_000).unref();
+      if (child.exitCode !== null || child.signalCode !== null) {
+        // wrangler is gone; its group may not be.
+        if (o.ownProcessGroup === true) kill('SIGKILL');
+        return resolve();
+      }
+      child.once('exit', () => {
+        if (o.ownProcessGroup === true) kill('SIGKILL');
+        resolve();
+      });
+      kill('SIGTERM');
+      setTimeout(() => kill('SIGKILL'), 5_000).unref();
     });
-  const deadline = Date.now() + 90_000;
+  const deadline = Date.now() + (o.readyTimeoutMs ?? 90_000);
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`wrangler dev exited with ${child.exitCode}`);
+    if (child.exitCode !== null) {
+      await stop();
+      throw new Error(`wrangler dev exited with ${child.exitCode}`);
+    }
     try {
       const r = await fetch(`${baseUrl}/v1/healthz`);
       if (r.ok) break;
@@ -100,7 +131,7 @@ export async function startLocalWorker(o: StartOptions): Promise<LocalWorker> {
     }
     if (Date.now() > deadline) {
       await stop();
-      throw new Error('wrangler dev did not become healthy within 90 s');
+      throw new Error(`wrangler dev did not become healthy within ${(o.readyTimeoutMs ?? 90_000) / 1000} s`);
     }
     await new Promise((r) => setTimeout(r, 250));
   }

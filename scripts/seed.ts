@@ -47,6 +47,18 @@ export const READ_CONTRACT = {
   reversible: false,
 } as const;
 
+/**
+ * An irreversible companion (not pinned by `seedDemo`): under the demo policy it needs two
+ * distinct approvers (issue 14). Used by the second-approver tests and the browser test.
+ */
+export const PURGE_CONTRACT = {
+  ...ROLLBACK_CONTRACT,
+  contract_release: 'purge_deployment 2026.01.0',
+  tool_name: 'purge_deployment',
+  effect: 'irreversible',
+  reversible: false,
+} as const;
+
 /** The demo policy: the defaults, with the SRE team owning reconciliation. */
 export const DEMO_POLICY = {
   policy_version: 1,

@@ -2265,6 +2265,19 @@ export interface operations {
                             decision_reason: string | null;
                             consumed_at_unix_ms: number | null;
                             consumed_by_receipt_sha256: string | null;
+                            approvals_required: 1 | 2;
+                            first_approved_by: string | null;
+                            first_approved_at_unix_ms: number | null;
+                            idempotency_key: string | null;
+                            /** @description single-request reads only: an unresolved attempt of the same tool and idempotency key */
+                            earlier_attempt?: {
+                                operation_id: string;
+                                status: string;
+                                tool_contract_sha256: string;
+                                input_sha256: string;
+                                reconciliation_deadline_unix_ms: number | null;
+                                escalated_at_unix_ms: number | null;
+                            } | null;
                             approval: {
                                 approval_id: string;
                                 approver_principal_id: string;
@@ -2275,6 +2288,7 @@ export interface operations {
                                 /** @enum {string} */
                                 effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
                                 expires_at_unix_ms: number;
+                                first_approver_principal_id?: string;
                             } | null;
                         }[];
                     };
@@ -2338,6 +2352,7 @@ export interface operations {
                     };
                     tenant_id?: string;
                     principal_id?: string;
+                    idempotency_key?: string;
                 };
             };
         };
@@ -2390,6 +2405,19 @@ export interface operations {
                         decision_reason: string | null;
                         consumed_at_unix_ms: number | null;
                         consumed_by_receipt_sha256: string | null;
+                        approvals_required: 1 | 2;
+                        first_approved_by: string | null;
+                        first_approved_at_unix_ms: number | null;
+                        idempotency_key: string | null;
+                        /** @description single-request reads only: an unresolved attempt of the same tool and idempotency key */
+                        earlier_attempt?: {
+                            operation_id: string;
+                            status: string;
+                            tool_contract_sha256: string;
+                            input_sha256: string;
+                            reconciliation_deadline_unix_ms: number | null;
+                            escalated_at_unix_ms: number | null;
+                        } | null;
                         approval: {
                             approval_id: string;
                             approver_principal_id: string;
@@ -2400,6 +2428,7 @@ export interface operations {
                             /** @enum {string} */
                             effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
                             expires_at_unix_ms: number;
+                            first_approver_principal_id?: string;
                         } | null;
                     };
                 };
@@ -2546,6 +2575,19 @@ export interface operations {
                         decision_reason: string | null;
                         consumed_at_unix_ms: number | null;
                         consumed_by_receipt_sha256: string | null;
+                        approvals_required: 1 | 2;
+                        first_approved_by: string | null;
+                        first_approved_at_unix_ms: number | null;
+                        idempotency_key: string | null;
+                        /** @description single-request reads only: an unresolved attempt of the same tool and idempotency key */
+                        earlier_attempt?: {
+                            operation_id: string;
+                            status: string;
+                            tool_contract_sha256: string;
+                            input_sha256: string;
+                            reconciliation_deadline_unix_ms: number | null;
+                            escalated_at_unix_ms: number | null;
+                        } | null;
                         approval: {
                             approval_id: string;
                             approver_principal_id: string;
@@ -2556,6 +2598,7 @@ export interface operations {
                             /** @enum {string} */
                             effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
                             expires_at_unix_ms: number;
+                            first_approver_principal_id?: string;
                         } | null;
                     };
                 };
@@ -2664,6 +2707,19 @@ export interface operations {
                         decision_reason: string | null;
                         consumed_at_unix_ms: number | null;
                         consumed_by_receipt_sha256: string | null;
+                        approvals_required: 1 | 2;
+                        first_approved_by: string | null;
+                        first_approved_at_unix_ms: number | null;
+                        idempotency_key: string | null;
+                        /** @description single-request reads only: an unresolved attempt of the same tool and idempotency key */
+                        earlier_attempt?: {
+                            operation_id: string;
+                            status: string;
+                            tool_contract_sha256: string;
+                            input_sha256: string;
+                            reconciliation_deadline_unix_ms: number | null;
+                            escalated_at_unix_ms: number | null;
+                        } | null;
                         approval: {
                             approval_id: string;
                             approver_principal_id: string;
@@ -2674,6 +2730,7 @@ export interface operations {
                             /** @enum {string} */
                             effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
                             expires_at_unix_ms: number;
+                            first_approver_principal_id?: string;
                         } | null;
                     };
                 };
@@ -2826,6 +2883,19 @@ export interface operations {
                         decision_reason: string | null;
                         consumed_at_unix_ms: number | null;
                         consumed_by_receipt_sha256: string | null;
+                        approvals_required: 1 | 2;
+                        first_approved_by: string | null;
+                        first_approved_at_unix_ms: number | null;
+                        idempotency_key: string | null;
+                        /** @description single-request reads only: an unresolved attempt of the same tool and idempotency key */
+                        earlier_attempt?: {
+                            operation_id: string;
+                            status: string;
+                            tool_contract_sha256: string;
+                            input_sha256: string;
+                            reconciliation_deadline_unix_ms: number | null;
+                            escalated_at_unix_ms: number | null;
+                        } | null;
                         approval: {
                             approval_id: string;
                             approver_principal_id: string;
@@ -2836,6 +2906,7 @@ export interface operations {
                             /** @enum {string} */
                             effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
                             expires_at_unix_ms: number;
+                            first_approver_principal_id?: string;
                         } | null;
                     };
                 };

@@ -160,6 +160,12 @@ export const ToolApproval = strict({
   input_sha256: Sha256,
   effect: ToolEffect,
   expires_at_unix_ms: UnixMs,
+  /**
+   * The first of two distinct approvers, present only on an approval that needed two (an
+   * `irreversible` effect); `approver_principal_id` is then the second. Absent otherwise, so an
+   * approval of one approver is byte for byte what it always was.
+   */
+  first_approver_principal_id: Identifier.optional(),
 });
 export type ToolApproval = z.infer<typeof ToolApproval>;
 

@@ -16,6 +16,8 @@ export function database(env: { DB: D1Database }): Db {
 export type InvariantViolation =
   | 'approval_unusable'
   | 'approval_not_pending'
+  | 'approval_second_approver'
+  | 'approval_first_approval'
   | 'run_budget_spent'
   | 'contract_quarantined'
   | 'grant_revoked'
@@ -24,6 +26,9 @@ export type InvariantViolation =
 const INVARIANTS: readonly InvariantViolation[] = [
   'approval_unusable',
   'approval_not_pending',
+  // migrations/0007_console.sql
+  'approval_second_approver',
+  'approval_first_approval',
   'run_budget_spent',
   'contract_quarantined',
   'grant_revoked',

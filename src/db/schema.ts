@@ -113,6 +113,12 @@ export const approvals = sqliteTable(
     decision_reason: text(),
     consumed_at_unix_ms: integer(),
     consumed_by_receipt_sha256: text(),
+    // 0007 (issue 14): the first of two approvals of an `irreversible` request, and the agent's
+    // idempotency key for the call it asks approval for.
+    first_approved_by: text(),
+    first_approved_at_unix_ms: integer(),
+    first_approval_lifetime_ms: integer(),
+    idempotency_key: text(),
   },
   (t) => [index('approvals_status').on(t.tenant_id, t.status, t.created_at_unix_ms)],
 );

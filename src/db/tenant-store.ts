@@ -45,6 +45,7 @@ import type { TenantPolicy } from '../core/policy.js';
 import type {
   ApprovalDecision,
   ApprovalListFilter,
+  FirstApproval,
   ApprovalRow,
   ApprovalWithContract,
   CommitResult,
@@ -402,8 +403,33 @@ class D1TenantStore implements TenantStore {
         .run();
       return r.meta.changes === 1 ? 'decided' : 'conflict';
     } catch (e) {
-      // Two approvers racing: the trigger lets exactly one decision through.
-      if (invariantViolation(e) === 'approval_not_pending') return 'conflict';
+      // Two approvers racing: the trigger lets exactly one decision through. An irreversible
+      // approval without a distinct first approver aborts in the same write (0007).
+      const lost = invariantViolation(e);
+      if (lost === 'approval_not_pending' || lost === 'approval_second_approver') return 'conflict';
+      throw e;
+    }
+  }
+
+  // Issue 14: the first of two approvals of an irreversible request (migrations/0007_console.sql).
+  async recordFirstApproval(approval_id: string, first: FirstApproval): Promise<'recorded' | 'conflict'> {
+    try {
+      const r = await this.db
+        .update(approvals)
+        .set(first)
+        .where(
+          and(
+            eq(approvals.tenant_id, this.tenant_id),
+            eq(approvals.approval_id, approval_id),
+            eq(approvals.status, 'pending'),
+            isNull(approvals.first_approved_by),
+          ),
+        )
+        .run();
+      return r.meta.changes === 1 ? 'recorded' : 'conflict';
+    } catch (e) {
+      // Two approvers racing for the first approval: the trigger lets exactly one through.
+      if (invariantViolation(e) === 'approval_first_approval') return 'conflict';
       throw e;
     }
   }
@@ -433,6 +459,10 @@ class D1TenantStore implements TenantStore {
             approver_revoked_at_unix_ms: sql<
               number | null
             >`(select p.revoked_at_unix_ms from principals p where p.tenant_id = ${approvals.tenant_id} and p.principal_id = ${approvals.decided_by})`,
+            // Both approvers of an irreversible call: revoking either voids it (issue 14).
+            first_approver_revoked_at_unix_ms: sql<
+              number | null
+            >`(select p.revoked_at_unix_ms from principals p where p.tenant_id = ${approvals.tenant_id} and p.principal_id = ${approvals.first_approved_by})`,
           })
           .from(approvals)
           // No approval named: a primary-key lookup of an id no row has (never a table scan).
@@ -489,7 +519,11 @@ class D1TenantStore implements TenantStore {
       approval:
         approvalRow === undefined
           ? null
-          : toApprovalRecord(approvalRow, approvalRow.approver_revoked_at_unix_ms !== null),
+          : toApprovalRecord(
+              approvalRow,
+              approvalRow.approver_revoked_at_unix_ms !== null ||
+                approvalRow.first_approver_revoked_at_unix_ms !== null,
+            ),
       grants: (grantRows.length > 0 ? grantRows : revokedRows).map((g) => ({
         grant: grantCache.get(g.grant_sha256, g.document),
         revoked: g.revoked_at_unix_ms !== null,
@@ -607,7 +641,9 @@ class D1TenantStore implements TenantStore {
     } catch (err) {
       throwIfQuota(err, now);
       const lost = invariantViolation(err);
-      if (lost === null) throw err;
+      // The 0007 approval triggers guard decisions, never this commit: anything else is internal.
+      if (lost === null || lost === 'approval_second_approver' || lost === 'approval_first_approval')
+        throw err;
       return { ok: false, lost };
     }
   }

@@ -127,6 +127,23 @@ const ApprovalView = z.strictObject({
   decision_reason: z.string().nullable(),
   consumed_at_unix_ms: UnixMs.nullable(),
   consumed_by_receipt_sha256: Sha256.nullable(),
+  // Issue 14: a second, distinct approver for `irreversible` effects; the agent's idempotency key.
+  approvals_required: z.union([z.literal(1), z.literal(2)]),
+  first_approved_by: Identifier.nullable(),
+  first_approved_at_unix_ms: UnixMs.nullable(),
+  idempotency_key: z.string().nullable(),
+  earlier_attempt: z
+    .strictObject({
+      operation_id: Identifier,
+      status: z.string(),
+      tool_contract_sha256: Sha256,
+      input_sha256: Sha256,
+      reconciliation_deadline_unix_ms: UnixMs.nullable(),
+      escalated_at_unix_ms: UnixMs.nullable(),
+    })
+    .nullable()
+    .optional()
+    .describe('single-request reads only: an unresolved attempt of the same tool and idempotency key'),
   approval: ToolApproval.nullable(),
 });
 

@@ -85,7 +85,7 @@ function decodeInvocationFast(text: string, limits: JsonLimits): ToolInvocation 
   const inv = acceptToolInvocation(value);
   if (inv === undefined) return undefined;
   let keys = ACCEPTED_FIELDS.invocation.length + ACCEPTED_FIELDS.target.length;
-  if (inv.approval !== null) keys += ACCEPTED_FIELDS.approval.length;
+  if (inv.approval !== null) keys += Object.keys(inv.approval).length;
   for (const name in inv.target.attributes) {
     if (isForbiddenKey(name)) return undefined;
     keys++;
@@ -124,6 +124,7 @@ export const ACCEPTED_FIELDS = {
     'approver_principal_id',
     'effect',
     'expires_at_unix_ms',
+    'first_approver_principal_id',
     'input_sha256',
     'policy_sha256',
     'tenant_id',
@@ -136,6 +137,10 @@ type Fields = Record<string, unknown>;
 
 const INVOCATION_FIELDS: ReadonlySet<string> = new Set(ACCEPTED_FIELDS.invocation);
 const APPROVAL_FIELDS: ReadonlySet<string> = new Set(ACCEPTED_FIELDS.approval);
+// `first_approver_principal_id` is present only on an approval of two approvers (issue 14).
+const SINGLE_APPROVAL_FIELDS: ReadonlySet<string> = new Set(
+  ACCEPTED_FIELDS.approval.filter((k) => k !== 'first_approver_principal_id'),
+);
 const TARGET_FIELDS: ReadonlySet<string> = new Set(ACCEPTED_FIELDS.target);
 
 /**
@@ -182,9 +187,11 @@ export function acceptToolInvocation(value: unknown): ToolInvocation | undefined
 }
 
 function acceptApproval(value: unknown): ToolApproval | undefined {
-  if (!isRecordWithKeys(value, APPROVAL_FIELDS)) return undefined;
+  const two = isPlainRecord(value) && Object.hasOwn(value, 'first_approver_principal_id');
+  if (!isRecordWithKeys(value, two ? APPROVAL_FIELDS : SINGLE_APPROVAL_FIELDS)) return undefined;
   const v = value;
   if (
+    (two && !isIdentifier(v.first_approver_principal_id)) ||
     !isIdentifier(v.approval_id) ||
     !isIdentifier(v.approver_principal_id) ||
     !isEffect(v.effect) ||
@@ -201,6 +208,7 @@ function acceptApproval(value: unknown): ToolApproval | undefined {
     approver_principal_id: v.approver_principal_id,
     effect: v.effect,
     expires_at_unix_ms: v.expires_at_unix_ms,
+    ...(two ? { first_approver_principal_id: v.first_approver_principal_id as string } : {}),
     input_sha256: v.input_sha256,
     policy_sha256: v.policy_sha256,
     tenant_id: v.tenant_id,

@@ -18,7 +18,7 @@ import { utf8Encode } from '../core/canonical/json.js';
 import { resolveTarget } from '../core/contracts/target.js';
 import type { JsonValue } from '../core/canonical/json.js';
 import { safeText } from '../core/errors.js';
-import { ResourceRef, type ToolContract } from '../core/model.js';
+import { IdempotencyKey, ResourceRef, type ToolContract } from '../core/model.js';
 import { approvalRequestTtlMs } from '../core/policy.js';
 import { Identifier, JsonInput, Label, Sha256, UnixMs } from '../core/schema.js';
 import { textWarnings } from '../core/text.js';
@@ -26,6 +26,7 @@ import { parseStoredJson } from '../db/documents.js';
 import { newId } from '../db/ids.js';
 import { type TenantContext, ROLES_FOR, assertNamedIdentity, requireRole } from './context.js';
 import { ServiceError, notFound, unwrap } from './errors.js';
+import { unresolvedAttemptFor } from './executions.js';
 import { MAX_PAGE_SIZE, PageQuery, decodeCursor, page } from './pagination.js';
 import {
   APPROVAL_STATUSES,
@@ -41,6 +42,11 @@ export const CreateApprovalRequest = z.strictObject({
   target: ResourceRef.optional(),
   tenant_id: Identifier.optional(),
   principal_id: Identifier.optional(),
+  /**
+   * Optional: the idempotency key the agent will authorize the call with. An earlier unresolved
+   * attempt under that key is shown to the approver beside the request (issue 14).
+   */
+  idempotency_key: IdempotencyKey.optional(),
 });
 export type CreateApprovalRequest = z.infer<typeof CreateApprovalRequest>;
 
@@ -128,6 +134,10 @@ export async function requestApproval(ctx: TenantContext, body: CreateApprovalRe
     decision_reason: null,
     consumed_at_unix_ms: null,
     consumed_by_receipt_sha256: null,
+    first_approved_by: null,
+    first_approved_at_unix_ms: null,
+    first_approval_lifetime_ms: null,
+    idempotency_key: body.idempotency_key ?? null,
   };
   await store.insertApproval(row);
   ctx.log({ approval_id, tool_contract_sha256: pinned.tool_contract_sha256, input_sha256 });
@@ -180,7 +190,7 @@ export async function getApproval(ctx: TenantContext, approval_id: string) {
   ) {
     throw notFound('approval request');
   }
-  return approvalView(found, await requestClock(ctx));
+  return withEarlierAttempt(ctx, found, await requestClock(ctx));
 }
 
 export async function approve(
@@ -208,11 +218,38 @@ export async function approve(
       { path: 'expires_in_ms', message: `must be at most ${max}` },
     ]);
   }
+  if (a.effect === 'irreversible') {
+    if (a.first_approved_by === null) {
+      // The first of two: recorded, and the request stays pending for a second approver.
+      const first = await ctx.store.recordFirstApproval(a.approval_id, {
+        first_approved_by: caller.principal_id,
+        first_approved_at_unix_ms: now,
+        first_approval_lifetime_ms: ttl,
+      });
+      if (first !== 'recorded') {
+        throw new ServiceError(
+          'conflict',
+          'another approver gave the first approval concurrently; review the request again',
+        );
+      }
+      ctx.log({ approval_id: a.approval_id, decision: 'first_approval' });
+      return approvalView(await find(ctx, a.approval_id), clock);
+    }
+    // One person clicking twice is not two reviews.
+    if (a.first_approved_by === caller.principal_id) {
+      throw new ServiceError(
+        'self_approval',
+        'an irreversible effect needs a second, distinct approver; you gave the first approval',
+      );
+    }
+  }
+  // Of two approvals the shorter lifetime holds: neither approver agreed to more.
+  const lifetime = Math.min(ttl, a.first_approval_lifetime_ms ?? ttl);
   await decide(ctx, a.approval_id, {
     status: 'approved',
     decided_by: caller.principal_id,
     decided_at_unix_ms: now,
-    expires_at_unix_ms: now + ttl,
+    expires_at_unix_ms: now + lifetime,
     decision_reason: body.reason ?? null,
   });
   ctx.log({ approval_id: a.approval_id, decision: 'approved' });
@@ -321,8 +358,32 @@ export function approvalView({ approval: a, contract }: ApprovalWithContract, cl
     decision_reason: a.decision_reason,
     consumed_at_unix_ms: a.consumed_at_unix_ms,
     consumed_by_receipt_sha256: a.consumed_by_receipt_sha256,
+    /** 2 for an `irreversible` effect: a second, distinct approver completes it (issue 14). */
+    approvals_required: a.effect === 'irreversible' ? 2 : 1,
+    /** The first of two approvals, while the request waits for the second (and after). */
+    first_approved_by: a.first_approved_by,
+    first_approved_at_unix_ms: a.first_approved_at_unix_ms,
+    idempotency_key: a.idempotency_key,
     approval: toToolApproval(a),
   };
+}
+
+/** An earlier unresolved attempt of the same operation (tool, idempotency key), or null. */
+export type EarlierAttempt = Awaited<ReturnType<typeof unresolvedAttemptFor>>;
+
+/**
+ * The single-request view adds `earlier_attempt`: an unresolved attempt of the same logical
+ * operation (same tool and idempotency key) that may already have had its effect. An approver
+ * who does not see it could approve the same rollback twice. Lists leave it out (one index read
+ * per row would make a page cost its length in reads).
+ */
+async function withEarlierAttempt(ctx: TenantContext, found: ApprovalWithContract, clock: RequestClock) {
+  const key = found.approval.idempotency_key;
+  const earlier_attempt: EarlierAttempt =
+    key === null || found.contract === null
+      ? null
+      : await unresolvedAttemptFor(ctx.store, found.contract.tool_name, key);
+  return { ...approvalView(found, clock), earlier_attempt };
 }
 
 function preview(contract: ToolContract, target: JsonValue, input: JsonValue, reason: string | null) {

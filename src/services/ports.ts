@@ -104,6 +104,14 @@ export interface ApprovalRow {
   readonly decision_reason: string | null;
   readonly consumed_at_unix_ms: number | null;
   readonly consumed_by_receipt_sha256: string | null;
+  // Second approver (issue 14): an `irreversible` request records its first approval here and
+  // stays pending until a second, distinct approver approves it (`decided_by`).
+  readonly first_approved_by: string | null;
+  readonly first_approved_at_unix_ms: number | null;
+  /** The lifetime the first approver chose; the approval lives the shorter of the two. */
+  readonly first_approval_lifetime_ms: number | null;
+  /** The agent's idempotency key for the call it asks approval for (optional). */
+  readonly idempotency_key: string | null;
 }
 
 export interface ApprovalWithContract {
@@ -131,6 +139,11 @@ export interface OperationListFilter {
 export type ApprovalDecision = Pick<
   ApprovalRow,
   'status' | 'decided_by' | 'decided_at_unix_ms' | 'expires_at_unix_ms' | 'decision_reason'
+>;
+
+export type FirstApproval = Pick<
+  ApprovalRow,
+  'first_approved_by' | 'first_approved_at_unix_ms' | 'first_approval_lifetime_ms'
 >;
 
 export type ReceiptKind = 'authorization' | 'execution' | 'reconciliation' | (string & {});
@@ -297,6 +310,8 @@ export interface TenantStore {
   listApprovals(q: ApprovalListFilter): Promise<readonly ApprovalWithContract[]>;
   /** Decide a pending approval; `conflict` when it was not pending (two approvers racing). */
   decideApproval(approval_id: string, decision: ApprovalDecision): Promise<'decided' | 'conflict'>;
+  /** Record the first of two approvals of a pending request; `conflict` if one already was. */
+  recordFirstApproval(approval_id: string, first: FirstApproval): Promise<'recorded' | 'conflict'>;
 
   // Authorization
   /** Everything `decideAuthorization` needs, read in one round trip. */

@@ -3,7 +3,8 @@
  *
  * Guarantees: only a decided-and-approved request (approved, or approved then consumed) with its
  * approver and expiry set becomes a `ToolApproval`; anything else is null, so a pending or denied
- * request can never be presented as an approval.
+ * request can never be presented as an approval. A request approved by two approvers (an
+ * `irreversible` effect, issue 14) binds both: the first as `first_approver_principal_id`.
  * Never: invents an approver, an expiry or an effect.
  */
 import type { ToolApproval, ToolEffect } from '../model.js';
@@ -18,6 +19,8 @@ export interface StoredApprovalFields {
   readonly status: 'pending' | 'approved' | 'denied' | 'consumed';
   readonly decided_by: string | null;
   readonly expires_at_unix_ms: number | null;
+  /** The first of two approvers (migration 0007); absent or null for a single approval. */
+  readonly first_approved_by?: string | null;
 }
 
 export function toToolApproval(a: StoredApprovalFields): ToolApproval | null {
@@ -38,5 +41,8 @@ export function toToolApproval(a: StoredApprovalFields): ToolApproval | null {
     // Stored from a validated contract's effect when the request was made.
     effect: a.effect as ToolEffect,
     expires_at_unix_ms: a.expires_at_unix_ms,
+    ...(a.first_approved_by === undefined || a.first_approved_by === null
+      ? {}
+      : { first_approver_principal_id: a.first_approved_by }),
   };
 }

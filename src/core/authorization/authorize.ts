@@ -156,6 +156,7 @@ function authorizeToolCallUnchecked(
     if (now >= approval.expires_at_unix_ms) v.push('approval_expired');
     // A principal approving its own request is no independent review.
     if (approval.approver_principal_id === invocation.principal_id) v.push('approval_self_approved');
+    if (approval.first_approver_principal_id === invocation.principal_id) v.push('approval_self_approved');
     if (trusted.approval_unusable) v.push('approval_unusable');
   }
 

@@ -198,7 +198,8 @@ function decide(
       approval_unusable = true;
     } else {
       approval = a.approval;
-      approval_unusable = a.status !== 'approved' || a.approver_revoked;
+      approval_unusable =
+        a.status !== 'approved' || a.approver_revoked || !enoughApprovers(a.approval, contract.effect);
     }
   }
 
@@ -257,6 +258,18 @@ function decide(
   // grantCandidates never returns an empty list.
   if (first === undefined) return err(coreError('invalid_request', 'no grant was evaluated'));
   return ok(first);
+}
+
+/**
+ * An `irreversible` call needs two distinct approvers (issue 14): one approval of it, however it
+ * came to be stored, is unusable. The first approver must differ from the second; neither may be
+ * the requester (checked by `authorizeToolCall` as `approval_self_approved`). Checked here, in the
+ * trusted state, so receipts issued before the rule still replay as they were.
+ */
+function enoughApprovers(approval: ToolApproval | null, effect: ToolEffect): boolean {
+  if (effect !== 'irreversible' || approval === null) return true;
+  const first = approval.first_approver_principal_id;
+  return first !== undefined && first !== approval.approver_principal_id;
 }
 
 interface Candidate extends GrantRecord {

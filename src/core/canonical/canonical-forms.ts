@@ -78,6 +78,9 @@ function approvalText(a: ToolApproval): string {
     `,"approver_principal_id":${raw(a.approver_principal_id)}` +
     `,"effect":${raw(a.effect)}` +
     `,"expires_at_unix_ms":${num(a.expires_at_unix_ms)}` +
+    (a.first_approver_principal_id === undefined
+      ? ''
+      : `,"first_approver_principal_id":${raw(a.first_approver_principal_id)}`) +
     `,"input_sha256":${raw(a.input_sha256)}` +
     `,"policy_sha256":${raw(a.policy_sha256)}` +
     `,"tenant_id":${raw(a.tenant_id)}` +

@@ -7,7 +7,7 @@
 import { html, raw } from 'hono/html';
 import type { HtmlEscapedString } from 'hono/utils/html';
 import { digestOf } from '../../core/canonical/canonical.js';
-import type { approvalView } from '../../services/approvals.js';
+import type { EarlierAttempt, approvalView } from '../../services/approvals.js';
 import type { Caller } from '../../services/context.js';
 import { Findings, duration, effectExplanation, isoTime, jsonHtml, shown } from './render.js';
 
@@ -134,6 +134,12 @@ function details(a: ApprovalItem, now: number, f: Findings) {
         ${a.input_sha256}
         ${verified ? html`<span class="muted">(recomputed from the input above: matches)</span>` : html`<strong class="error">does not match the input shown</strong>`}
       </dd>
+      ${
+        a.idempotency_key === null
+          ? ''
+          : html`<dt>Idempotency key</dt>
+              <dd class="mono">${a.idempotency_key}</dd>`
+      }
       <dt>Contract SHA-256</dt>
       <dd class="mono digest">${a.tool_contract_sha256}</dd>
       <dt>Policy SHA-256</dt>
@@ -142,22 +148,24 @@ function details(a: ApprovalItem, now: number, f: Findings) {
   };
 }
 
-function pager(base: string, page: number, pages: number): Html {
-  if (pages <= 1) return html``;
+/** Cursor links (keyset pages through the approvals service): first page, and the next one. */
+function pager(base: string, list: Paged<unknown>): Html {
+  const sep = base.includes('?') ? '&' : '?';
+  if (list.next_cursor === null && !list.paged) return html``;
   return html`<nav class="pager" aria-label="Pages">
-    ${page > 1 ? html`<a href="${base}?page=${page - 1}" rel="prev">Previous page</a>` : ''}
-    <span>Page ${page} of ${pages}</span>
-    ${page < pages ? html`<a href="${base}?page=${page + 1}" rel="next">Next page</a>` : ''}
+    ${list.paged ? html`<a href="${base}" rel="first">First page</a>` : ''}
+    <span>${list.items.length} on this page</span>
+    ${list.next_cursor === null ? '' : html`<a href="${base}${sep}cursor=${list.next_cursor}" rel="next">Next page</a>`}
   </nav>`;
 }
 
+/** One page of a list, read through the approvals service with its cursor. */
 export interface Paged<T> {
   readonly items: readonly T[];
-  readonly page: number;
-  readonly pages: number;
-  readonly total: number;
-  /** The service answered its maximum: older or newer entries may exist beyond it. */
-  readonly truncated: boolean;
+  /** The cursor of the page after this one, or null on the last page. */
+  readonly next_cursor: string | null;
+  /** This page was reached through a cursor (not the first page). */
+  readonly paged: boolean;
 }
 
 export function pendingPage(chrome: Chrome, list: Paged<ApprovalItem>, now: number): Html {
@@ -169,7 +177,7 @@ export function pendingPage(chrome: Chrome, list: Paged<ApprovalItem>, now: numb
         ${a.preview === null ? a.effect : shown(a.preview.tool_name, f)}
         <span class="muted mono">${a.approval_id}</span>
       </h2>
-      ${warning(f)} ${d.body}
+      ${warning(f)} ${d.body} ${approvalsNeeded(a)}
       <p>
         <a href="/console/approvals/${a.approval_id}"
           >Review and decide<span class="visually-hidden"> on ${a.approval_id}</span></a
@@ -182,11 +190,9 @@ export function pendingPage(chrome: Chrome, list: Paged<ApprovalItem>, now: numb
     chrome,
     html`<h1>Pending approvals</h1>
       <p>
-        ${list.total === 0 ? 'Nothing is waiting for a decision.' : `${list.total} request${list.total === 1 ? '' : 's'} waiting, oldest first.`}
-        ${list.truncated ? html`<strong>The console lists the oldest ${list.total}; more may be waiting behind them.</strong>` : ''}
+        ${list.items.length === 0 && !list.paged ? 'Nothing is waiting for a decision.' : 'Oldest first.'}
       </p>
-      ${pager('/console/pending', list.page, list.pages)} ${cards}
-      ${pager('/console/pending', list.page, list.pages)}`,
+      ${pager('/console/pending', list)} ${cards} ${pager('/console/pending', list)}`,
   );
 }
 
@@ -195,9 +201,63 @@ export interface Notice {
   readonly text: string;
 }
 
+/** How many approvals the request still needs, for an effect that needs two (else nothing). */
+function approvalsNeeded(a: ApprovalItem): Html | string {
+  if (a.approvals_required < 2) return '';
+  return a.first_approved_by === null
+    ? html`<p class="warn">Needs two distinct approvers (irreversible effect): none has approved yet.</p>`
+    : html`<p class="warn">
+        Needs two distinct approvers (irreversible effect): first approved by
+        <span class="mono">${a.first_approved_by}</span
+        >${a.first_approved_at_unix_ms === null ? '' : html` at ${isoTime(a.first_approved_at_unix_ms)}`};
+        ${a.status === 'pending' ? 'waiting for a second approver.' : 'completed.'}
+      </p>`;
+}
+
+/** An unresolved attempt of the same operation (tool and idempotency key) that may have acted. */
+function earlierAttempt(a: ApprovalPageItem): Html | string {
+  const e = a.earlier_attempt;
+  if (e === null || e === undefined) return '';
+  const same = e.input_sha256 === a.input_sha256;
+  return html`<section class="card warn" aria-labelledby="earlier-h">
+    <h2 id="earlier-h">Earlier unresolved attempt of this operation</h2>
+    <p>
+      An earlier call with the same idempotency key <span class="mono">${a.idempotency_key ?? ''}</span> is
+      <strong>${e.status}</strong>: it may already have had its effect. Approving this request could repeat
+      it.
+    </p>
+    <dl>
+      <dt>Operation</dt>
+      <dd class="mono">${e.operation_id}</dd>
+      <dt>Input SHA-256</dt>
+      <dd class="mono digest">
+        ${e.input_sha256}
+        ${same ? '(the same input as this request)' : html`<strong>(a different input)</strong>`}
+      </dd>
+      <dt>Contract SHA-256</dt>
+      <dd class="mono digest">${e.tool_contract_sha256}</dd>
+      ${
+        e.reconciliation_deadline_unix_ms === null
+          ? ''
+          : html`<dt>Reconcile by</dt>
+              <dd>${isoTime(e.reconciliation_deadline_unix_ms)}</dd>`
+      }
+      ${
+        e.escalated_at_unix_ms === null
+          ? ''
+          : html`<dt>Escalated at</dt>
+              <dd>${isoTime(e.escalated_at_unix_ms)}</dd>`
+      }
+    </dl>
+  </section>`;
+}
+
+/** The single-request view (getApproval), which adds the earlier unresolved attempt. */
+export type ApprovalPageItem = ApprovalItem & { readonly earlier_attempt?: EarlierAttempt };
+
 export function approvalPage(
   chrome: Chrome,
-  a: ApprovalItem,
+  a: ApprovalPageItem,
   policy: { readonly policy_sha256: string; readonly max_ms: number },
   now: number,
   notice: Notice | null,
@@ -205,6 +265,14 @@ export function approvalPage(
   const f = new Findings();
   const d = details(a, now, f);
   const own = chrome.caller !== null && chrome.caller.principal_id === a.requester_principal_id;
+  // One person clicking twice is not two reviews: the first approver is offered no approve form.
+  const gaveFirst = chrome.caller !== null && a.first_approved_by === chrome.caller.principal_id;
+  const twoNeeded = a.approvals_required > 1;
+  const approveHeading = !twoNeeded
+    ? 'Approve exactly this call'
+    : a.first_approved_by === null
+      ? 'Give the first of two approvals'
+      : 'Give the second approval';
   const drifted = policy.policy_sha256 !== a.policy_sha256;
   const decidable = a.status === 'pending';
   const choices = expiryChoices(policy.max_ms);
@@ -214,7 +282,7 @@ export function approvalPage(
   const title = a.preview === null ? 'Approval request' : shown(a.preview.tool_name, f);
   const reason = a.decision_reason === null ? '' : html`<p>Reason: ${shown(a.decision_reason, f)}</p>`;
   const approveForm = html`<form method="post" action="/console/approvals/${a.approval_id}/approve">
-    <h2>Approve exactly this call</h2>
+    <h2>${approveHeading}</h2>
     <input type="hidden" name="csrf" value="${csrf}" />
     <input type="hidden" name="input_sha256" value="${a.input_sha256}" />
     <input type="hidden" name="tool_contract_sha256" value="${a.tool_contract_sha256}" />
@@ -231,7 +299,7 @@ export function approvalPage(
   </form>`;
   // A digest that does not match the input shown, or a policy that moved on: nothing to approve.
   const forms = html`<section class="decide" aria-label="Decision">
-    ${d.verified && !drifted ? approveForm : ''}
+    ${d.verified && !drifted && !gaveFirst ? approveForm : ''}
     <form method="post" action="/console/approvals/${a.approval_id}/deny">
       <h2>Deny</h2>
       <input type="hidden" name="csrf" value="${csrf}" />
@@ -258,8 +326,9 @@ export function approvalPage(
       ${reason} ${d.body}
       ${own && decidable ? html`<p class="warn">You requested this call yourself: another approver must decide it.</p>` : ''}
       ${drifted && decidable ? html`<p class="warn">The policy in force (<span class="mono digest">${policy.policy_sha256}</span>) is not the one this request was made under: it can no longer be approved; the agent must request again.</p>` : ''}
-      ${a.effect === 'irreversible' && decidable ? html`<p class="warn">Irreversible: check the target and input twice. (A second, distinct approver is not yet required by Writ.)</p>` : ''}
-      ${decidable ? forms : ''}
+      ${approvalsNeeded(a)}
+      ${gaveFirst && decidable ? html`<p class="warn">You gave the first approval: a second, distinct approver must complete it.</p>` : ''}
+      ${earlierAttempt(a)} ${decidable ? forms : ''}
       ${a.consumed_by_receipt_sha256 === null ? '' : html`<p>Used by the authorization receipt <a class="mono digest" href="/console/receipts/${a.consumed_by_receipt_sha256}">${a.consumed_by_receipt_sha256}</a>.</p>`}`,
   );
 }
@@ -270,7 +339,16 @@ export function expiryChoices(maxMs: number): number[] {
   return [...new Set([...common.filter((ms) => ms < maxMs), maxMs])];
 }
 
-export function historyPage(chrome: Chrome, list: Paged<ApprovalItem>): Html {
+/** The decided statuses the history lists, each its own keyset-paged list in the service. */
+export const HISTORY_STATUSES = ['consumed', 'approved', 'denied'] as const;
+export type HistoryStatus = (typeof HISTORY_STATUSES)[number];
+const HISTORY_LABELS: Record<HistoryStatus, string> = {
+  consumed: 'Approved and used',
+  approved: 'Approved, not yet used',
+  denied: 'Denied',
+};
+
+export function historyPage(chrome: Chrome, status: HistoryStatus, list: Paged<ApprovalItem>): Html {
   const f = new Findings();
   const rows = list.items.map(
     (a) =>
@@ -280,7 +358,9 @@ export function historyPage(chrome: Chrome, list: Paged<ApprovalItem>): Html {
         <td><span class="effect effect-${a.effect}">${a.effect}</span></td>
         <td><strong>${a.status}</strong></td>
         <td>
-          <span class="mono">${a.decided_by ?? ''}</span
+          ${a.first_approved_by === null ? '' : html`<span class="mono">${a.first_approved_by}</span> then `}<span
+            class="mono"
+            >${a.decided_by ?? ''}</span
           ><br />${a.decided_at_unix_ms === null ? '' : isoTime(a.decided_at_unix_ms)}
         </td>
         <td>${a.decision_reason === null ? '' : shown(a.decision_reason, f)}</td>
@@ -302,11 +382,13 @@ export function historyPage(chrome: Chrome, list: Paged<ApprovalItem>): Html {
     chrome,
     html`<h1>Decided approvals</h1>
       ${warning(f)}
-      <p>
-        ${list.total} decision${list.total === 1 ? '' : 's'}, newest first.
-        ${list.truncated ? html`<strong>The console reads at most 100 per status (the oldest); older or newer decisions may exist beyond them.</strong>` : ''}
-      </p>
-      ${pager('/console/history', list.page, list.pages)}
+      <p>Requests of one outcome, oldest request first.</p>
+      <nav class="tabs" aria-label="Outcome">
+        ${HISTORY_STATUSES.map((h) => html`<a href="/console/history?status=${h}" ${h === status ? raw('aria-current="page"') : ''}>${HISTORY_LABELS[h]}</a>`)}
+      </nav>
+      <h2>${HISTORY_LABELS[status]}</h2>
+      ${list.items.length === 0 && !list.paged ? html`<p>None.</p>` : ''}
+      ${pager(`/console/history?status=${status}`, list)}
       <table>
         <thead>
           <tr>
@@ -323,7 +405,7 @@ export function historyPage(chrome: Chrome, list: Paged<ApprovalItem>): Html {
           ${rows}
         </tbody>
       </table>
-      ${pager('/console/history', list.page, list.pages)}`,
+      ${pager(`/console/history?status=${status}`, list)}`,
   );
 }
 

@@ -18,15 +18,16 @@ import { getPolicy } from '../../services/admin.js';
 import { approve, deny, getApproval, listApprovals } from '../../services/approvals.js';
 import { ROLES_FOR } from '../../services/context.js';
 import { ServiceError } from '../../services/errors.js';
+import { PageQuery } from '../../services/pagination.js';
 import { getReceipt } from '../../services/receipts.js';
 import type { AppEnv } from '../env.js';
 import { wireError } from '../errors.js';
 import { rateLimitWrites } from '../rate-limit.js';
 import {
-  type ApprovalItem,
   type Chrome,
+  HISTORY_STATUSES,
+  type HistoryStatus,
   type Notice,
-  type Paged,
   approvalPage,
   errorPage,
   historyPage,
@@ -121,23 +122,32 @@ consoleRoutes.post('/sign-out', sameOrigin, async (c) => {
   return c.redirect('/console/sign-in', 303);
 });
 
+// Both lists page through the approvals service by keyset cursor: a page costs its size,
+// however long the queue (docs/console.md, "Performance").
 consoleRoutes.get('/pending', async (c) => {
   const chrome = await signedIn(c);
-  const { items } = await listApprovals(c.var.tenant, { status: 'pending' });
-  return c.html(pendingPage(chrome, paged(items, pageParam(c), PENDING_PAGE_SIZE), c.var.now));
+  const cursor = cursorParam(c);
+  const { items, next_cursor } = await listApprovals(c.var.tenant, {
+    status: 'pending',
+    limit: PENDING_PAGE_SIZE,
+    ...(cursor === undefined ? {} : { cursor }),
+  });
+  return c.html(pendingPage(chrome, { items, next_cursor, paged: cursor !== undefined }, c.var.now));
 });
 
 consoleRoutes.get('/history', async (c) => {
   const chrome = await signedIn(c);
-  const ctx = c.var.tenant;
-  const lists = await Promise.all(
-    (['approved', 'consumed', 'denied'] as const).map((status) => listApprovals(ctx, { status })),
-  );
-  const all = lists
-    .flatMap((l) => l.items)
-    .sort((x, y) => (y.decided_at_unix_ms ?? 0) - (x.decided_at_unix_ms ?? 0));
-  const truncated = lists.some((l) => l.next_cursor !== null);
-  return c.html(historyPage(chrome, { ...paged(all, pageParam(c), HISTORY_PAGE_SIZE), truncated }));
+  const raw = c.req.query('status') ?? 'consumed';
+  const status: HistoryStatus = (HISTORY_STATUSES as readonly string[]).includes(raw)
+    ? (raw as HistoryStatus)
+    : 'consumed';
+  const cursor = cursorParam(c);
+  const { items, next_cursor } = await listApprovals(c.var.tenant, {
+    status,
+    limit: HISTORY_PAGE_SIZE,
+    ...(cursor === undefined ? {} : { cursor }),
+  });
+  return c.html(historyPage(chrome, status, { items, next_cursor, paged: cursor !== undefined }));
 });
 
 consoleRoutes.get('/approvals/:approval_id', async (c) => {
@@ -291,20 +301,13 @@ async function refusedDecision(c: Context<AppEnv>, chrome: Chrome, id: string, e
   return renderApproval(c, chrome, id, { kind: 'error', text: `Refused: ${e.message}` }, shownStatus);
 }
 
-function pageParam(c: Context<AppEnv>): number {
-  const raw = c.req.query('page') ?? '1';
-  const n = /^[1-9][0-9]{0,5}$/.test(raw) ? Number(raw) : 1;
-  return n;
-}
-
-function paged(all: readonly ApprovalItem[], page: number, size: number): Paged<ApprovalItem> {
-  const pages = Math.max(1, Math.ceil(all.length / size));
-  const p = Math.min(page, pages);
-  return {
-    items: all.slice((p - 1) * size, p * size),
-    page: p,
-    pages,
-    total: all.length,
-    truncated: all.length >= 100,
-  };
+/** The `cursor` query parameter, as the service's lists take it (it validates and decodes it). */
+function cursorParam(c: Context<AppEnv>): string | undefined {
+  const raw = c.req.query('cursor');
+  if (raw === undefined || raw === '') return undefined;
+  const parsed = PageQuery.cursor.safeParse(raw);
+  if (!parsed.success || parsed.data === undefined) {
+    throw new ServiceError('invalid_request', 'that page link is not valid; start from the first page');
+  }
+  return parsed.data;
 }

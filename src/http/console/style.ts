@@ -33,6 +33,8 @@ button.primary{background:#1d4ed8;color:#fff;border-color:#1d4ed8}
 button.danger{background:#b91c1c;color:#fff;border-color:#b91c1c}
 table{border-collapse:collapse;width:100%}td,th{padding:.35rem .6rem;border-bottom:1px solid #e4e4e7;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 .pager{display:flex;gap:1rem;align-items:center;margin:1rem 0}
+.tabs{display:flex;gap:1rem;flex-wrap:wrap;margin:1rem 0}
+.tabs a[aria-current]{font-weight:700;text-decoration:none}
 .muted{color:#52525b}
 .visually-hidden{position:absolute;width:1px;height:1px;overflow:hidden;clip-path:inset(50%);white-space:nowrap}
 @media (max-width:40rem){dl{grid-template-columns:minmax(0,1fr)}dt{margin-top:.5rem}main,header{padding-left:.75rem;padding-right:.75rem}table,thead,tbody,tr,td,th{display:block}thead{display:none}td{border:0;padding:.15rem 0}tr{border-bottom:1px solid #e4e4e7;padding:.5rem 0}}

@@ -5,7 +5,7 @@
  * render, self-approval, CSRF and origin checks, cookie flags, CSP, and hidden characters.
  */
 import { describe, expect, it } from 'vitest';
-import { DEMO_POLICY, type Seeded } from '../../../scripts/seed.js';
+import { DEMO_POLICY, PURGE_CONTRACT, type Seeded } from '../../../scripts/seed.js';
 import {
   BASE,
   ROLLBACK_INPUT,
@@ -233,7 +233,7 @@ describe('approval console', () => {
     expect(r.status).toBe(303);
     const view = await call('GET', `/v1/approval-requests/${id}`, { key: s.approver.api_key });
     expect(view.body).toMatchObject({ status: 'denied', decision_reason: 'wrong window retry at 14:00' });
-    const history = await b.get('/console/history');
+    const history = await b.get('/console/history?status=denied');
     expect(history.text).toContain('wrong window retry at 14:00');
   });
 
@@ -352,16 +352,87 @@ describe('approval console', () => {
     expect((await b.get(`/console/approvals/${clean}`)).text).not.toContain('Warning: hidden characters.');
   });
 
-  it('paginates the pending queue', async () => {
+  it('pages the pending queue and the history by cursor, through the approvals service', async () => {
     const s = await seedTenant('console');
-    for (let i = 0; i < 12; i++) await requestApproval(s, { ...ROLLBACK_INPUT, to_version: `v${i}` });
+    const ids: string[] = [];
+    for (let i = 0; i < 12; i++)
+      ids.push(await requestApproval(s, { ...ROLLBACK_INPUT, to_version: `v${i}` }));
     const { b } = await signIn(s.approver.api_key);
     const first = await b.get('/console/pending');
-    expect(first.text).toContain('12 requests waiting');
-    expect(first.text).toContain('Page 1 of 2');
     expect((first.text.match(/Review and decide/g) ?? []).length).toBe(10);
-    const second = await b.get('/console/pending?page=2');
+    expect(first.text).not.toContain('rel="first"');
+    const next = /href="(\/console\/pending\?cursor=[A-Za-z0-9_-]+)" rel="next"/.exec(first.text);
+    expect(next).not.toBeNull();
+    const second = await b.get((next as RegExpExecArray)[1] as string);
+    expect(second.status).toBe(200);
+    // Oldest first: the second page holds the last two, and is the last page.
     expect((second.text.match(/Review and decide/g) ?? []).length).toBe(2);
+    for (const id of ids.slice(10)) expect(second.text).toContain(id);
+    expect(second.text).not.toContain('rel="next"');
+    expect(second.text).toContain('href="/console/pending" rel="first"');
+    // A cursor is validated by the service: a forged or foreign one is a 400 page, not a list.
+    expect((await b.get('/console/pending?cursor=bm90LWEtY3Vyc29y')).status).toBe(400);
+    const history = /\?cursor=([A-Za-z0-9_-]+)/.exec((next as RegExpExecArray)[1] as string)?.[1] ?? '';
+    expect((await b.get(`/console/history?status=denied&cursor=${history}`)).status).toBe(400);
+
+    // History: one outcome per tab, each paged the same way.
+    for (const id of ids.slice(0, 3)) {
+      await call('POST', `/v1/approval-requests/${id}/deny`, {
+        key: s.approver.api_key,
+        body: { reason: 'no' },
+      });
+    }
+    const denied = await b.get('/console/history?status=denied');
+    expect(denied.status).toBe(200);
+    for (const id of ids.slice(0, 3)) expect(denied.text).toContain(id);
+    expect(denied.text).toContain('href="/console/history?status=denied" aria-current="page"');
+    expect((await b.get('/console/history')).text).toContain('None.');
+  });
+
+  it('an irreversible request needs a second, distinct approver on the page too', async () => {
+    const s = await seedTenant('console');
+    const pinned = await call('POST', '/v1/contracts', { key: s.admin.api_key, body: PURGE_CONTRACT });
+    const r = await call('POST', '/v1/approval-requests', {
+      key: s.agent.api_key,
+      body: { tool_contract_sha256: pinned.body.tool_contract_sha256, input: ROLLBACK_INPUT },
+    });
+    const id = r.body.approval_id as string;
+    const first = await signIn(s.approver.api_key);
+    const before = await first.b.get(`/console/approvals/${id}`);
+    expect(before.text).toContain('Give the first of two approvals');
+    expect(before.text).toContain('none has approved yet');
+    const ok = await first.b.post(`/console/approvals/${id}/approve`, await approveFields(first.b, id));
+    expect(ok.status).toBe(303);
+    expect(await status(s, id)).toBe('pending');
+    const after = await first.b.get(`/console/approvals/${id}`);
+    expect(after.text).toContain(
+      'You gave the first approval: a second, distinct approver must complete it.',
+    );
+    expect(after.text).not.toContain(`action="/console/approvals/${id}/approve"`);
+    // Posting the form again anyway (a stale tab) is refused by the service, and the page says why.
+    const again = await first.b.post(`/console/approvals/${id}/approve`, {
+      csrf: first.csrf,
+      input_sha256: r.body.input_sha256,
+      tool_contract_sha256: pinned.body.tool_contract_sha256,
+      policy_sha256: s.policy_sha256,
+      expires_in_ms: '300000',
+    });
+    expect(again.status).toBe(403);
+    expect(again.text).toContain('second, distinct approver');
+
+    const p2 = await call('POST', '/v1/principals', {
+      key: s.admin.api_key,
+      body: { name: 'second', roles: ['approver'] },
+    });
+    const second = await signIn(p2.body.api_key);
+    const page = await second.b.get(`/console/approvals/${id}`);
+    expect(page.text).toContain('Give the second approval');
+    expect(page.text).toContain(s.approver.principal_id);
+    const done = await second.b.post(`/console/approvals/${id}/approve`, await approveFields(second.b, id));
+    expect(done.status).toBe(303);
+    expect(await status(s, id)).toBe('approved');
+    const history = await second.b.get('/console/history?status=approved');
+    expect(history.text).toContain(`${s.approver.principal_id}</span> then`);
   });
 
   it('a read-only call cannot be put in the approval queue', async () => {

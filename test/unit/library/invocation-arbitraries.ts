@@ -39,16 +39,23 @@ export const attributeNameArbWith = (special: readonly string[]) =>
     { weight: 1, arbitrary: fc.constantFrom(...special) },
   );
 
-export const approvalArb = fc.record({
-  approval_id: identifierArb,
-  approver_principal_id: identifierArb,
-  tenant_id: identifierArb,
-  policy_sha256: sha256Arb,
-  tool_contract_sha256: sha256Arb,
-  input_sha256: sha256Arb,
-  effect: fc.constantFrom(...TOOL_EFFECTS),
-  expires_at_unix_ms: countArb,
-});
+export const approvalArb = fc
+  .record({
+    approval_id: identifierArb,
+    approver_principal_id: identifierArb,
+    tenant_id: identifierArb,
+    policy_sha256: sha256Arb,
+    tool_contract_sha256: sha256Arb,
+    input_sha256: sha256Arb,
+    effect: fc.constantFrom(...TOOL_EFFECTS),
+    expires_at_unix_ms: countArb,
+  })
+  .chain((a) =>
+    // Half with a first approver (an approval of two approvers, issue 14), half without.
+    fc
+      .option(identifierArb, { nil: undefined })
+      .map((first) => (first === undefined ? a : { ...a, first_approver_principal_id: first })),
+  );
 
 /** A target with up to 5 attributes of unique names. */
 export const targetArbOf = (nameArb: fc.Arbitrary<string>, valueArb: fc.Arbitrary<string>) =>

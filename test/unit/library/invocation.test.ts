@@ -20,6 +20,7 @@ import {
   acceptToolInvocation,
   parseToolInvocation,
 } from '../../../src/library/invocation.js';
+import { invocationText, isValidatedInvocation } from '../../../src/core/canonical/canonical-forms.js';
 import { buildToolLoopFixture } from '../../../src/lab/tool-loop.js';
 import { ResourceRef, ToolApproval, ToolInvocation } from '../../../src/core/model.js';
 import { buildInvocation, buildReadOnlyContract, rollbackInput } from '../core/fixtures.js';
@@ -514,8 +515,35 @@ describe('acceptToolInvocation: field lists', () => {
       expect([...fields]).toStrictEqual([...fields].sort());
     const out = mustAccept(buildInvocation());
     expect(Object.keys(out)).toStrictEqual([...ACCEPTED_FIELDS.invocation]);
-    expect(Object.keys(out.approval as object)).toStrictEqual([...ACCEPTED_FIELDS.approval]);
+    // `first_approver_principal_id` is present only on an approval of two approvers (issue 14).
+    const single = ACCEPTED_FIELDS.approval.filter((k) => k !== 'first_approver_principal_id');
+    expect(Object.keys(out.approval as object)).toStrictEqual(single);
     expect(Object.keys(out.target)).toStrictEqual([...ACCEPTED_FIELDS.target]);
+    const inv = buildInvocation();
+    const two = mustAccept({
+      ...inv,
+      approval: { ...(inv.approval as object), first_approver_principal_id: 'approver-first' },
+    });
+    expect(Object.keys(two.approval as object)).toStrictEqual([...ACCEPTED_FIELDS.approval]);
+  });
+
+  it('takes an approval of two approvers on the fast path, with the same canonical text', () => {
+    const inv = buildInvocation();
+    const value = {
+      ...inv,
+      approval: { ...(inv.approval as object), first_approver_principal_id: 'approver-first' },
+    };
+    const two = mustAccept(value);
+    expect(isValidatedInvocation(two)).toBe(false);
+    const parsed = parseToolInvocation(value);
+    expect(parsed.ok).toBe(true);
+    if (!parsed.ok) return;
+    expect(isValidatedInvocation(parsed.value)).toBe(true);
+    expect(invocationText(parsed.value)).toBe(canonicalizeReference(value));
+    // A malformed first approver is not accepted by the fast path (zod then decides).
+    expect(
+      acceptToolInvocation({ ...value, approval: { ...value.approval, first_approver_principal_id: '' } }),
+    ).toBeUndefined();
   });
 });
 
