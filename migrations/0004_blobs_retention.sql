@@ -81,9 +81,9 @@ BEGIN
 END;
 --> statement-breakpoint
 -- A receipt that moved to an archive gives back what it counted (row, in-row or R2 evidence);
--- its archive entry costs a fixed 100 bytes (tenant id, digest, archive digest, key).
+-- its archive entry costs a fixed 200 bytes (tenant id, digest, archive digest, key entries).
 CREATE TRIGGER `receipts_archived_usage` AFTER DELETE ON `receipts`
 BEGIN
-  UPDATE `tenant_quotas` SET `stored_bytes` = max(0, `stored_bytes` - (length(CAST(OLD.`receipt` AS BLOB)) + coalesce(length(CAST(OLD.`evidence` AS BLOB)), 0) + coalesce(OLD.`evidence_bytes`, 0) + 200) + 100)
+  UPDATE `tenant_quotas` SET `stored_bytes` = max(0, `stored_bytes` - (length(CAST(OLD.`receipt` AS BLOB)) + coalesce(length(CAST(OLD.`evidence` AS BLOB)), 0) + coalesce(OLD.`evidence_bytes`, 0) + 200) + 200)
   WHERE `tenant_id` = OLD.`tenant_id`;
 END;

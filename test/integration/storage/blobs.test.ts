@@ -327,8 +327,8 @@ describe('retention: receipts past the window move to R2 archives', { timeout: S
     const done = await runRetention(env, later);
     expect(done.receipts).toBeGreaterThanOrEqual(before);
     expect(await count()).toBe(0);
-    // Each receipt gives back what it counted; its archive entry keeps 100 bytes.
-    expect(await storedBytes(s.tenant_id)).toBe(bytesBefore - (counted?.n ?? 0) + 100 * before);
+    // Each receipt gives back what it counted; its archive entry keeps 200 bytes.
+    expect(await storedBytes(s.tenant_id)).toBe(bytesBefore - (counted?.n ?? 0) + 200 * before);
 
     // The manifest records each archive's digest; the R2 object hashes to it and is canonical lines.
     const manifests = await env.DB.prepare(
