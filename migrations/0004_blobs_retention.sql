@@ -12,6 +12,9 @@ ALTER TABLE `receipts` ADD `evidence_sha256` text;
 --> statement-breakpoint
 ALTER TABLE `receipts` ADD `evidence_bytes` integer;
 --> statement-breakpoint
+-- Retention finds a tenant's oldest receipts by time across kinds (`receipts_kind` leads with kind).
+CREATE INDEX `receipts_created` ON `receipts` (`tenant_id`,`created_at_unix_ms`);
+--> statement-breakpoint
 -- Days a receipt stays in D1 before it moves to an R2 archive (platform admin setting).
 ALTER TABLE `tenant_quotas` ADD `receipt_retention_days` integer DEFAULT 90 NOT NULL;
 --> statement-breakpoint

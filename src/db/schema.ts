@@ -173,6 +173,8 @@ export const receipts = sqliteTable(
   (t) => [
     primaryKey({ columns: [t.tenant_id, t.sha256] }),
     index('receipts_kind').on(t.tenant_id, t.kind, t.created_at_unix_ms),
+    // Retention: a tenant's oldest receipts of any kind (migrations/0004).
+    index('receipts_created').on(t.tenant_id, t.created_at_unix_ms),
     uniqueIndex('receipts_observation_claim')
       .on(t.tenant_id, t.kind, t.observation_claim)
       .where(sql`${t.observation_claim} IS NOT NULL`),

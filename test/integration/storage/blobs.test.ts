@@ -5,7 +5,7 @@
  * while GET /v1/receipts/{sha256} and replay still work. Deleting a receipt that was not archived
  * stays impossible.
  */
-import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test';
+import { createExecutionContext, createScheduledController, waitOnExecutionContext } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { canonicalize, sha256Hex, sha256HexOfText } from '../../../src/core/canonical/canonical.js';
@@ -401,5 +401,23 @@ describe('retention: receipts past the window move to R2 archives', { timeout: S
     await expect(
       env.DB.prepare('UPDATE receipt_archives SET receipts = 0 WHERE tenant_id = ?').bind(s.tenant_id).run(),
     ).rejects.toThrow(/receipt_archive_immutable/);
+  });
+
+  it('the scheduled handler of the Worker (wrangler.toml cron) runs the same archiving', async () => {
+    const s = await seedTenant('retention-cron');
+    const run = await createRun(s);
+    const r = await call('POST', '/v1/authorize', {
+      key: s.agent.api_key,
+      body: authorizeBody(s, run, { tool_contract_sha256: s.read_contract_sha256, input: READ_INPUT }),
+    });
+    const sha = r.body.receipt.sha256 as string;
+    expect((await setQuotas(s.tenant_id, { receipt_retention_days: 1 })).status).toBe(200);
+    const ctx = createExecutionContext();
+    await worker.scheduled(createScheduledController({ scheduledTime: Date.now() + 2 * DAY_MS }), env, ctx);
+    await waitOnExecutionContext(ctx);
+    expect(await row(s.tenant_id, sha)).toBeNull();
+    const got = await call('GET', `/v1/receipts/${sha}`, { key: s.admin.api_key });
+    expect(got.status).toBe(200);
+    expect(got.body.replay).toEqual({ ok: true, differences: [] });
   });
 });

@@ -132,6 +132,9 @@ describe('query plans of request paths', { timeout: 60_000 }, () => {
     await step('policyByDigest', () => store.policyByDigest(s.policy_sha256));
     await step('observationRecords', () => store.observationRecords('observation', 'obs-1', 'a'.repeat(64)));
     await step('usage', () => store.usage(now));
+    // Retention (issue 10): the scheduled run, not a request, but it must not scan a tenant's history.
+    await step('expiredReceipts', () => store.expiredReceipts(now + 2 * 86_400_000, 10));
+    await step('retentionWindows', () => platform.retentionWindows(s.tenant_id, 10));
 
     const scans: string[] = [];
     const indexesUsed = new Map<string, Set<string>>();
