@@ -1,7 +1,8 @@
 /**
  * Receipt rows shared by the tenant store and the idempotency object's index mirror. Receipts
- * are append-only (a trigger refuses update and delete) and stored under the issuing tenant, so
- * another tenant's receipt is not found.
+ * are append-only (a trigger refuses update, and delete unless the row was archived to R2 first)
+ * and stored under the issuing tenant, so another tenant's receipt is not found. Every read
+ * re-hashes the decoded receipt against the row's key, whatever its encoding.
  */
 import { and, eq } from 'drizzle-orm';
 import { z } from 'zod';
@@ -34,7 +35,7 @@ export type TenantReceipt = NewReceipt & {
  */
 export const RECEIPT_ENCODING = { wrapped: 1, compact: 2 } as const;
 
-function encodeReceipt(r: TenantReceipt): { text: string; encoding: number } {
+export function encodeReceipt(r: TenantReceipt): { text: string; encoding: number } {
   const body = r.receipt.body as Record<string, unknown>;
   if (
     typeof body.tenant_id === 'string' &&
