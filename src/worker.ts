@@ -4,6 +4,7 @@
 import { createHash, hash } from 'node:crypto';
 import { useSha256 } from './core/canonical/canonical.js';
 import { app } from './http/app.js';
+import { runRetention } from './platform/bindings.js';
 
 // Hash with the runtime's native SHA-256 (BoringSSL under nodejs_compat) instead of the portable
 // @noble/hashes: the one-shot `hash`, else a `Hash` object. The core installs an implementation
@@ -18,4 +19,13 @@ export { RateLimiterObject } from '../durable-objects/rate-limiter.js';
 
 export default {
   fetch: app.fetch,
+  // Retention (wrangler.toml `[triggers]`): receipts past their tenant's window move to R2
+  // archives. Each run does a bounded amount of work; the next run continues.
+  scheduled(controller, env, ctx) {
+    ctx.waitUntil(
+      runRetention(env, controller.scheduledTime).then((r) => {
+        console.log(JSON.stringify({ retention: r }));
+      }),
+    );
+  },
 } satisfies ExportedHandler<Env>;

@@ -719,6 +719,7 @@ export interface operations {
                     max_receipts_per_day: number;
                     max_open_approvals: number;
                     max_open_runs: number;
+                    receipt_retention_days?: number;
                 };
             };
         };
@@ -811,6 +812,7 @@ export interface operations {
                             max_receipts_per_day: number;
                             max_open_approvals: number;
                             max_open_runs: number;
+                            receipt_retention_days?: number;
                         };
                         stored_bytes: number;
                         receipts_today: number;

@@ -4,7 +4,7 @@
  * Guarantees: a tenant, its quota row (defaults), its first policy and its first admin are written
  * in one batch; a name race is decided by the unique index (the loser wrote nothing).
  */
-import { eq } from 'drizzle-orm';
+import { asc, eq, gt } from 'drizzle-orm';
 import type { PlatformStore, NewPrincipal, PrincipalRow, Quotas } from '../services/ports.js';
 import type { TenantPolicy } from '../core/policy.js';
 import type { Db } from './client.js';
@@ -67,13 +67,36 @@ export function d1PlatformStore(db: Db): PlatformStore {
       }
     },
 
-    async setQuotas(tenant_id: string, quotas: Quotas, now: number) {
+    async setQuotas(
+      tenant_id: string,
+      quotas: Quotas & { readonly receipt_retention_days?: number | undefined },
+      now: number,
+    ) {
+      const { receipt_retention_days, ...q } = quotas;
       const r = await db
         .update(tenantQuotas)
-        .set({ ...quotas, updated_at_unix_ms: now })
+        .set({
+          ...q,
+          ...(receipt_retention_days === undefined ? {} : { receipt_retention_days }),
+          updated_at_unix_ms: now,
+        })
         .where(eq(tenantQuotas.tenant_id, tenant_id))
         .run();
       return r.meta.changes > 0;
+    },
+
+    // -- Retention (issue 10) -----------------------------------------------------------------
+
+    async retentionWindows(after: string | null, limit: number) {
+      return db
+        .select({
+          tenant_id: tenantQuotas.tenant_id,
+          receipt_retention_days: tenantQuotas.receipt_retention_days,
+        })
+        .from(tenantQuotas)
+        .where(after === null ? undefined : gt(tenantQuotas.tenant_id, after))
+        .orderBy(asc(tenantQuotas.tenant_id))
+        .limit(limit);
     },
   };
 }

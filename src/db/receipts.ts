@@ -1,14 +1,17 @@
 /**
  * Receipt rows shared by the tenant store and the idempotency object's index mirror. Receipts
- * are append-only (a trigger refuses update and delete) and stored under the issuing tenant, so
- * another tenant's receipt is not found.
+ * are append-only (a trigger refuses update, and delete unless the row was archived to R2 first)
+ * and stored under the issuing tenant, so another tenant's receipt is not found. Every read
+ * re-hashes the decoded receipt against the row's key, whatever its encoding.
  */
 import { and, eq } from 'drizzle-orm';
+import { z } from 'zod';
 import { digestOf } from '../core/canonical/canonical.js';
+import type { JsonValue } from '../core/canonical/json.js';
 import type { AuthorizationReceiptBody, ToolApproval, ToolInvocation } from '../core/model.js';
-import type { NewReceipt, StoredReceipt } from '../services/ports.js';
+import type { BlobRef, NewReceipt, StoredReceipt } from '../services/ports.js';
 import type { Db } from './client.js';
-import { parseStoredJson, toCanonicalText } from './documents.js';
+import { StoredDocumentError, parseStoredJson, toCanonicalText } from './documents.js';
 import { receipts } from './schema.js';
 
 export type TenantReceipt = NewReceipt & {
@@ -19,7 +22,69 @@ export type TenantReceipt = NewReceipt & {
     readonly raw_sha256: string;
     readonly claim: string | null;
   };
+  /** Evidence already put to R2: the row keeps its digest and size instead of the text. */
+  readonly evidence_blob?: BlobRef;
 };
+
+/**
+ * Receipt text encodings (`receipts.receipt_encoding`). Neither changes a receipt's bytes: both
+ * decode to the same `{sha256, body}`, re-hashed against the row's key on every read.
+ * - 1: canonical `{sha256, body}` (every row written before migration 0004).
+ * - 2: the canonical body without `tenant_id` and `principal_id`, which the row's columns already
+ *   hold; written only when both are in the body and equal the columns (about 170 bytes less).
+ */
+export const RECEIPT_ENCODING = { wrapped: 1, compact: 2 } as const;
+
+export function encodeReceipt(r: TenantReceipt): { text: string; encoding: number } {
+  const body = r.receipt.body as Record<string, unknown>;
+  if (
+    typeof body.tenant_id === 'string' &&
+    body.tenant_id === r.tenant_id &&
+    typeof body.principal_id === 'string' &&
+    body.principal_id === r.principal_id
+  ) {
+    const { tenant_id: _t, principal_id: _p, ...rest } = body;
+    return { text: toCanonicalText(rest), encoding: RECEIPT_ENCODING.compact };
+  }
+  return {
+    text: toCanonicalText({ sha256: r.receipt.sha256, body: r.receipt.body }),
+    encoding: RECEIPT_ENCODING.wrapped,
+  };
+}
+
+/**
+ * The stored receipt `{sha256, body}` of a row, re-hashed: text that does not decode, or decodes to
+ * a body that does not hash to the row's key, is corruption (a column edit cannot pass as a receipt).
+ */
+export function decodeReceipt(row: {
+  readonly tenant_id: string;
+  readonly sha256: string;
+  readonly principal_id: string | null;
+  readonly receipt: string;
+  readonly receipt_encoding: number;
+}): StoredReceipt['receipt'] {
+  const parsed = parseStoredJson('receipt', row.receipt);
+  let body: unknown;
+  if (row.receipt_encoding === RECEIPT_ENCODING.compact) {
+    if (!isObject(parsed) || 'tenant_id' in parsed || 'principal_id' in parsed || row.principal_id === null) {
+      throw new StoredDocumentError('stored receipt does not match its encoding');
+    }
+    body = { ...parsed, tenant_id: row.tenant_id, principal_id: row.principal_id };
+  } else if (row.receipt_encoding === RECEIPT_ENCODING.wrapped) {
+    if (!isObject(parsed) || parsed.sha256 !== row.sha256 || !isObject(parsed.body)) {
+      throw new StoredDocumentError('stored receipt does not match its encoding');
+    }
+    body = parsed.body;
+  } else {
+    throw new StoredDocumentError('stored receipt has an unknown encoding');
+  }
+  if (digestOf(body) !== row.sha256) throw new StoredDocumentError('stored receipt does not hash to its key');
+  return { sha256: row.sha256, body: body as StoredReceipt['receipt']['body'] };
+}
+
+function isObject(v: unknown): v is { readonly [key: string]: JsonValue } {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
 
 /**
  * Insert statements for `db.batch([...])`, so a receipt is written in the same transaction as the
@@ -31,14 +96,22 @@ export function insertReceiptStatements(db: Db, ...items: readonly TenantReceipt
     if (digestOf(r.receipt.body) !== r.receipt.sha256) {
       throw new Error(`receipt ${r.receipt.sha256} does not hash to its identity`);
     }
+    const { text, encoding } = encodeReceipt(r);
+    const inline =
+      r.evidence_blob !== undefined || r.evidence === undefined || r.evidence === null
+        ? null
+        : toCanonicalText(r.evidence);
     return db
       .insert(receipts)
       .values({
         tenant_id: r.tenant_id,
         sha256: r.receipt.sha256,
         kind: r.kind,
-        receipt: toCanonicalText({ sha256: r.receipt.sha256, body: r.receipt.body }),
-        evidence: r.evidence === undefined || r.evidence === null ? null : toCanonicalText(r.evidence),
+        receipt: text,
+        receipt_encoding: encoding,
+        evidence: inline,
+        evidence_sha256: r.evidence_blob?.sha256 ?? null,
+        evidence_bytes: r.evidence_blob?.bytes ?? null,
         outcome: r.outcome,
         principal_id: r.principal_id ?? null,
         created_at_unix_ms: r.created_at_unix_ms,
@@ -50,29 +123,119 @@ export function insertReceiptStatements(db: Db, ...items: readonly TenantReceipt
   });
 }
 
-/** The tenant's receipt with this digest, or null (also for another tenant's receipt). */
-export async function getReceiptRow(
-  db: Db,
-  tenant_id: string,
-  sha256: string,
-): Promise<StoredReceipt | null> {
+export type ReceiptRow = typeof receipts.$inferSelect;
+
+/**
+ * A receipt row as stored, its receipt decoded and verified. Evidence is either the parsed in-row
+ * text or, when it lives in R2, the reference the caller resolves (`evidence_blob`).
+ */
+export function receiptFromRow(row: ReceiptRow): {
+  readonly stored: Omit<StoredReceipt, 'evidence'>;
+  readonly evidence: JsonValue | null;
+  readonly evidence_blob: BlobRef | null;
+} {
+  const receipt = decodeReceipt(row);
+  return {
+    stored: {
+      tenant_id: row.tenant_id,
+      sha256: row.sha256,
+      kind: row.kind,
+      receipt,
+      outcome: row.outcome,
+      principal_id: row.principal_id,
+      created_at_unix_ms: row.created_at_unix_ms,
+    },
+    evidence: row.evidence === null ? null : parseStoredJson('receipt evidence', row.evidence),
+    evidence_blob:
+      row.evidence_sha256 === null ? null : { sha256: row.evidence_sha256, bytes: row.evidence_bytes ?? 0 },
+  };
+}
+
+/** The tenant's receipt row with this digest, or null (also for another tenant's receipt). */
+export async function getReceiptRow(db: Db, tenant_id: string, sha256: string): Promise<ReceiptRow | null> {
   const row = await db
     .select()
     .from(receipts)
     .where(and(eq(receipts.tenant_id, tenant_id), eq(receipts.sha256, sha256)))
     .get();
-  if (row === undefined) return null;
-  const receipt = parseStoredJson('receipt', row.receipt) as StoredReceipt['receipt'];
+  return row ?? null;
+}
+
+/**
+ * One line of a receipt archive: the row as the API would serve it (receipt decoded to
+ * `{sha256, body}`, evidence parsed, or its R2 reference), so an archive reads without knowing any
+ * storage encoding. Keys in canonical order when written with `toCanonicalText`.
+ */
+export function archiveLine(row: ReceiptRow): JsonValue {
+  const r = receiptFromRow(row);
   return {
     tenant_id: row.tenant_id,
     sha256: row.sha256,
     kind: row.kind,
-    receipt,
-    evidence: row.evidence === null ? null : parseStoredJson('receipt evidence', row.evidence),
     outcome: row.outcome,
     principal_id: row.principal_id,
     created_at_unix_ms: row.created_at_unix_ms,
+    receipt: r.stored.receipt,
+    evidence: r.evidence,
+    evidence_blob: r.evidence_blob === null ? null : { ...r.evidence_blob },
+    observation_id: row.observation_id,
+    observation_raw_sha256: row.observation_raw_sha256,
+    observation_claim: row.observation_claim,
   };
+}
+
+const ArchiveLine = z.strictObject({
+  tenant_id: z.string(),
+  sha256: z.string(),
+  kind: z.string(),
+  outcome: z.string(),
+  principal_id: z.string().nullable(),
+  created_at_unix_ms: z.number().int(),
+  receipt: z.strictObject({ sha256: z.string(), body: z.record(z.string(), z.json()) }),
+  evidence: z.json().nullable(),
+  evidence_blob: z.strictObject({ sha256: z.string(), bytes: z.number().int() }).nullable(),
+  observation_id: z.string().nullable(),
+  observation_raw_sha256: z.string().nullable(),
+  observation_claim: z.string().nullable(),
+});
+
+/**
+ * The receipt `sha256` of `tenant_id` from an archive's text (already verified against the archive
+ * digest), re-hashed; null when the archive does not hold it.
+ */
+export function receiptFromArchive(
+  text: string,
+  tenant_id: string,
+  sha256: string,
+): {
+  readonly stored: Omit<StoredReceipt, 'evidence'>;
+  readonly evidence: JsonValue | null;
+  readonly evidence_blob: BlobRef | null;
+} | null {
+  for (const line of text.split('\n')) {
+    if (line === '' || !line.includes(sha256)) continue;
+    const l = ArchiveLine.safeParse(parseStoredJson('receipt archive line', line));
+    if (!l.success) throw new StoredDocumentError('stored receipt archive line does not match its schema');
+    const a = l.data;
+    if (a.sha256 !== sha256 || a.tenant_id !== tenant_id) continue;
+    if (a.receipt.sha256 !== sha256 || digestOf(a.receipt.body) !== sha256) {
+      throw new StoredDocumentError('archived receipt does not hash to its key');
+    }
+    return {
+      stored: {
+        tenant_id: a.tenant_id,
+        sha256: a.sha256,
+        kind: a.kind,
+        receipt: { sha256: a.receipt.sha256, body: a.receipt.body as StoredReceipt['receipt']['body'] },
+        outcome: a.outcome,
+        principal_id: a.principal_id,
+        created_at_unix_ms: a.created_at_unix_ms,
+      },
+      evidence: (a.evidence ?? null) as JsonValue | null,
+      evidence_blob: a.evidence_blob,
+    };
+  }
+  return null;
 }
 
 /**

@@ -10,7 +10,7 @@
  */
 import { sql } from 'drizzle-orm';
 import { index, integer, primaryKey, sqliteTable, text, uniqueIndex } from 'drizzle-orm/sqlite-core';
-import { APPROVAL_STATUSES, DEFAULT_QUOTAS } from '../services/ports.js';
+import { APPROVAL_STATUSES, DEFAULT_QUOTAS, DEFAULT_RECEIPT_RETENTION_DAYS } from '../services/ports.js';
 
 export const tenants = sqliteTable('tenants', {
   tenant_id: text().primaryKey(),
@@ -171,10 +171,18 @@ export const receipts = sqliteTable(
      * kind, so of two different observations racing for one id exactly one is stored as its holder.
      */
     observation_claim: text(),
+    // -- Bounded D1 (migrations/0004) --
+    /** 1: `receipt` is canonical `{sha256, body}`; 2: the body less `tenant_id`/`principal_id` (src/db/receipts.ts). */
+    receipt_encoding: integer().notNull().default(1),
+    /** Evidence held in R2 (`sha256/<hex>`) instead of `evidence`: its digest and size. */
+    evidence_sha256: text(),
+    evidence_bytes: integer(),
   },
   (t) => [
     primaryKey({ columns: [t.tenant_id, t.sha256] }),
     index('receipts_kind').on(t.tenant_id, t.kind, t.created_at_unix_ms),
+    // Retention: a tenant's oldest receipts of any kind (migrations/0004).
+    index('receipts_created').on(t.tenant_id, t.created_at_unix_ms),
     uniqueIndex('receipts_observation_claim')
       .on(t.tenant_id, t.kind, t.observation_claim)
       .where(sql`${t.observation_claim} IS NOT NULL`),
@@ -197,7 +205,40 @@ export const tenantQuotas = sqliteTable('tenant_quotas', {
   receipts_day: integer().notNull().default(0),
   receipts_today: integer().notNull().default(0),
   updated_at_unix_ms: integer().notNull(),
+  /** Days a receipt stays in D1 before it moves to an R2 archive (migrations/0004). */
+  receipt_retention_days: integer().notNull().default(DEFAULT_RECEIPT_RETENTION_DAYS),
 });
+
+// -- Retention (migrations/0004): receipts that left D1 for R2 archives -----------------------
+
+/** One archive object in R2 (`sha256/<archive_sha256>`): canonical JSON lines of one tenant's day. */
+export const receiptArchives = sqliteTable(
+  'receipt_archives',
+  {
+    tenant_id: text().notNull(),
+    archive_sha256: text().notNull(),
+    /** UTC day number (`created_at_unix_ms / 86400000`) of every receipt in it. */
+    day: integer().notNull(),
+    receipts: integer().notNull(),
+    bytes: integer().notNull(),
+    created_at_unix_ms: integer().notNull(),
+  },
+  (t) => [
+    primaryKey({ columns: [t.tenant_id, t.archive_sha256] }),
+    index('receipt_archives_day').on(t.tenant_id, t.day),
+  ],
+);
+
+/** Which archive holds an archived receipt; its presence is what lets the receipt row be deleted. */
+export const receiptArchiveEntries = sqliteTable(
+  'receipt_archive_entries',
+  {
+    tenant_id: text().notNull(),
+    sha256: text().notNull(),
+    archive_sha256: text().notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.tenant_id, t.sha256] })],
+);
 
 /** Index of idempotency operations (the Durable Object is the source of truth; it mirrors here). */
 export const operations = sqliteTable(

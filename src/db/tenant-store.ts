@@ -18,6 +18,7 @@ import {
   eq,
   getTableColumns,
   gt,
+  gte,
   inArray,
   isNotNull,
   isNull,
@@ -37,6 +38,7 @@ import {
   type GrantRecord,
 } from '../core/authorization/decide.js';
 import { digestOf } from '../core/canonical/canonical.js';
+import type { JsonValue } from '../core/canonical/json.js';
 import { Role } from '../core/identity/identity.js';
 import { ObservationReceiptVersion } from '../core/observation/schema.js';
 import { toToolApproval } from '../core/authorization/approval.js';
@@ -48,8 +50,12 @@ import type {
   FirstApproval,
   ApprovalRow,
   ApprovalWithContract,
+  ArchiveManifest,
+  BlobRef,
+  BlobStore,
   CommitResult,
   DispatchState,
+  ExpiredReceipts,
   GrantRow,
   NewPrincipal,
   NewReceipt,
@@ -59,6 +65,7 @@ import type {
   PinnedContract,
   PolicyRecord,
   PrincipalRow,
+  RetentionStore,
   RunRow,
   StoredReceipt,
   TenantStore,
@@ -68,10 +75,16 @@ import type {
   WebhookSecretRow,
 } from '../services/ports.js';
 import { type Db, invariantViolation } from './client.js';
-import { parseStored, StoredDocumentError, toCanonicalText } from './documents.js';
+import { parseStored, parseStoredJson, StoredDocumentError, toCanonicalText } from './documents.js';
 import { contractCache, grantCache, policyCache } from './caches.js';
-import { hasTriggerMessage, quotaChecked, throwIfQuota, utcDay } from './quotas.js';
-import { getReceiptRow, insertReceiptStatements, invocationFromReceiptBody } from './receipts.js';
+import { DAY_MS, hasTriggerMessage, quotaChecked, throwIfQuota, utcDay } from './quotas.js';
+import {
+  archiveLine,
+  insertReceiptStatements,
+  invocationFromReceiptBody,
+  receiptFromArchive,
+  receiptFromRow,
+} from './receipts.js';
 import {
   approvals,
   contracts,
@@ -79,6 +92,8 @@ import {
   operations,
   policies,
   principals,
+  receiptArchiveEntries,
+  receiptArchives,
   receipts,
   runs,
   tenantQuotas,
@@ -86,6 +101,13 @@ import {
   webhookDeliveries,
   webhookSecrets,
 } from './schema.js';
+
+/**
+ * Evidence above this many UTF-8 bytes is held in R2 and referred to by digest (observation
+ * payloads, error details). Authorization evidence (~185 bytes) always stays in the row: the
+ * authorization path never touches R2.
+ */
+export const INLINE_EVIDENCE_MAX_BYTES = 1024;
 
 const StoredRoles = z.array(Role).min(1);
 
@@ -97,14 +119,25 @@ const KEY_OPERATIONS_LIMIT = 32;
 /** An id no row has (ids are never empty): a lookup that must find nothing still uses its key. */
 const NO_ID = '';
 
-export function d1TenantStore(db: Db, tenant_id: string): TenantStore {
-  return new D1TenantStore(db, tenant_id);
+/** A store opened without R2 (some tests): any use of a blob fails closed. */
+const NO_BLOBS: BlobStore = {
+  put: () => Promise.reject(new Error('no blob store configured')),
+  get: () => Promise.reject(new Error('no blob store configured')),
+};
+
+export function d1TenantStore(
+  db: Db,
+  tenant_id: string,
+  blobs: BlobStore = NO_BLOBS,
+): TenantStore & RetentionStore {
+  return new D1TenantStore(db, tenant_id, blobs);
 }
 
-class D1TenantStore implements TenantStore {
+class D1TenantStore implements TenantStore, RetentionStore {
   constructor(
     readonly db: Db,
     readonly tenant_id: string,
+    readonly blobs: BlobStore,
   ) {}
 
   // -- Policy ---------------------------------------------------------------------------------
@@ -651,11 +684,68 @@ class D1TenantStore implements TenantStore {
   // -- Receipts -------------------------------------------------------------------------------
 
   async getReceipt(sha256: string): Promise<StoredReceipt | null> {
-    return getReceiptRow(this.db, this.tenant_id, sha256);
+    // The row and, for a receipt that moved to an R2 archive, its archive: one round trip.
+    const [rows, entries] = await this.db.batch([
+      this.db
+        .select()
+        .from(receipts)
+        .where(and(eq(receipts.tenant_id, this.tenant_id), eq(receipts.sha256, sha256))),
+      this.db
+        .select({ archive_sha256: receiptArchiveEntries.archive_sha256 })
+        .from(receiptArchiveEntries)
+        .where(
+          and(eq(receiptArchiveEntries.tenant_id, this.tenant_id), eq(receiptArchiveEntries.sha256, sha256)),
+        ),
+    ]);
+    const row = rows[0];
+    if (row !== undefined) return this.#withEvidence(receiptFromRow(row));
+    const entry = entries[0];
+    if (entry === undefined) return null;
+    const archive = await this.blobs.get(entry.archive_sha256);
+    // The manifest says the receipt is in this archive: a missing archive is lost evidence.
+    if (archive === null) throw new StoredDocumentError('receipt archive is missing from R2');
+    const found = receiptFromArchive(new TextDecoder().decode(archive), this.tenant_id, sha256);
+    if (found === null) throw new StoredDocumentError('receipt archive does not hold the receipt');
+    return this.#withEvidence(found);
+  }
+
+  /** Evidence from the row, or from R2 (verified against its digest) when it was held there. */
+  async #withEvidence(r: {
+    readonly stored: Omit<StoredReceipt, 'evidence'>;
+    readonly evidence: JsonValue | null;
+    readonly evidence_blob: BlobRef | null;
+  }): Promise<StoredReceipt> {
+    if (r.evidence_blob === null) return { ...r.stored, evidence: r.evidence };
+    return {
+      ...r.stored,
+      evidence: parseStoredJson('receipt evidence', await this.#evidenceText(r.evidence_blob.sha256)),
+    };
+  }
+
+  async #evidenceText(sha256: string): Promise<string> {
+    const bytes = await this.blobs.get(sha256);
+    if (bytes === null) throw new StoredDocumentError('receipt evidence is missing from R2');
+    return new TextDecoder().decode(bytes);
+  }
+
+  /**
+   * Evidence larger than `INLINE_EVIDENCE_MAX_BYTES` goes to R2 first, then the row refers to it
+   * by digest. Should the D1 write then fail (or lose a race), the blob is an orphan: harmless,
+   * since nothing refers to it and its key is its content (docs/storage.md, "Blobs").
+   */
+  async #offloaded<R extends NewReceipt>(r: R): Promise<R & { evidence_blob?: BlobRef }> {
+    if (r.evidence === undefined || r.evidence === null) return r;
+    const text = toCanonicalText(r.evidence);
+    const bytes = new TextEncoder().encode(text);
+    if (bytes.byteLength <= INLINE_EVIDENCE_MAX_BYTES) return r;
+    return { ...r, evidence_blob: await this.blobs.put(bytes, 'application/json') };
   }
 
   async insertReceipt(r: NewReceipt): Promise<void> {
-    const [insert] = insertReceiptStatements(this.db, { ...r, tenant_id: this.tenant_id });
+    const [insert] = insertReceiptStatements(this.db, {
+      ...(await this.#offloaded(r)),
+      tenant_id: this.tenant_id,
+    });
     if (insert === undefined) throw new Error('no receipt statement');
     await quotaChecked(insert.run(), r.created_at_unix_ms);
   }
@@ -826,6 +916,7 @@ class D1TenantStore implements TenantStore {
       evidence: receipts.evidence,
       // Only the version, not the whole receipt: a retry is recomputed under it.
       version: sql<unknown>`json_extract(${receipts.receipt}, '$.body.receipt_version')`,
+      evidence_sha256: receipts.evidence_sha256,
     };
     // Two point lookups through unique indexes: the cost does not grow with the tenant's history.
     const [holder, same] = await this.db.batch([
@@ -852,19 +943,24 @@ class D1TenantStore implements TenantStore {
         ),
     ]);
     const bySha = new Map([...holder, ...same].map((r) => [r.sha256, r]));
-    return [...bySha.values()].map((r) => {
-      const version = ObservationReceiptVersion.safeParse(r.version);
-      if (r.raw === null || r.evidence === null || !version.success) {
-        throw new StoredDocumentError('stored observation receipt is incomplete');
-      }
-      return {
-        sha256: r.sha256,
-        raw_observation_sha256: r.raw,
-        holds_id: r.claim !== null,
-        evidence: r.evidence,
-        receipt_version: version.data,
-      };
-    });
+    return Promise.all(
+      [...bySha.values()].map(async (r) => {
+        const version = ObservationReceiptVersion.safeParse(r.version);
+        // Evidence held in R2 is read only for the record that needs it (at most two rows).
+        const evidence =
+          r.evidence ?? (r.evidence_sha256 === null ? null : await this.#evidenceText(r.evidence_sha256));
+        if (r.raw === null || evidence === null || !version.success) {
+          throw new StoredDocumentError('stored observation receipt is incomplete');
+        }
+        return {
+          sha256: r.sha256,
+          raw_observation_sha256: r.raw,
+          holds_id: r.claim !== null,
+          evidence,
+          receipt_version: version.data,
+        };
+      }),
+    );
   }
 
   // -- Tools ----------------------------------------------------------------------------------
@@ -897,8 +993,9 @@ class D1TenantStore implements TenantStore {
       readonly holds_id: boolean;
     },
   ): Promise<'stored' | 'taken'> {
+    // Payload-bearing evidence goes to R2 before the D1 write (never on the authorization path).
     const [insert] = insertReceiptStatements(this.db, {
-      ...r,
+      ...(await this.#offloaded(r)),
       tenant_id: this.tenant_id,
       observation: {
         observation_id: r.observation_id,
@@ -911,6 +1008,62 @@ class D1TenantStore implements TenantStore {
     // observation took the id (or stored this content) first, and the caller re-decides.
     const result = await quotaChecked(insert.run(), r.created_at_unix_ms);
     return result.meta.changes > 0 ? 'stored' : 'taken';
+  }
+
+  // -- Retention (issue 10; src/services/retention.ts) ----------------------------------------
+
+  async expiredReceipts(before_unix_ms: number, limit: number): Promise<ExpiredReceipts | null> {
+    const t = this.tenant_id;
+    // The oldest expired receipt fixes the day; an archive never spans two days.
+    const oldest = await this.db
+      .select({ created: receipts.created_at_unix_ms })
+      .from(receipts)
+      .where(and(eq(receipts.tenant_id, t), lt(receipts.created_at_unix_ms, before_unix_ms)))
+      .orderBy(asc(receipts.created_at_unix_ms))
+      .limit(1)
+      .get();
+    if (oldest === undefined) return null;
+    const day = utcDay(oldest.created);
+    const end = Math.min((day + 1) * DAY_MS, before_unix_ms);
+    const rows = await this.db
+      .select()
+      .from(receipts)
+      .where(
+        and(
+          eq(receipts.tenant_id, t),
+          gte(receipts.created_at_unix_ms, day * DAY_MS),
+          lt(receipts.created_at_unix_ms, end),
+        ),
+      )
+      .orderBy(asc(receipts.created_at_unix_ms), asc(receipts.sha256))
+      .limit(limit);
+    return { day, sha256s: rows.map((r) => r.sha256), lines: rows.map(archiveLine) };
+  }
+
+  async commitArchive(m: ArchiveManifest, now: number): Promise<void> {
+    const t = this.tenant_id;
+    const shas = JSON.stringify(m.sha256s);
+    // Manifest first, then entries (a trigger refuses an entry without its manifest), then the
+    // deletion, which `receipts_no_delete` allows only for rows that have an entry.
+    await this.db.batch([
+      this.db.insert(receiptArchives).values({
+        tenant_id: t,
+        archive_sha256: m.archive_sha256,
+        day: m.day,
+        receipts: m.sha256s.length,
+        bytes: m.bytes,
+        created_at_unix_ms: now,
+      }),
+      // One bound JSON array, not one parameter per digest (D1 allows 100 per statement).
+      this.db
+        .insert(receiptArchiveEntries)
+        .select(sql`SELECT ${t}, value, ${m.archive_sha256} FROM json_each(${shas})`),
+      this.db
+        .delete(receipts)
+        .where(
+          and(eq(receipts.tenant_id, t), sql`${receipts.sha256} IN (SELECT value FROM json_each(${shas}))`),
+        ),
+    ]);
   }
 
   // -- Quotas ---------------------------------------------------------------------------------

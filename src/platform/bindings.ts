@@ -8,9 +8,12 @@ import { rateLimiterStub } from '../../durable-objects/rate-limiter.js';
 import { database } from '../db/client.js';
 import { d1PlatformStore } from '../db/platform-store.js';
 import { d1TenantStore } from '../db/tenant-store.js';
+import { r2BlobStore } from '../db/blobs.js';
+import { type RetentionRun, archiveExpiredReceipts } from '../services/retention.js';
 import { type RateLimit, parseRateLimit } from '../core/limits/token-bucket.js';
 import type {
   ClassifierPort,
+  BlobStore,
   OperationsPort,
   PlatformStore,
   RateLimitPort,
@@ -23,7 +26,24 @@ export function platformStore(env: Env): PlatformStore {
 }
 
 export function tenantStore(env: Env, tenant_id: string): TenantStore {
-  return d1TenantStore(database(env), tenant_id);
+  return d1TenantStore(database(env), tenant_id, blobStore(env));
+}
+
+// -- Blobs and retention (issue 10, "Bounded D1") ----------------------------------------------
+
+/** Content-addressed R2 objects (binding `BLOBS`): large evidence and receipt archives. */
+export function blobStore(env: Env): BlobStore {
+  return r2BlobStore(env.BLOBS);
+}
+
+/** Archive the receipts due at `now` (the `scheduled` handler; tests call it directly). */
+export function runRetention(env: Env, now: number): Promise<RetentionRun> {
+  const db = database(env);
+  const blobs = blobStore(env);
+  return archiveExpiredReceipts(
+    { platform: d1PlatformStore(db), tenant: (id) => d1TenantStore(db, id, blobs), blobs },
+    now,
+  );
 }
 
 export function operationsPort(env: Env): OperationsPort {

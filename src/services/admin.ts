@@ -18,7 +18,13 @@ import { Identifier, Label, Sha256, UnixMs } from '../core/schema.js';
 import { newApiKey, newId } from '../db/ids.js';
 import { type TenantContext, ROLES_FOR, assertNamedIdentity, requireRole } from './context.js';
 import { ServiceError, fromCoreError, notFound, unwrap } from './errors.js';
-import { type GrantRow, MAX_LIVE_GRANTS, type PlatformStore, type PrincipalRow } from './ports.js';
+import {
+  type GrantRow,
+  MAX_LIVE_GRANTS,
+  MAX_RECEIPT_RETENTION_DAYS,
+  type PlatformStore,
+  type PrincipalRow,
+} from './ports.js';
 
 // ---------------------------------------------------------------------------------------------
 // Principals
@@ -287,6 +293,8 @@ export const SetQuotasRequest = z.strictObject({
   max_receipts_per_day: QuotaValue,
   max_open_approvals: QuotaValue,
   max_open_runs: QuotaValue,
+  /** Days receipts stay in D1 before they move to R2 archives; absent leaves the window as it is. */
+  receipt_retention_days: z.number().int().min(1).max(MAX_RECEIPT_RETENTION_DAYS).optional(),
 });
 export type SetQuotasRequest = z.infer<typeof SetQuotasRequest>;
 
@@ -299,6 +307,7 @@ export async function setQuotas(
   log: TenantContext['log'],
 ) {
   if (!Identifier.safeParse(tenant_id).success) throw notFound('tenant');
+  // One update: the quotas and, when given, the retention window.
   if (!(await platform.setQuotas(tenant_id, body, now))) throw notFound('tenant');
   log({ tenant_id, quotas: true });
   return { tenant_id, quotas: body, updated_at_unix_ms: now };

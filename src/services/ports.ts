@@ -441,8 +441,8 @@ export type WebhookDeliveryClaim =
       readonly response: string | null;
     };
 
-/** Storage that is not one tenant's: key lookup and tenant creation. */
-export interface PlatformStore {
+/** Storage that is not one tenant's: key lookup and tenant creation (and retention settings). */
+export interface PlatformStore extends RetentionDirectory {
   principalByKeyDigest(key_sha256: string): Promise<(PrincipalRow & { readonly key_sha256: string }) | null>;
   tenantNameTaken(name: string): Promise<boolean>;
   /** `name_taken` when a concurrent creation of the same name won. */
@@ -454,8 +454,12 @@ export interface PlatformStore {
     readonly admin: NewPrincipal;
     readonly now: number;
   }): Promise<'created' | 'name_taken'>;
-  /** Set a tenant's quotas; false when the tenant does not exist. */
-  setQuotas(tenant_id: string, quotas: Quotas, now: number): Promise<boolean>;
+  /** Set a tenant's quotas (and retention window, when given); false when the tenant does not exist. */
+  setQuotas(
+    tenant_id: string,
+    quotas: Quotas & { readonly receipt_retention_days?: number | undefined },
+    now: number,
+  ): Promise<boolean>;
 }
 
 /** The idempotency Durable Objects, one per logical operation. */
@@ -491,4 +495,71 @@ export interface RateLimitPort {
  */
 export interface ClassifierPort {
   classify(text: string, settings: ObservationClassifierSettings): Promise<ClassifierOutcome>;
+}
+
+// -- Blobs and retention (issue 10, "Bounded D1"; docs/storage.md) ------------------------------
+
+/** Bytes stored in R2 under their SHA-256 (`sha256/<hex>`). */
+export interface BlobRef {
+  readonly sha256: string;
+  readonly bytes: number;
+}
+
+/**
+ * Immutable, content-addressed bytes (R2 binding `BLOBS`). A put is create-only and idempotent (the
+ * same bytes again are already there); a get re-hashes what it read and throws `BlobIntegrityError`
+ * (src/db/blobs.ts) when the bytes do not hash to the key. Never used on the authorization path.
+ */
+export interface BlobStore {
+  put(bytes: Uint8Array, content_type: string): Promise<BlobRef>;
+  /** The verified bytes, or null when nothing is stored under the digest. */
+  get(sha256: string): Promise<Uint8Array | null>;
+}
+
+/** Days a receipt stays in D1 when the platform admin set no window (`tenant_quotas`). */
+export const DEFAULT_RECEIPT_RETENTION_DAYS = 90;
+export const MAX_RECEIPT_RETENTION_DAYS = 3650;
+
+/** A tenant and how long its receipts stay in D1. */
+export interface RetentionWindow {
+  readonly tenant_id: string;
+  readonly receipt_retention_days: number;
+}
+
+/** Receipts of one tenant and one UTC day, due to leave D1, as canonical archive lines. */
+export interface ExpiredReceipts {
+  readonly day: number;
+  /** Receipt digests, in the order of `lines`. */
+  readonly sha256s: readonly string[];
+  /** One object per receipt row (src/db/receipts.ts `archiveLine`), oldest first. */
+  readonly lines: readonly JsonValue[];
+}
+
+/** The archive manifest written before any row it holds leaves D1. */
+export interface ArchiveManifest {
+  readonly archive_sha256: string;
+  readonly day: number;
+  readonly bytes: number;
+  readonly sha256s: readonly string[];
+}
+
+/** Tenant-scoped retention operations (the D1 tenant store implements them). */
+export interface RetentionStore {
+  readonly tenant_id: string;
+  /**
+   * The oldest UTC day holding receipts created before `before_unix_ms`, at most `limit` of them
+   * (oldest first); null when there are none.
+   */
+  expiredReceipts(before_unix_ms: number, limit: number): Promise<ExpiredReceipts | null>;
+  /**
+   * In one batch: the manifest, an entry per receipt, then the receipts' deletion (which the
+   * `receipts_no_delete` trigger allows only for rows with an entry). Nothing changes on failure.
+   */
+  commitArchive(manifest: ArchiveManifest, now: number): Promise<void>;
+}
+
+/** Platform-wide retention settings (`tenant_quotas.receipt_retention_days`). */
+export interface RetentionDirectory {
+  /** Tenants after `after` (by id), at most `limit`. */
+  retentionWindows(after: string | null, limit: number): Promise<readonly RetentionWindow[]>;
 }

@@ -162,6 +162,9 @@ describe('query plans of request paths', { timeout: 60_000 }, () => {
         32,
       ),
     );
+    // Retention (issue 10): the scheduled run, not a request, but it must not scan a tenant's history.
+    await step('expiredReceipts', () => store.expiredReceipts(now + 2 * 86_400_000, 10));
+    await step('retentionWindows', () => platform.retentionWindows(s.tenant_id, 10));
 
     const scans: string[] = [];
     const indexesUsed = new Map<string, Set<string>>();

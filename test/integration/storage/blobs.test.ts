@@ -1,0 +1,423 @@
+/**
+ * Issue 10, "Bounded D1": large evidence lives in R2 by its SHA-256 (create-only, re-hashed on
+ * read, a mismatch refused), the authorization path never touches R2, an authorization receipt
+ * costs at most 1.5 KB of D1 text, and receipts past their tenant's window move to R2 archives
+ * while GET /v1/receipts/{sha256} and replay still work. Deleting a receipt that was not archived
+ * stays impossible.
+ */
+import { createExecutionContext, createScheduledController, waitOnExecutionContext } from 'cloudflare:test';
+import { env } from 'cloudflare:workers';
+import { describe, expect, it } from 'vitest';
+import { canonicalize, sha256Hex, sha256HexOfText } from '../../../src/core/canonical/canonical.js';
+import type { RawToolObservation } from '../../../src/core/observation/index.js';
+import { BlobIntegrityError, r2BlobStore } from '../../../src/db/blobs.js';
+import { INLINE_EVIDENCE_MAX_BYTES } from '../../../src/db/tenant-store.js';
+import { runRetention } from '../../../src/platform/bindings.js';
+import { DEFAULT_QUOTAS } from '../../../src/services/ports.js';
+import worker from '../../../src/worker.js';
+import type { Seeded } from '../../../scripts/seed.js';
+import { ADMIN_TOKEN, BASE, authorizeBody, createRun, READ_INPUT } from '../platform/harness.js';
+import {
+  type Json,
+  authorizedRollback,
+  call,
+  claim,
+  observe,
+  report,
+  seedTenant,
+  uniqueName,
+} from '../executions/helpers.js';
+
+const SLOW_MS = 60_000;
+const DAY_MS = 86_400_000;
+
+/** A JSON payload well above the in-row evidence limit. */
+const BIG_OUTPUT = canonicalize({
+  generation: 8,
+  status: 'rolled_back',
+  notes: 'the deploy rolled back to the previous generation; '.repeat(
+    Math.ceil((3 * INLINE_EVIDENCE_MAX_BYTES) / 52),
+  ),
+});
+
+/** An authorized, claimed and reported rollback whose output was `BIG_OUTPUT`. */
+async function executed(s: Seeded) {
+  const a = await authorizedRollback(s);
+  const c = await claim(s, a.sha256);
+  const reported = {
+    ...observe(a.receipt, 'succeeded'),
+    output_sha256: sha256HexOfText(BIG_OUTPUT),
+    output_bytes: new TextEncoder().encode(BIG_OUTPUT).byteLength,
+  };
+  const r = await report(s, c.body.operation_id, c.body.fencing_token, reported);
+  expect(r.status).toBe(200);
+  return { authorization: a.receipt, execution: r.body.execution_receipt as Json };
+}
+
+function rawOutput(
+  s: Seeded,
+  e: { authorization: Json; execution: Json },
+  payload: string,
+): RawToolObservation {
+  const at = e.execution.body.completed_at_unix_ms as number;
+  return {
+    observation_id: uniqueName('obs'),
+    tenant_id: s.tenant_id,
+    policy_sha256: s.policy_sha256,
+    tool_contract_sha256: s.rollback_contract_sha256,
+    invocation_sha256: e.authorization.body.invocation_sha256,
+    execution_receipt_sha256: e.execution.sha256,
+    source_release: 'deploy-api 2026.11.3',
+    source_generation: 8,
+    source_as_of_unix_ms: at,
+    media_type: 'application/json',
+    payload,
+    artifact: null,
+    payload_sha256: sha256HexOfText(payload),
+    payload_bytes: new TextEncoder().encode(payload).byteLength,
+    locators: [],
+    observed_at_unix_ms: at,
+  };
+}
+
+function postObservation(s: Seeded, observation: RawToolObservation) {
+  return call('POST', '/v1/observations', {
+    key: s.executor.api_key,
+    body: { kind: 'output', observation },
+  });
+}
+
+interface Row {
+  receipt_bytes: number;
+  evidence_bytes_in_row: number | null;
+  evidence_sha256: string | null;
+  evidence_bytes: number | null;
+  receipt_encoding: number;
+}
+
+function row(tenant_id: string, sha256: string): Promise<Row | null> {
+  return env.DB.prepare(
+    `SELECT length(CAST(receipt AS BLOB)) AS receipt_bytes, length(CAST(evidence AS BLOB)) AS evidence_bytes_in_row,
+            evidence_sha256, evidence_bytes, receipt_encoding
+       FROM receipts WHERE tenant_id = ? AND sha256 = ?`,
+  )
+    .bind(tenant_id, sha256)
+    .first<Row>();
+}
+
+async function storedBytes(tenant_id: string): Promise<number> {
+  const r = await env.DB.prepare('SELECT stored_bytes FROM tenant_quotas WHERE tenant_id = ?')
+    .bind(tenant_id)
+    .first<{ stored_bytes: number }>();
+  return r?.stored_bytes ?? -1;
+}
+
+function setQuotas(tenant_id: string, body: Record<string, unknown>) {
+  return call('PUT', `/v1/tenants/${tenant_id}/quotas`, {
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    body: { ...DEFAULT_QUOTAS, ...body },
+  });
+}
+
+/** An R2 binding that fails every call: proves a request never reaches R2. */
+const UNREACHABLE_R2 = new Proxy({} as R2Bucket, {
+  get() {
+    throw new Error('R2 touched on a path that must not touch it');
+  },
+});
+
+async function fetchWith(e: Env, path: string, key: string, body: unknown) {
+  const ctx = createExecutionContext();
+  const res = await worker.fetch(
+    new Request(`${BASE}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    }),
+    e,
+    ctx,
+  );
+  await waitOnExecutionContext(ctx);
+  return { status: res.status, body: (await res.json()) as Json };
+}
+
+describe('authorization receipts in D1', { timeout: SLOW_MS }, () => {
+  it('cost at most 1.5 KB of receipt and evidence text, and replay from the compact encoding', async () => {
+    const s = await seedTenant('bytes');
+    const run = await createRun(s);
+    const r = await call('POST', '/v1/authorize', {
+      key: s.agent.api_key,
+      body: authorizeBody(s, run, { tool_contract_sha256: s.read_contract_sha256, input: READ_INPUT }),
+    });
+    expect(r.status).toBe(200);
+    const sha = r.body.receipt.sha256 as string;
+    const stored = await row(s.tenant_id, sha);
+    expect(stored?.receipt_encoding).toBe(2);
+    expect(stored?.evidence_sha256).toBeNull();
+    const bytes = (stored?.receipt_bytes ?? 0) + (stored?.evidence_bytes_in_row ?? 0);
+    // Measured and stated in docs/storage.md ("Bytes per receipt").
+    console.info(`authorization receipt row: ${bytes} bytes of receipt and evidence`);
+    expect(bytes).toBeLessThanOrEqual(1500);
+    // The API serves the receipt exactly as issued (its digest re-checked on read) and replays it.
+    const got = await call('GET', `/v1/receipts/${sha}`, { key: s.admin.api_key });
+    expect(got.status).toBe(200);
+    expect(got.body.receipt).toEqual(r.body.receipt);
+    expect(got.body.replay).toEqual({ ok: true, differences: [] });
+  });
+
+  it('a column edit that changes the decoded receipt is refused on read (500), not served', async () => {
+    const s = await seedTenant('bytes-tamper');
+    const run = await createRun(s);
+    const r = await call('POST', '/v1/authorize', {
+      key: s.agent.api_key,
+      body: authorizeBody(s, run, { tool_contract_sha256: s.read_contract_sha256, input: READ_INPUT }),
+    });
+    const sha = r.body.receipt.sha256 as string;
+    // The compact encoding takes principal_id from its column: moving the receipt to another
+    // principal must not produce a receipt that names them. (Receipts refuse updates, so the
+    // tamper goes around the trigger the way an operator with raw access would.)
+    await env.DB.batch([
+      env.DB.prepare('DROP TRIGGER receipts_no_update'),
+      env.DB.prepare('UPDATE receipts SET principal_id = ? WHERE tenant_id = ? AND sha256 = ?').bind(
+        s.admin.principal_id,
+        s.tenant_id,
+        sha,
+      ),
+      env.DB.prepare(
+        "CREATE TRIGGER `receipts_no_update` BEFORE UPDATE ON `receipts` BEGIN SELECT RAISE(ABORT, 'receipt_immutable'); END",
+      ),
+    ]);
+    const got = await call('GET', `/v1/receipts/${sha}`, { key: s.admin.api_key });
+    expect(got.status).toBe(500);
+  });
+
+  it('POST /v1/authorize (allow and deny) never touches R2', async () => {
+    const s = await seedTenant('no-r2');
+    const run = await createRun(s);
+    const e = { ...env, BLOBS: UNREACHABLE_R2 } as Env;
+    const allow = await fetchWith(
+      e,
+      '/v1/authorize',
+      s.agent.api_key,
+      authorizeBody(s, run, { tool_contract_sha256: s.read_contract_sha256, input: READ_INPUT }),
+    );
+    expect(allow.status).toBe(200);
+    // A rollback without its approval is a denial, receipted.
+    const deny = await fetchWith(e, '/v1/authorize', s.agent.api_key, authorizeBody(s, run));
+    expect(deny.status).toBe(403);
+    expect(deny.body.receipt.body.decision).toBe('denied');
+  });
+});
+
+describe('observation evidence in R2', { timeout: SLOW_MS }, () => {
+  it('keeps the payload-bearing evidence in R2 by digest; GET and a retry read it back', async () => {
+    const s = await seedTenant('blob-obs');
+    const e = await executed(s);
+    const raw = rawOutput(s, e, BIG_OUTPUT);
+    const first = await postObservation(s, raw);
+    expect(first.status).toBe(201);
+    const sha = first.body.receipt.sha256 as string;
+    const stored = await row(s.tenant_id, sha);
+    // D1 keeps the digest and the size; the text is in R2 under that digest.
+    expect(stored?.evidence_bytes_in_row).toBeNull();
+    expect(stored?.evidence_sha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(stored?.evidence_bytes).toBeGreaterThan(BIG_OUTPUT.length);
+    const object = await env.BLOBS.get(`sha256/${stored?.evidence_sha256}`);
+    const bytes = new Uint8Array((await object?.arrayBuffer()) ?? new ArrayBuffer(0));
+    expect(sha256Hex(bytes)).toBe(stored?.evidence_sha256);
+    expect(bytes.byteLength).toBe(stored?.evidence_bytes);
+
+    const got = await call('GET', `/v1/receipts/${sha}`, { key: s.admin.api_key });
+    expect(got.status).toBe(200);
+    expect(got.body.evidence.observation.payload).toBe(BIG_OUTPUT);
+    // The same observation again replays the stored receipt from the evidence in R2.
+    const again = await postObservation(s, raw);
+    expect(again.status).toBe(200); // 200, not 201: a replay
+    expect(again.body.receipt.sha256).toBe(sha);
+  });
+
+  it('refuses evidence whose R2 bytes do not hash to the digest D1 holds (500, typed error)', async () => {
+    const s = await seedTenant('blob-tamper');
+    const e = await executed(s);
+    const first = await postObservation(s, rawOutput(s, e, BIG_OUTPUT));
+    const sha = first.body.receipt.sha256 as string;
+    const digest = (await row(s.tenant_id, sha))?.evidence_sha256 ?? '';
+    // Someone with bucket access replaces the object (an unconditional put).
+    await env.BLOBS.put(`sha256/${digest}`, '{"observation":"forged"}');
+    await expect(r2BlobStore(env.BLOBS).get(digest)).rejects.toBeInstanceOf(BlobIntegrityError);
+    const got = await call('GET', `/v1/receipts/${sha}`, { key: s.admin.api_key });
+    expect(got.status).toBe(500);
+    expect(JSON.stringify(got.body)).not.toContain('forged');
+  });
+
+  it('puts are create-only: an existing object is left as it was', async () => {
+    const blobs = r2BlobStore(env.BLOBS);
+    const bytes = new TextEncoder().encode(`{"n":"${uniqueName('blob')}"}`);
+    const ref = await blobs.put(bytes, 'application/json');
+    expect(ref).toEqual({ sha256: sha256Hex(bytes), bytes: bytes.byteLength });
+    expect(await blobs.put(bytes, 'application/json')).toEqual(ref);
+    expect(await blobs.get(ref.sha256)).toEqual(bytes);
+    expect(await blobs.get('0'.repeat(64))).toBeNull();
+  });
+
+  it('a D1 write refused after the put leaves an orphan blob and no receipt', async () => {
+    const s = await seedTenant('blob-orphan');
+    const e = await executed(s);
+    // Observations are refused at 90% of the bytes quota: the put to R2 happens, the insert does not.
+    const used = await storedBytes(s.tenant_id);
+    expect((await setQuotas(s.tenant_id, { max_stored_bytes: used + 2000 })).status).toBe(200);
+    const raw = rawOutput(s, e, BIG_OUTPUT);
+    const refused = await postObservation(s, raw);
+    expect(refused.status).toBe(429);
+    const n = await env.DB.prepare(
+      "SELECT count(*) AS n FROM receipts WHERE tenant_id = ? AND kind = 'observation'",
+    )
+      .bind(s.tenant_id)
+      .first<{ n: number }>();
+    expect(n?.n).toBe(0);
+    expect(await storedBytes(s.tenant_id)).toBe(used);
+    // Once the quota allows it, the same observation stores and refers to the same (orphaned) blob.
+    expect((await setQuotas(s.tenant_id, {})).status).toBe(200);
+    const stored = await postObservation(s, raw);
+    expect(stored.status).toBe(201);
+  });
+});
+
+describe('retention: receipts past the window move to R2 archives', { timeout: SLOW_MS }, () => {
+  it('archives, gives back stored bytes, and still serves and replays archived receipts', async () => {
+    const s = await seedTenant('retention');
+    const run = await createRun(s);
+    const authorized: string[] = [];
+    for (let k = 0; k < 3; k++) {
+      const r = await call('POST', '/v1/authorize', {
+        key: s.agent.api_key,
+        body: authorizeBody(s, run, { tool_contract_sha256: s.read_contract_sha256, input: READ_INPUT }),
+      });
+      expect(r.status).toBe(200);
+      authorized.push(r.body.receipt.sha256 as string);
+    }
+    const ex = await executed(s);
+    const obs = await postObservation(s, rawOutput(s, ex, BIG_OUTPUT));
+    expect(obs.status).toBe(201);
+    const count = async () =>
+      (
+        await env.DB.prepare('SELECT count(*) AS n FROM receipts WHERE tenant_id = ?')
+          .bind(s.tenant_id)
+          .first<{ n: number }>()
+      )?.n ?? -1;
+    const before = await count();
+    expect(before).toBeGreaterThanOrEqual(6); // 3 reads, rollback, execution, observation
+    const bytesBefore = await storedBytes(s.tenant_id);
+    // What the rows count against the quota (migrations/0002 and 0004).
+    const counted = await env.DB.prepare(
+      `SELECT sum(length(CAST(receipt AS BLOB)) + coalesce(length(CAST(evidence AS BLOB)), 0) + coalesce(evidence_bytes, 0) + 200) AS n
+         FROM receipts WHERE tenant_id = ?`,
+    )
+      .bind(s.tenant_id)
+      .first<{ n: number }>();
+
+    // The window is a platform-admin setting; 0 days is not a window.
+    expect((await setQuotas(s.tenant_id, { receipt_retention_days: 0 })).status).toBe(400);
+    expect((await setQuotas(s.tenant_id, { receipt_retention_days: 1 })).status).toBe(200);
+    // Inside the window nothing moves.
+    await runRetention(env, Date.now());
+    expect(await count()).toBe(before);
+    // Two days on, every receipt of this tenant is past its one-day window (other tenants keep 90).
+    const later = Date.now() + 2 * DAY_MS;
+    const done = await runRetention(env, later);
+    expect(done.receipts).toBeGreaterThanOrEqual(before);
+    expect(await count()).toBe(0);
+    // Each receipt gives back what it counted; its archive entry keeps 200 bytes.
+    expect(await storedBytes(s.tenant_id)).toBe(bytesBefore - (counted?.n ?? 0) + 200 * before);
+
+    // The manifest records each archive's digest; the R2 object hashes to it and is canonical lines.
+    const manifests = await env.DB.prepare(
+      'SELECT archive_sha256, day, receipts, bytes FROM receipt_archives WHERE tenant_id = ?',
+    )
+      .bind(s.tenant_id)
+      .all<{ archive_sha256: string; day: number; receipts: number; bytes: number }>();
+    expect(manifests.results.reduce((n, m) => n + m.receipts, 0)).toBe(before);
+    for (const m of manifests.results) {
+      const object = await env.BLOBS.get(`sha256/${m.archive_sha256}`);
+      const bytes = new Uint8Array((await object?.arrayBuffer()) ?? new ArrayBuffer(0));
+      expect(sha256Hex(bytes)).toBe(m.archive_sha256);
+      expect(bytes.byteLength).toBe(m.bytes);
+      const lines = new TextDecoder().decode(bytes).split('\n');
+      expect(lines.pop()).toBe('');
+      expect(lines).toHaveLength(m.receipts);
+      for (const line of lines) {
+        const parsed = JSON.parse(line) as Json;
+        expect(canonicalize(parsed)).toBe(line);
+        expect(parsed.tenant_id).toBe(s.tenant_id);
+        expect(Math.floor(parsed.created_at_unix_ms / DAY_MS)).toBe(m.day);
+      }
+    }
+
+    // Archived receipts are still served, with their evidence, and authorizations still replay.
+    for (const sha of authorized) {
+      const got = await call('GET', `/v1/receipts/${sha}`, { key: s.admin.api_key });
+      expect(got.status).toBe(200);
+      expect(got.body.receipt.sha256).toBe(sha);
+      expect(got.body.replay).toEqual({ ok: true, differences: [] });
+    }
+    const o = await call('GET', `/v1/receipts/${obs.body.receipt.sha256}`, { key: s.admin.api_key });
+    expect(o.status).toBe(200);
+    expect(o.body.evidence.observation.payload).toBe(BIG_OUTPUT);
+    // Another tenant still cannot read them.
+    const other = await seedTenant('retention-other');
+    const stranger = await call('GET', `/v1/receipts/${authorized[0]}`, { key: other.admin.api_key });
+    expect(stranger.status).toBe(404);
+    // A second run finds nothing more to do.
+    expect((await runRetention(env, later)).receipts).toBe(0);
+  });
+
+  it('refuses to delete a receipt that was not archived, and archive records are append-only', async () => {
+    const s = await seedTenant('retention-guard');
+    const run = await createRun(s);
+    const r = await call('POST', '/v1/authorize', {
+      key: s.agent.api_key,
+      body: authorizeBody(s, run, { tool_contract_sha256: s.read_contract_sha256, input: READ_INPUT }),
+    });
+    const sha = r.body.receipt.sha256 as string;
+    await expect(
+      env.DB.prepare('DELETE FROM receipts WHERE tenant_id = ?').bind(s.tenant_id).run(),
+    ).rejects.toThrow(/receipt_immutable/);
+    // An entry naming an archive with no manifest proves nothing, and is refused.
+    await expect(
+      env.DB.prepare(
+        'INSERT INTO receipt_archive_entries (tenant_id, sha256, archive_sha256) VALUES (?, ?, ?)',
+      )
+        .bind(s.tenant_id, sha, 'f'.repeat(64))
+        .run(),
+    ).rejects.toThrow(/receipt_archive_unknown/);
+    expect(await row(s.tenant_id, sha)).not.toBeNull();
+
+    expect((await setQuotas(s.tenant_id, { receipt_retention_days: 1 })).status).toBe(200);
+    await runRetention(env, Date.now() + 2 * DAY_MS);
+    expect(await row(s.tenant_id, sha)).toBeNull();
+    await expect(
+      env.DB.prepare('DELETE FROM receipt_archive_entries WHERE tenant_id = ?').bind(s.tenant_id).run(),
+    ).rejects.toThrow(/receipt_archive_immutable/);
+    await expect(
+      env.DB.prepare('UPDATE receipt_archives SET receipts = 0 WHERE tenant_id = ?').bind(s.tenant_id).run(),
+    ).rejects.toThrow(/receipt_archive_immutable/);
+  });
+
+  it('the scheduled handler of the Worker (wrangler.toml cron) runs the same archiving', async () => {
+    const s = await seedTenant('retention-cron');
+    const run = await createRun(s);
+    const r = await call('POST', '/v1/authorize', {
+      key: s.agent.api_key,
+      body: authorizeBody(s, run, { tool_contract_sha256: s.read_contract_sha256, input: READ_INPUT }),
+    });
+    const sha = r.body.receipt.sha256 as string;
+    expect((await setQuotas(s.tenant_id, { receipt_retention_days: 1 })).status).toBe(200);
+    const ctx = createExecutionContext();
+    await worker.scheduled(createScheduledController({ scheduledTime: Date.now() + 2 * DAY_MS }), env, ctx);
+    await waitOnExecutionContext(ctx);
+    expect(await row(s.tenant_id, sha)).toBeNull();
+    const got = await call('GET', `/v1/receipts/${sha}`, { key: s.admin.api_key });
+    expect(got.status).toBe(200);
+    expect(got.body.replay).toEqual({ ok: true, differences: [] });
+  });
+});
