@@ -283,6 +283,33 @@ export function translateToolsCall(body: unknown, headers: McpHeaders): CallTran
       ),
     };
   }
+  const call = callOf(id, params);
+  if (!call.ok) return call;
+  return {
+    ok: true,
+    id,
+    revision: rev.revision,
+    ...call.call,
+    forward: { jsonrpc: '2.0', id, method: 'tools/call', params: withoutWritMeta(params) },
+  };
+}
+
+/** A tool call to authorize: the tool name, the digest named beside it, Writ's request. */
+export interface ToolCall {
+  readonly tool_name: string;
+  readonly tool_contract_sha256: string | undefined;
+  readonly request: Omit<AuthorizeRequest, 'tool_contract_sha256'>;
+}
+
+/**
+ * `tools/call` params (`name`, `arguments`, `_meta` with Writ's keys) as the call to authorize,
+ * or the JSON-RPC error (`-32602`) to answer. Shared by the gateway door and the Docker MCP
+ * Gateway interceptor adapter, so both read the same params the same way.
+ */
+export function callOf(
+  id: RequestId | null,
+  params: Record<string, unknown>,
+): { ok: true; call: ToolCall } | { ok: false; status: 200; error: JsonRpcError } {
   const call = CallParams.safeParse(params);
   if (!call.success) {
     return {
@@ -310,12 +337,11 @@ export function translateToolsCall(body: unknown, headers: McpHeaders): CallTran
   };
   return {
     ok: true,
-    id,
-    revision: rev.revision,
-    tool_name: call.data.name,
-    tool_contract_sha256: w[WRIT_META.tool_contract_sha256] ?? undefined,
-    request,
-    forward: { jsonrpc: '2.0', id, method: 'tools/call', params: withoutWritMeta(params) },
+    call: {
+      tool_name: call.data.name,
+      tool_contract_sha256: w[WRIT_META.tool_contract_sha256] ?? undefined,
+      request,
+    },
   };
 }
 
@@ -334,7 +360,7 @@ function idOf(body: unknown): RequestId | null {
   return typeof id === 'string' || (typeof id === 'number' && Number.isSafeInteger(id)) ? id : null;
 }
 
-function isRecord(v: unknown): v is Record<string, unknown> {
+export function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
