@@ -24,14 +24,24 @@ import { resolveToolContract } from './tools.js';
 /** How long a requestable denial's access request stays valid (AuthZEN ARAP `expires_at`). */
 export const ACCESS_REQUEST_WINDOW_MS = 15 * 60_000;
 
+/** The authorize request's members as a door picked them out of its own shape, not yet parsed. */
+export type DoorRequest = Readonly<Record<string, unknown>>;
+
+/** `AuthorizeRequest` less the contract digest, which only ever comes from the tenant's pins. */
+const DoorRequestSchema = AuthorizeRequest.omit({ tool_contract_sha256: true });
+
 export interface NamedToolCall {
   readonly tool_name: string;
   /** A digest the caller named beside the tool name; it must be one of the tool's pins. */
   readonly tool_contract_sha256: string | undefined;
   /** The target's type as the door names it (AuthZEN `resource.type`); checked, never selecting. */
   readonly resource_type?: string;
-  /** Writ's authorize request, less the contract digest resolved here. */
-  readonly request: Omit<AuthorizeRequest, 'tool_contract_sha256'>;
+  /**
+   * Writ's authorize request, less the contract digest resolved here, as the door picked it out:
+   * parsed here, once, by the same schema as `POST /v1/authorize` (a door checks only what it
+   * needs to route the call, so no field is validated twice).
+   */
+  readonly request: DoorRequest;
 }
 
 /** What an approver must approve for the denied call, and until when the offer stands. */
@@ -51,14 +61,8 @@ export interface NamedToolOutcome extends AuthorizeOutcome {
 }
 
 export async function authorizeNamedTool(ctx: TenantContext, call: NamedToolCall): Promise<NamedToolOutcome> {
-  const pinned = await resolveToolContract(ctx, call.tool_name, call.tool_contract_sha256);
-  if (call.resource_type !== undefined && pinned.contract.resource.type !== call.resource_type) {
-    throw new ServiceError('target_mismatch', "resource type is not the type of the tool's target");
-  }
-  const parsed = AuthorizeRequest.safeParse({
-    ...call.request,
-    tool_contract_sha256: pinned.tool_contract_sha256,
-  });
+  // Parsed before anything is read: a malformed request costs no storage round trip.
+  const parsed = DoorRequestSchema.safeParse(call.request);
   if (!parsed.success) {
     const err = fromZodError('invalid_request', '', parsed.error);
     const first = err.issues[0];
@@ -68,7 +72,12 @@ export async function authorizeNamedTool(ctx: TenantContext, call: NamedToolCall
       err.issues,
     );
   }
-  const request = parsed.data;
+  const pinned = await resolveToolContract(ctx, call.tool_name, call.tool_contract_sha256);
+  if (call.resource_type !== undefined && pinned.contract.resource.type !== call.resource_type) {
+    throw new ServiceError('target_mismatch', "resource type is not the type of the tool's target");
+  }
+  // The digest is a stored pin's own: it needs no parse.
+  const request: AuthorizeRequest = { ...parsed.data, tool_contract_sha256: pinned.tool_contract_sha256 };
   const outcome = await authorize(ctx, request);
   const { receipt } = outcome.decision;
   const requestable = !outcome.authorized && receipt.body.violations.includes('approval_missing');

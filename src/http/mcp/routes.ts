@@ -79,8 +79,10 @@ mcpRoutes.post('/mcp/v1/authorize', requireRole(ROLES_FOR.authorize), async (c) 
     // A typed refusal denies the call; anything else fails the whole request closed (500).
     if (!(err instanceof ServiceError) || err.reason === 'internal') throw err;
     const { status, code } = wireError(err.reason);
-    // An unknown tool is MCP's invalid params (tools "Error Handling").
-    const rpc = err.reason === 'not_found' ? RPC.invalidParams : RPC.denied;
+    // An unknown tool is MCP's invalid params (tools "Error Handling"); so is a Writ `_meta`
+    // value the authorize request's schema refuses (parsed once, in the service).
+    const rpc =
+      err.reason === 'not_found' || err.reason === 'invalid_request' ? RPC.invalidParams : RPC.denied;
     return c.json(
       deny(rpcError(t.id, rpc, err.message, { writ_error: { status, code, message: err.message } })),
     );
