@@ -44,22 +44,21 @@ import {
   useSha256,
 } from '../src/core/canonical/canonical.js';
 import { authorizationBodyText, invocationText } from '../src/core/canonical/canonical-forms.js';
-import { decodeJsonBytes, type JsonObject, utf8Encode } from '../src/core/canonical/json.js';
+import { decodeJsonBytes, utf8Encode } from '../src/core/canonical/json.js';
 import { contractDigest } from '../src/core/contracts/contract.js';
 import { resolveTarget } from '../src/core/contracts/target.js';
-import {
-  type AuthorizationReceipt,
-  type ToolApproval,
-  ToolContract,
-  ToolGrant,
-  type TrustedState,
-} from '../src/core/model.js';
-import { DEFAULT_POLICY, policyDigest, TenantPolicy } from '../src/core/policy.js';
-import { DocumentCache } from '../src/db/documents.js';
+import { type AuthorizationReceipt, type TrustedState } from '../src/core/model.js';
 import { newId } from '../src/db/ids.js';
-import { DEFAULT_MAX_BODY_BYTES, MAX_JSON_DEPTH } from '../src/http/body.js';
 import { buildToolLoopFixture, LAB_CASES, LAB_IDS, type ToolLoopFixture } from '../src/lab/tool-loop.js';
 import { decodeToolInvocation } from '../src/library/invocation.js';
+import {
+  BODY_LIMITS,
+  type Scenario,
+  baselineScenario,
+  bodyBytes,
+  storedState,
+  tenantPolicySha,
+} from './scenario.js';
 
 const WARMUP = 5_000;
 const ITERATIONS = 30_000;
@@ -79,9 +78,6 @@ if (hashImpl === 'native' && !useSha256((d) => hash('sha256', d, 'hex'))) {
 // ---------------------------------------------------------------------------------------------
 // Writ: the service's entry point over state as the store returns it
 
-/** The limits `readJson` decodes every request body with (WRIT_MAX_BODY_BYTES unset). */
-const BODY_LIMITS = { maxBytes: DEFAULT_MAX_BODY_BYTES, maxDepth: MAX_JSON_DEPTH } as const;
-
 /** One authorization as `POST /v1/authorize` performs it, from the body's bytes to the decision. */
 function writEntryPoint(state: AuthorizationState, now: number) {
   return (bytes: Uint8Array): AuthorizationDecision => {
@@ -92,46 +88,6 @@ function writEntryPoint(state: AuthorizationState, now: number) {
     const decided = decideAuthorization(request.data, state, { invocation_id: newId('invocation') }, now);
     if (!decided.ok) throw new Error(`decide failed: ${decided.error.message}`);
     return decided.value;
-  };
-}
-
-/** The `POST /v1/authorize` body an agent sends for a lab invocation. */
-interface Body {
-  tool_contract_sha256: string;
-  input: JsonObject;
-  run_id: string;
-  idempotency_key?: string;
-  approval_id?: string;
-  tenant_id?: string;
-}
-
-/** What one scenario hands the entry point: stored rows (as documents) and the request body. */
-interface Scenario {
-  readonly contract: ToolContract;
-  readonly grant: ToolGrant;
-  readonly approval: ToolApproval;
-  readonly body: Body;
-}
-
-const RUN_ID = 'run-acme-2026-11-17-0007';
-const HOUR = 3_600_000;
-// The tenant's policy in force is the default policy; the lab's grant and approval are issued
-// under its digest (a store never holds a grant bound to a policy document it does not have).
-const tenantPolicy = DEFAULT_POLICY;
-const tenantPolicySha = policyDigest(tenantPolicy);
-
-function baselineScenario(f: ToolLoopFixture): Scenario {
-  return {
-    contract: f.contract,
-    grant: { ...f.grant, policy_sha256: tenantPolicySha },
-    approval: { ...f.approval, policy_sha256: tenantPolicySha },
-    body: {
-      tool_contract_sha256: contractDigest(f.contract),
-      input: f.input,
-      run_id: RUN_ID,
-      idempotency_key: LAB_IDS.idempotencyKey,
-      approval_id: LAB_IDS.approval,
-    },
   };
 }
 
@@ -190,46 +146,6 @@ function labScenario(id: string, f: ToolLoopFixture): { scenario: Scenario; viol
       throw new Error(`lab case ${id} has no service-side form in the bench`);
   }
 }
-
-/** The state the tenant store's `loadAuthorizationState` returns for a scenario's request. */
-function storedState(s: Scenario, now: number): AuthorizationState {
-  // Fresh caches per scenario, as separate isolates would hold; documents go in as stored text.
-  const stored = <T>(cache: DocumentCache<T>, value: T): T => cache.get(digestOf(value), canonicalize(value));
-  const contract = stored(new DocumentCache<ToolContract>('contract', ToolContract), s.contract);
-  return {
-    caller: { tenant_id: LAB_IDS.tenant, principal_id: LAB_IDS.principal, revoked: false },
-    policy: {
-      policy_sha256: tenantPolicySha,
-      policy: stored(new DocumentCache<TenantPolicy>('policy', TenantPolicy), tenantPolicy),
-    },
-    contract: { tool_contract_sha256: contractDigest(contract), contract, quarantined: false },
-    run: {
-      run_id: RUN_ID,
-      principal_id: LAB_IDS.principal,
-      run_envelope_sha256: buildToolLoopFixture().invocation.run_envelope_sha256,
-      max_calls: 100,
-      max_external_writes: 10,
-      deadline_unix_ms: now + HOUR,
-      calls_used: 3,
-      writes_used: 0,
-    },
-    // The store returns the approval only when the request names it.
-    approval:
-      s.body.approval_id === undefined
-        ? null
-        : {
-            approval_id: s.approval.approval_id,
-            tenant_id: s.approval.tenant_id,
-            requester_principal_id: LAB_IDS.principal,
-            status: 'approved',
-            approval: s.approval,
-            approver_revoked: false,
-          },
-    grants: [{ grant: stored(new DocumentCache<ToolGrant>('grant', ToolGrant), s.grant), revoked: false }],
-  };
-}
-
-const bodyBytes = (b: Body): Uint8Array => utf8Encode(JSON.stringify(b));
 
 const fixture = buildToolLoopFixture();
 const now = fixture.now;

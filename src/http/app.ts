@@ -30,6 +30,7 @@ import { runRoutes } from './routes/runs.js';
 import { tenantRoutes } from './routes/tenants.js';
 import { authzenRoutes } from './authzen/routes.js';
 import { mcpRoutes } from './mcp/routes.js';
+import { interceptorRoutes } from './mcp/interceptor-routes.js';
 import { docsRoutes } from './docs-page.js';
 import { usageRoutes } from './routes/usage.js';
 import { consoleRoutes } from './console/routes.js';
@@ -95,6 +96,8 @@ export function createApp(): Hono<AppEnv> {
   app.route('/console', consoleRoutes);
   app.route('/', authzenRoutes);
   app.route('/', mcpRoutes);
+  // Docker MCP Gateway interceptors: every answer but an allow is a non-empty CallToolResult.
+  app.route('/', interceptorRoutes);
 
   app.notFound((c) => errorResponse(c, new ServiceError('not_found', 'no such route')));
   app.onError(onError);

@@ -21,6 +21,12 @@ export const MAX_JSON_DEPTH = 32;
 export interface ReadJsonOptions {
   /** Treat a request with no body as `{}` (action endpoints whose fields are all optional). */
   readonly allowEmpty?: boolean;
+  /**
+   * Also accept a body sent without `Content-Type` (a present one must still be JSON). Only for
+   * routes that authenticate by bearer key, which a cross-site form cannot send: Docker MCP
+   * Gateway's HTTP interceptor posts its JSON without the header.
+   */
+  readonly allowMissingContentType?: boolean;
 }
 
 export function maxBodyBytes(env: Env): number {
@@ -53,8 +59,9 @@ export function decodeJsonBody(
     value = {};
   } else {
     // A form or text body parsed as JSON would let a cross-site form post reach the API.
-    const type = c.req.header('content-type') ?? '';
-    if (!/^application\/json\s*(;|$)/i.test(type)) {
+    const type = c.req.header('content-type');
+    const missingOk = type === undefined && options.allowMissingContentType === true;
+    if (!missingOk && !/^application\/json\s*(;|$)/i.test(type ?? '')) {
       throw new ServiceError('unsupported_media_type', 'content-type must be application/json');
     }
     const decoded = decodeJsonBytes(bytes, { maxBytes: maxBodyBytes(c.env), maxDepth: MAX_JSON_DEPTH });

@@ -17,14 +17,14 @@
 import type { Context } from 'hono';
 import { Hono } from 'hono';
 import type { ZodError } from 'zod';
-import { AuthorizeRequest } from '../../core/authorization/decide.js';
 import { fromZodError } from '../../core/errors.js';
 import { ResourceRef } from '../../core/model.js';
 import { Identifier } from '../../core/schema.js';
-import { authorize } from '../../services/authorize.js';
 import { ROLES_FOR } from '../../services/context.js';
 import { ServiceError } from '../../services/errors.js';
-import { resolveToolContract, searchTools } from '../../services/tools.js';
+import { authorizeNamedTool } from '../../services/tool-call.js';
+import { searchTools } from '../../services/tools.js';
+import { accessRequestWire } from '../access-request.js';
 import { authenticate, requireRole } from '../auth.js';
 import { rateLimitWrites } from '../rate-limit.js';
 import { readJsonValue } from '../body.js';
@@ -38,9 +38,6 @@ import {
   stopsAfter,
   translateEvaluation,
 } from './translate.js';
-
-/** How long a requestable denial's access request stays valid (ARAP `expires_at`). */
-export const ACCESS_REQUEST_WINDOW_MS = 15 * 60_000;
 
 /** Inbound request ids we echo: printable ASCII, bounded (anything else cannot be a header value). */
 const REQUEST_ID = /^[\x20-\x7e]{1,256}$/;
@@ -195,20 +192,10 @@ function badRequest(e: ZodError): ServiceError {
 
 /** One evaluation: an authorization through the service, or an item error that denies. */
 async function evaluate(c: Context<AppEnv>, e: Evaluation): Promise<Decision> {
-  const ctx = c.var.tenant;
   try {
     const t = translateEvaluation(e);
     if (!t.ok) throw new ServiceError('invalid_request', t.message, t.issues);
-    const pinned = await resolveToolContract(ctx, t.tool_name, t.tool_contract_sha256);
-    if (pinned.contract.resource.type !== t.resource_type) {
-      throw new ServiceError('target_mismatch', "resource type is not the type of the tool's target");
-    }
-    const request = AuthorizeRequest.safeParse({
-      ...t.request,
-      tool_contract_sha256: pinned.tool_contract_sha256,
-    });
-    if (!request.success) throw badRequest(request.error);
-    const { decision, authorized } = await authorize(ctx, request.data);
+    const { decision, authorized, access_request } = await authorizeNamedTool(c.var.tenant, t);
     const { receipt } = decision;
     if (authorized) return { decision: true, context: { receipt_sha256: receipt.sha256, receipt } };
     const context: Record<string, unknown> = {
@@ -217,10 +204,10 @@ async function evaluate(c: Context<AppEnv>, e: Evaluation): Promise<Decision> {
       receipt_sha256: receipt.sha256,
       receipt,
     };
-    if (receipt.body.violations.includes('approval_missing')) {
-      context.access_request = accessRequest(c, receipt.sha256, receipt.body.evaluated_at_unix_ms, {
-        tool_contract_sha256: pinned.tool_contract_sha256,
-        input: request.data.input,
+    if (access_request !== null) {
+      // Re-evaluate with `context.approval_id` once it is approved.
+      context.access_request = accessRequestWire(c.req.url, access_request, {
+        context: { approval_id: '<approval_id of the approved request>' },
       });
     }
     return { decision: false, context };
@@ -230,26 +217,4 @@ async function evaluate(c: Context<AppEnv>, e: Evaluation): Promise<Decision> {
     const { status, code } = wireError(err.reason);
     return { decision: false, context: { error: { status, code, message: err.message } } };
   }
-}
-
-/**
- * A requestable denial in the shape of AuthZEN's Access Request and Approval Profile (draft):
- * where to request the approval, with what, until when, and how to retry (re-evaluate with
- * `context.approval_id` once it is approved).
- */
-function accessRequest(
-  c: Context<AppEnv>,
-  evaluation_id: string,
-  evaluated_at: number,
-  body: { tool_contract_sha256: string; input: unknown },
-) {
-  return {
-    endpoint: new URL('/v1/approval-requests', c.req.url).toString(),
-    evaluation_id,
-    evaluated_at: new Date(evaluated_at).toISOString(),
-    expires_at: new Date(evaluated_at + ACCESS_REQUEST_WINDOW_MS).toISOString(),
-    template: 'writ.approval-request.v1',
-    body,
-    retry: { context: { approval_id: '<approval_id of the approved request>' } },
-  };
 }

@@ -15,17 +15,24 @@
  * (§7.1.1).
  */
 import { z } from 'zod';
-import type { AuthorizeRequest } from '../../core/authorization/decide.js';
+import type { DoorRequest } from '../../services/tool-call.js';
 import type { JsonValue } from '../../core/canonical/json.js';
 import { fromZodError, type FieldIssue } from '../../core/errors.js';
-import { IdempotencyKey } from '../../core/model.js';
-import { Identifier, Sha256 } from '../../core/schema.js';
+import { Sha256 } from '../../core/schema.js';
+
+/**
+ * An object of free-form members. Checked as a whole, not member by member: a zod record walks
+ * every key (the evaluation's `context` holds the whole tool input), which costs more than the
+ * decision's own parse on Workers (docs/benchmarks.md "Doors"); the members that matter are
+ * parsed where they are used (`WritContext`, the authorize request).
+ */
+const FreeObject = z.custom<Record<string, unknown>>(
+  (v) => typeof v === 'object' && v !== null && !Array.isArray(v),
+  'expected an object',
+);
 
 /** Properties "with a value of null SHOULD be omitted" by senders (§11.5): null reads as absent. */
-const Properties = z
-  .record(z.string(), z.unknown())
-  .nullish()
-  .transform((v) => v ?? undefined);
+const Properties = FreeObject.nullish().transform((v) => v ?? undefined);
 
 const Entity = z.object({
   type: z.string().min(1).max(256),
@@ -33,10 +40,7 @@ const Entity = z.object({
   properties: Properties,
 });
 const Action = z.object({ name: z.string().min(1).max(256), properties: Properties });
-const Context = z
-  .record(z.string(), z.unknown())
-  .nullish()
-  .transform((v) => v ?? undefined);
+const Context = FreeObject.nullish().transform((v) => v ?? undefined);
 
 export const Evaluation = z.object({ subject: Entity, action: Action, resource: Entity, context: Context });
 export type Evaluation = z.infer<typeof Evaluation>;
@@ -63,13 +67,16 @@ export const EvaluationsRequest = PartialEvaluation.extend({
 });
 export type EvaluationsRequest = z.infer<typeof EvaluationsRequest>;
 
-/** The Writ fields an evaluation carries in its `context`; other members are ignored. */
+/**
+ * The Writ fields an evaluation carries in its `context`; other members are ignored. Only what
+ * routes the call is checked here (a required `input` and `run_id`, the contract digest looked up
+ * before the request is parsed); the authorize request's own schema parses every field once, in
+ * the service (src/services/tool-call.ts), so nothing is validated twice.
+ */
 const WritContext = z.object({
   input: z.custom<JsonValue>((v) => v !== undefined, 'is required'),
-  run_id: Identifier,
+  run_id: z.string(),
   tool_contract_sha256: Sha256.optional(),
-  idempotency_key: IdempotencyKey.nullish(),
-  approval_id: Identifier.nullish(),
 });
 
 export type Translated =
@@ -79,7 +86,7 @@ export type Translated =
       readonly tool_contract_sha256: string | undefined;
       readonly resource_type: string;
       /** The request, less the contract digest the door resolves from the tool name. */
-      readonly request: Omit<AuthorizeRequest, 'tool_contract_sha256'>;
+      readonly request: DoorRequest;
     }
   | { readonly ok: false; readonly message: string; readonly issues: readonly FieldIssue[] };
 
@@ -91,16 +98,17 @@ export function translateEvaluation(e: Evaluation): Translated {
     return { ok: false, message: err.message, issues: err.issues };
   }
   const ctx = parsed.data;
-  const request: Omit<AuthorizeRequest, 'tool_contract_sha256'> = {
+  const raw = e.context ?? {};
+  const idem = raw.idempotency_key ?? undefined;
+  const approval = raw.approval_id ?? undefined;
+  const request: DoorRequest = {
     input: ctx.input,
     run_id: ctx.run_id,
-    ...(ctx.idempotency_key !== null && ctx.idempotency_key !== undefined
-      ? { idempotency_key: ctx.idempotency_key }
-      : {}),
-    ...(ctx.approval_id !== null && ctx.approval_id !== undefined ? { approval_id: ctx.approval_id } : {}),
+    ...(idem === undefined ? {} : { idempotency_key: idem }),
+    ...(approval === undefined ? {} : { approval_id: approval }),
     principal_id: e.subject.id,
     ...(e.resource.properties !== undefined
-      ? { target: { type: e.resource.type, attributes: e.resource.properties as Record<string, string> } }
+      ? { target: { type: e.resource.type, attributes: e.resource.properties } }
       : {}),
   };
   return {

@@ -14,17 +14,16 @@
  * Never: trusts a tool annotation, header or `_meta` value to select a tenant, principal or tool
  * contract outside the tenant's pinned ones.
  */
-import type { Context } from 'hono';
 import { Hono } from 'hono';
 import { z } from 'zod';
-import { AuthorizeRequest } from '../../core/authorization/decide.js';
 import { fromZodError } from '../../core/errors.js';
 import { Identifier, Label, Sha256, UnixMs } from '../../core/schema.js';
 import { FencingToken } from '../../core/execution/idempotency.js';
-import { authorize } from '../../services/authorize.js';
 import { ROLES_FOR } from '../../services/context.js';
 import { ServiceError } from '../../services/errors.js';
-import { reportToolCall, resolveToolContract, toolCatalog } from '../../services/tools.js';
+import { authorizeNamedTool } from '../../services/tool-call.js';
+import { reportToolCall, toolCatalog } from '../../services/tools.js';
+import { accessRequestWire } from '../access-request.js';
 import { authenticate, requireRole } from '../auth.js';
 import { rateLimitWrites } from '../rate-limit.js';
 import { readJsonValue } from '../body.js';
@@ -41,10 +40,8 @@ import {
   outputText,
   rpcError,
   translateToolsCall,
+  WRIT_META,
 } from './translate.js';
-
-/** How long a requestable denial's access request stays valid (as the AuthZEN door). */
-export const ACCESS_REQUEST_WINDOW_MS = 15 * 60_000;
 
 export const mcpRoutes = new Hono<AppEnv>();
 mcpRoutes.use('/mcp/*', authenticate);
@@ -62,26 +59,16 @@ mcpRoutes.post('/mcp/v1/authorize', requireRole(ROLES_FOR.authorize), async (c) 
     protocolVersion: c.req.header('mcp-protocol-version'),
   });
   if (!t.ok) return c.json(deny(t.error), t.status);
-  const ctx = c.var.tenant;
   try {
-    const pinned = await resolveToolContract(ctx, t.tool_name, t.tool_contract_sha256);
-    const request = AuthorizeRequest.safeParse({
-      ...t.request,
-      tool_contract_sha256: pinned.tool_contract_sha256,
-    });
-    if (!request.success) {
-      const err = fromZodError('invalid_request', '', request.error);
-      throw new ServiceError('invalid_request', err.message, err.issues);
-    }
-    const { decision, authorized } = await authorize(ctx, request.data);
+    const { decision, authorized, access_request } = await authorizeNamedTool(c.var.tenant, t);
     const { receipt } = decision;
     if (authorized) return c.json({ decision: 'allow', receipt, forward: t.forward });
     const violations = receipt.body.violations;
     const data: Record<string, unknown> = { violations, receipt_sha256: receipt.sha256 };
-    if (violations.includes('approval_missing')) {
-      data.access_request = accessRequest(c, receipt.sha256, receipt.body.evaluated_at_unix_ms, {
-        tool_contract_sha256: pinned.tool_contract_sha256,
-        input: request.data.input,
+    if (access_request !== null) {
+      // The same tools/call again, with the approved request's id in `_meta`.
+      data.access_request = accessRequestWire(c.req.url, access_request, {
+        params: { _meta: { [WRIT_META.approval_id]: '<approval_id of the approved request>' } },
       });
     }
     return c.json({
@@ -92,8 +79,10 @@ mcpRoutes.post('/mcp/v1/authorize', requireRole(ROLES_FOR.authorize), async (c) 
     // A typed refusal denies the call; anything else fails the whole request closed (500).
     if (!(err instanceof ServiceError) || err.reason === 'internal') throw err;
     const { status, code } = wireError(err.reason);
-    // An unknown tool is MCP's invalid params (tools "Error Handling").
-    const rpc = err.reason === 'not_found' ? RPC.invalidParams : RPC.denied;
+    // An unknown tool is MCP's invalid params (tools "Error Handling"); so is a Writ `_meta`
+    // value the authorize request's schema refuses (parsed once, in the service).
+    const rpc =
+      err.reason === 'not_found' || err.reason === 'invalid_request' ? RPC.invalidParams : RPC.denied;
     return c.json(
       deny(rpcError(t.id, rpc, err.message, { writ_error: { status, code, message: err.message } })),
     );
@@ -109,28 +98,6 @@ function deny(error: JsonRpcError) {
     deny_result: denyResult(`Denied by Writ: ${error.error.message}`, {
       writ: { code: error.error.code, ...data },
     }),
-  };
-}
-
-/**
- * A requestable denial in the shape of AuthZEN's Access Request and Approval Profile (draft), as
- * the AuthZEN door answers it: where to request the approval, with what, until when, and how to
- * retry (the same call with `_meta["dev.writ/approval_id"]` once it is approved).
- */
-function accessRequest(
-  c: Context<AppEnv>,
-  evaluation_id: string,
-  evaluated_at: number,
-  body: { tool_contract_sha256: string; input: unknown },
-) {
-  return {
-    endpoint: new URL('/v1/approval-requests', c.req.url).toString(),
-    evaluation_id,
-    evaluated_at: new Date(evaluated_at).toISOString(),
-    expires_at: new Date(evaluated_at + ACCESS_REQUEST_WINDOW_MS).toISOString(),
-    template: 'writ.approval-request.v1',
-    body,
-    retry: { params: { _meta: { 'dev.writ/approval_id': '<approval_id of the approved request>' } } },
   };
 }
 

@@ -16,18 +16,9 @@
  * because of a tool annotation.
  */
 import { z } from 'zod';
-import type { AuthorizeRequest } from '../../core/authorization/decide.js';
+import type { DoorRequest } from '../../services/tool-call.js';
 import { canonicalize, digestOf } from '../../core/canonical/canonical.js';
-import type { JsonValue } from '../../core/canonical/json.js';
-import { fromZodError } from '../../core/errors.js';
-import {
-  IdempotencyKey,
-  type IdempotencyMode,
-  type ToolContract,
-  type ToolEffect,
-  WRITE_EFFECTS,
-} from '../../core/model.js';
-import { Identifier, Sha256 } from '../../core/schema.js';
+import { type IdempotencyMode, type ToolContract, type ToolEffect, WRITE_EFFECTS } from '../../core/model.js';
 
 // ---------------------------------------------------------------------------------------------
 // Protocol constants
@@ -91,26 +82,34 @@ export function denyResult(text: string, structured: Record<string, unknown>) {
   return { content: [{ type: 'text', text }], structuredContent: structured, isError: true };
 }
 
-const Params = z.record(z.string(), z.unknown());
-const JsonRpcRequest = z.object({
-  jsonrpc: z.literal('2.0'),
-  id: z.union([z.string().max(256), z.number().int().safe()]),
-  method: z.string().min(1).max(256),
-  params: Params.optional(),
-});
+// The envelope and params are checked by hand, member by member, rather than by zod object and
+// record schemas: those walk every key of `arguments` and `_meta` (which the authorize request's
+// own schema validates anyway) and cost more than the decision's parse on Workers, where zod runs
+// without its JIT (docs/benchmarks.md "Doors"). The rules are the same ones.
+const NAME_MAX = 256;
+const isName = (v: unknown): v is string => typeof v === 'string' && v.length >= 1 && v.length <= NAME_MAX;
+const isRequestId = (v: unknown): v is RequestId =>
+  (typeof v === 'string' && v.length <= NAME_MAX) || (typeof v === 'number' && Number.isSafeInteger(v));
 
-const CallParams = z.object({
-  name: z.string().min(1).max(256),
-  arguments: z.record(z.string(), z.unknown()).optional(),
-  _meta: z.record(z.string(), z.unknown()).optional(),
-});
+/** The JSON-RPC 2.0 request envelope, or what is wrong with it. */
+function envelopeOf(
+  body: unknown,
+):
+  | { ok: true; id: RequestId; method: string; params: Record<string, unknown> }
+  | { ok: false; message: string } {
+  if (!isRecord(body)) return { ok: false, message: '$: expected an object' };
+  if (body.jsonrpc !== '2.0') return { ok: false, message: 'jsonrpc: must be "2.0"' };
+  if (!isRequestId(body.id)) {
+    return { ok: false, message: 'id: must be a string of at most 256 characters or a safe integer' };
+  }
+  if (!isName(body.method)) return { ok: false, message: 'method: must be a string of 1-256 characters' };
+  const params = body.params ?? {};
+  if (!isRecord(params)) return { ok: false, message: 'params: expected an object' };
+  return { ok: true, id: body.id, method: body.method, params };
+}
 
-const WritMeta = z.object({
-  [WRIT_META.run_id]: Identifier,
-  [WRIT_META.idempotency_key]: IdempotencyKey.nullish(),
-  [WRIT_META.approval_id]: Identifier.nullish(),
-  [WRIT_META.tool_contract_sha256]: Sha256.nullish(),
-});
+/** A contract digest named in `_meta` is looked up before the request is parsed: checked here. */
+const SHA256_HEX = /^[0-9a-f]{64}$/;
 
 /** The request headers the door reads (lower-cased names; values as sent). */
 export interface McpHeaders {
@@ -126,7 +125,7 @@ export type CallTranslation =
       readonly revision: string;
       readonly tool_name: string;
       readonly tool_contract_sha256: string | undefined;
-      readonly request: Omit<AuthorizeRequest, 'tool_contract_sha256'>;
+      readonly request: DoorRequest;
       /** What the proxy forwards: the original params less Writ's own `_meta` keys. */
       readonly forward: {
         jsonrpc: '2.0';
@@ -236,28 +235,21 @@ export function headerMismatch(
   return null;
 }
 
-function issuesMessage(e: z.ZodError, prefix: string): string {
-  const err = fromZodError('invalid_request', prefix, e);
-  const first = err.issues[0];
-  return first === undefined ? 'request is not valid' : `${first.path}: ${first.message}`;
-}
-
 /**
  * A raw MCP `tools/call` request as Writ's authorize request (less the contract digest the door
  * resolves from the tool name), or the JSON-RPC error to answer.
  */
 export function translateToolsCall(body: unknown, headers: McpHeaders): CallTranslation {
-  const env = JsonRpcRequest.safeParse(body);
-  if (!env.success) {
+  const env = envelopeOf(body);
+  if (!env.ok) {
     const id = idOf(body);
     return {
       ok: false,
       status: 400,
-      error: rpcError(id, RPC.invalidRequest, `not a JSON-RPC 2.0 request: ${issuesMessage(env.error, '')}`),
+      error: rpcError(id, RPC.invalidRequest, `not a JSON-RPC 2.0 request: ${env.message}`),
     };
   }
-  const { id, method } = env.data;
-  const params = env.data.params ?? {};
+  const { id, method, params } = env;
   const meta = isRecord(params._meta) ? params._meta : undefined;
   const rev = revisionOf(id, headers, meta);
   if (!rev.ok) return { ok: false, status: 400, error: rev.error };
@@ -283,42 +275,64 @@ export function translateToolsCall(body: unknown, headers: McpHeaders): CallTran
       ),
     };
   }
-  const call = CallParams.safeParse(params);
-  if (!call.success) {
-    return {
-      ok: false,
-      status: 200,
-      error: rpcError(id, RPC.invalidParams, issuesMessage(call.error, 'params')),
-    };
-  }
-  const writ = WritMeta.safeParse(call.data._meta ?? {});
-  if (!writ.success) {
-    return {
-      ok: false,
-      status: 200,
-      error: rpcError(id, RPC.invalidParams, issuesMessage(writ.error, 'params._meta')),
-    };
-  }
-  const w = writ.data;
-  const idem = w[WRIT_META.idempotency_key];
-  const approval = w[WRIT_META.approval_id];
-  const request: Omit<AuthorizeRequest, 'tool_contract_sha256'> = {
-    input: (call.data.arguments ?? {}) as JsonValue,
-    run_id: w[WRIT_META.run_id],
-    ...(idem !== null && idem !== undefined ? { idempotency_key: idem } : {}),
-    ...(approval !== null && approval !== undefined ? { approval_id: approval } : {}),
-  };
+  const call = callOf(id, params);
+  if (!call.ok) return call;
   return {
     ok: true,
     id,
     revision: rev.revision,
-    tool_name: call.data.name,
-    tool_contract_sha256: w[WRIT_META.tool_contract_sha256] ?? undefined,
-    request,
+    ...call.call,
     forward: { jsonrpc: '2.0', id, method: 'tools/call', params: withoutWritMeta(params) },
   };
 }
 
+/** A tool call to authorize: the tool name, the digest named beside it, Writ's request. */
+export interface ToolCall {
+  readonly tool_name: string;
+  readonly tool_contract_sha256: string | undefined;
+  readonly request: DoorRequest;
+}
+
+/**
+ * `tools/call` params (`name`, `arguments`, `_meta` with Writ's keys) as the call to authorize,
+ * or the JSON-RPC error (`-32602`) to answer. Shared by the gateway door and the Docker MCP
+ * Gateway interceptor adapter, so both read the same params the same way.
+ */
+export function callOf(
+  id: RequestId | null,
+  params: Record<string, unknown>,
+): { ok: true; call: ToolCall } | { ok: false; status: 200; error: JsonRpcError } {
+  const invalid = (message: string) => ({
+    ok: false as const,
+    status: 200 as const,
+    error: rpcError(id, RPC.invalidParams, message),
+  });
+  const { name, arguments: args, _meta } = params;
+  if (!isName(name)) return invalid('params.name: must be a string of 1-256 characters');
+  if (args !== undefined && !isRecord(args)) return invalid('params.arguments: expected an object');
+  if (_meta !== undefined && !isRecord(_meta)) return invalid('params._meta: expected an object');
+  const meta = _meta ?? {};
+  // Only what routes the call is checked here; the authorize request's own schema parses the
+  // rest once, in the service (src/services/tool-call.ts), and a failure there is -32602 too.
+  const run_id = meta[WRIT_META.run_id];
+  if (typeof run_id !== 'string') return invalid(`params._meta["${WRIT_META.run_id}"]: is required`);
+  const digest = meta[WRIT_META.tool_contract_sha256] ?? undefined;
+  if (digest !== undefined && !(typeof digest === 'string' && SHA256_HEX.test(digest))) {
+    return invalid(`params._meta["${WRIT_META.tool_contract_sha256}"]: must be a sha-256 hex digest`);
+  }
+  const idem = meta[WRIT_META.idempotency_key] ?? undefined;
+  const approval = meta[WRIT_META.approval_id] ?? undefined;
+  const request: DoorRequest = {
+    input: args ?? {},
+    run_id,
+    ...(idem === undefined ? {} : { idempotency_key: idem }),
+    ...(approval === undefined ? {} : { approval_id: approval }),
+  };
+  return {
+    ok: true,
+    call: { tool_name: name, tool_contract_sha256: digest, request },
+  };
+}
 /** The params as the client sent them, less the `_meta` keys the proxy added for Writ. */
 export function withoutWritMeta(params: Record<string, unknown>): Record<string, unknown> {
   if (!isRecord(params._meta)) return params;
@@ -334,7 +348,7 @@ function idOf(body: unknown): RequestId | null {
   return typeof id === 'string' || (typeof id === 'number' && Number.isSafeInteger(id)) ? id : null;
 }
 
-function isRecord(v: unknown): v is Record<string, unknown> {
+export function isRecord(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 

@@ -201,6 +201,19 @@ describe('tools/call → /mcp/v1/authorize', { timeout: SLOW_MS }, () => {
     expect(noRun.body.decision).toBe('deny');
     expect(noRun.body.jsonrpc_error.error.code).toBe(-32602);
     expect(noRun.body.jsonrpc_error.error.message).toContain('dev.writ/run_id');
+    // Malformed Writ values are refused by the authorize request's schema (parsed once, in the
+    // service): still -32602, and nothing is decided or stored.
+    for (const meta of [
+      { 'dev.writ/run_id': 'not an identifier' },
+      { 'dev.writ/run_id': 'run-1', 'dev.writ/idempotency_key': 'x' },
+      { 'dev.writ/run_id': 'run-1', 'dev.writ/approval_id': 7 },
+    ]) {
+      const r = await post(s, '/mcp/v1/authorize', toolsCall('get_deployment', READ_INPUT, meta));
+      expect(r.status, JSON.stringify(meta)).toBe(200);
+      expect(r.body.decision).toBe('deny');
+      expect(r.body.jsonrpc_error.error.code).toBe(-32602);
+      expect(r.body.receipt).toBeUndefined();
+    }
   });
 
   it('authentication is the agent key: none is 401, an executor key is 403', async () => {

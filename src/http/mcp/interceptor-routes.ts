@@ -1,0 +1,95 @@
+/**
+ * The Docker MCP Gateway interceptor door (docs/mcp.md "Docker MCP Gateway interceptors"):
+ * `POST /docker-mcp/v1/before` takes the gateway's `before` payload as it is and answers in the
+ * one language the gateway reads: an **empty body** lets the call through, any other body is the
+ * call's result (an `isError` `CallToolResult`) and the tool is not called.
+ *
+ * Guarantees: the empty answer is given only for a stored authorized receipt, through the same
+ * service as `POST /v1/authorize` and `POST /mcp/v1/authorize`; every other path (a denial, a
+ * refusal, a missing or bad key, a rate limit, a malformed body, an internal failure) answers a
+ * non-empty `isError` result, so a gateway that ignores status codes still fails closed; the
+ * status code is still the HTTP meaning (200 for a decision, 4xx/5xx otherwise), for a relay that
+ * fails on it (`curl --fail`).
+ * Never: reads a credential from the URL (the key is `Authorization: Bearer`, as everywhere),
+ * or reads, logs or stores the payload's `Extra` (it may carry the MCP client's own headers).
+ */
+import type { Context, ErrorHandler } from 'hono';
+import { Hono } from 'hono';
+import { authorizeNamedTool } from '../../services/tool-call.js';
+import { ROLES_FOR } from '../../services/context.js';
+import { ServiceError } from '../../services/errors.js';
+import { authenticate, requireRole } from '../auth.js';
+import { rateLimitWrites } from '../rate-limit.js';
+import { readJsonValue } from '../body.js';
+import type { AppEnv } from '../env.js';
+import { wireError } from '../errors.js';
+import { accessRequestWire } from '../access-request.js';
+import { interceptorDeny, translateBefore } from './interceptor.js';
+import { WRIT_META } from './translate.js';
+
+export const interceptorRoutes = new Hono<AppEnv>();
+
+/** Every failure on these routes, authentication included, is a non-empty `isError` result. */
+export const interceptorError: ErrorHandler<AppEnv> = (e, c) => {
+  const reason = e instanceof ServiceError ? e.reason : 'internal';
+  const { status, code } = wireError(reason);
+  if (e instanceof ServiceError && e.retryAfterSeconds !== null)
+    c.header('retry-after', String(e.retryAfterSeconds));
+  c.set('log', { ...c.var.log, error: reason });
+  if (!(e instanceof ServiceError)) {
+    console.error(
+      JSON.stringify({ level: 'error', request_id: c.var.requestId, error: e.name, message: e.message }),
+    );
+  }
+  const message = e instanceof ServiceError ? e.message : 'internal error; quote the writ-request-id header';
+  return c.json(
+    interceptorDeny(`Writ could not authorize this call (${code}): ${message}`, {
+      error: { status, code, message, request_id: c.var.requestId },
+    }),
+    status,
+  );
+};
+interceptorRoutes.onError(interceptorError);
+
+interceptorRoutes.use('/docker-mcp/*', authenticate);
+// Each authorization stores a receipt: the per-principal write limit applies.
+interceptorRoutes.use('/docker-mcp/*', rateLimitWrites);
+
+interceptorRoutes.post('/docker-mcp/v1/before', requireRole(ROLES_FOR.authorize), async (c) => {
+  const runIds = c.req.queries('run_id') ?? [];
+  if (runIds.length > 1) throw new ServiceError('invalid_request', 'name run_id at most once');
+  const body = await readJsonValue(c, { allowMissingContentType: true });
+  const t = translateBefore(body, runIds[0]);
+  if (!t.ok) return refused(c, t.error.error.code, t.error.error.message, {});
+  try {
+    const { decision, authorized, access_request } = await authorizeNamedTool(c.var.tenant, t.call);
+    const { receipt } = decision;
+    c.set('log', { ...c.var.log, receipt_sha256: receipt.sha256 });
+    // The gateway's "continue": the only empty answer this route ever gives.
+    if (authorized) return c.body(null, 200);
+    const violations = receipt.body.violations;
+    const writ: Record<string, unknown> = { violations, receipt_sha256: receipt.sha256 };
+    if (access_request !== null) {
+      writ.access_request = accessRequestWire(c.req.url, access_request, {
+        params: { _meta: { [WRIT_META.approval_id]: '<approval_id of the approved request>' } },
+      });
+    }
+    return c.json(
+      interceptorDeny(`Denied by Writ: ${violations.join(', ')} (receipt ${receipt.sha256})`, writ),
+      200,
+    );
+  } catch (err) {
+    // A typed refusal denies the call; anything else is the route's 500 (still non-empty).
+    if (!(err instanceof ServiceError) || err.reason === 'internal') throw err;
+    const { status, code } = wireError(err.reason);
+    return refused(c, null, err.message, { writ_error: { status, code, message: err.message } });
+  }
+});
+
+/** A refusal without a receipt (a malformed payload, an unknown tool, an ambiguous name). */
+function refused(c: Context<AppEnv>, rpc: number | null, message: string, extra: Record<string, unknown>) {
+  return c.json(
+    interceptorDeny(`Denied by Writ: ${message}`, { ...(rpc === null ? {} : { code: rpc }), ...extra }),
+    200,
+  );
+}

@@ -1,0 +1,96 @@
+/**
+ * Authorize a tool call named the way the standard doors name it (an AuthZEN action, an MCP
+ * `tools/call`, a Docker MCP Gateway interceptor payload): resolve the tool name through the
+ * tenant's binding to its pinned contract, build Writ's authorize request, and decide it through
+ * `authorize` (src/services/authorize.ts). One module for every such door, so the same call
+ * through any of them yields the same decision, receipt and effects, and the same access request
+ * when an approval could lift the denial.
+ *
+ * Guarantees: the contract is always a pinned one of the tenant (a digest named beside the tool
+ * name must be one of its pins); a resource type the door names must be the contract's; the
+ * request is parsed by the same `AuthorizeRequest` schema as `POST /v1/authorize`; a denial is a
+ * stored receipt, never an exception.
+ * Never: builds a URL or an HTTP answer (the doors do), or lets the door's request pick a tenant
+ * or principal (the caller does).
+ */
+import { AuthorizeRequest } from '../core/authorization/decide.js';
+import { fromZodError } from '../core/errors.js';
+import type { JsonValue } from '../core/canonical/json.js';
+import { type AuthorizeOutcome, authorize } from './authorize.js';
+import type { TenantContext } from './context.js';
+import { ServiceError } from './errors.js';
+import { resolveToolContract } from './tools.js';
+
+/** How long a requestable denial's access request stays valid (AuthZEN ARAP `expires_at`). */
+export const ACCESS_REQUEST_WINDOW_MS = 15 * 60_000;
+
+/** The authorize request's members as a door picked them out of its own shape, not yet parsed. */
+export type DoorRequest = Readonly<Record<string, unknown>>;
+
+/** `AuthorizeRequest` less the contract digest, which only ever comes from the tenant's pins. */
+const DoorRequestSchema = AuthorizeRequest.omit({ tool_contract_sha256: true });
+
+export interface NamedToolCall {
+  readonly tool_name: string;
+  /** A digest the caller named beside the tool name; it must be one of the tool's pins. */
+  readonly tool_contract_sha256: string | undefined;
+  /** The target's type as the door names it (AuthZEN `resource.type`); checked, never selecting. */
+  readonly resource_type?: string;
+  /**
+   * Writ's authorize request, less the contract digest resolved here, as the door picked it out:
+   * parsed here, once, by the same schema as `POST /v1/authorize` (a door checks only what it
+   * needs to route the call, so no field is validated twice).
+   */
+  readonly request: DoorRequest;
+}
+
+/** What an approver must approve for the denied call, and until when the offer stands. */
+export interface AccessRequest {
+  /** The denial receipt's digest. */
+  readonly evaluation_id: string;
+  readonly evaluated_at_unix_ms: number;
+  readonly expires_at_unix_ms: number;
+  /** The body of `POST /v1/approval-requests`. */
+  readonly body: { readonly tool_contract_sha256: string; readonly input: JsonValue };
+}
+
+export interface NamedToolOutcome extends AuthorizeOutcome {
+  readonly tool_contract_sha256: string;
+  /** Set only for a denial an approval could lift (`approval_missing`). */
+  readonly access_request: AccessRequest | null;
+}
+
+export async function authorizeNamedTool(ctx: TenantContext, call: NamedToolCall): Promise<NamedToolOutcome> {
+  // Parsed before anything is read: a malformed request costs no storage round trip.
+  const parsed = DoorRequestSchema.safeParse(call.request);
+  if (!parsed.success) {
+    const err = fromZodError('invalid_request', '', parsed.error);
+    const first = err.issues[0];
+    throw new ServiceError(
+      'invalid_request',
+      first === undefined ? err.message : `${first.path}: ${first.message}`,
+      err.issues,
+    );
+  }
+  const pinned = await resolveToolContract(ctx, call.tool_name, call.tool_contract_sha256);
+  if (call.resource_type !== undefined && pinned.contract.resource.type !== call.resource_type) {
+    throw new ServiceError('target_mismatch', "resource type is not the type of the tool's target");
+  }
+  // The digest is a stored pin's own: it needs no parse.
+  const request: AuthorizeRequest = { ...parsed.data, tool_contract_sha256: pinned.tool_contract_sha256 };
+  const outcome = await authorize(ctx, request);
+  const { receipt } = outcome.decision;
+  const requestable = !outcome.authorized && receipt.body.violations.includes('approval_missing');
+  return {
+    ...outcome,
+    tool_contract_sha256: pinned.tool_contract_sha256,
+    access_request: requestable
+      ? {
+          evaluation_id: receipt.sha256,
+          evaluated_at_unix_ms: receipt.body.evaluated_at_unix_ms,
+          expires_at_unix_ms: receipt.body.evaluated_at_unix_ms + ACCESS_REQUEST_WINDOW_MS,
+          body: { tool_contract_sha256: pinned.tool_contract_sha256, input: request.input },
+        }
+      : null,
+  };
+}
