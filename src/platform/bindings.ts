@@ -2,26 +2,66 @@
  * Cloudflare bindings to service ports: the one place that knows which D1 database holds a
  * tenant and how an operation's Durable Object is named. Doors (HTTP, and later MCP, AuthZEN,
  * the console) open their ports here and hand them to the services.
+ *
+ * Shards (src/platform/shards.ts): a tenant's store and operations are opened for the shard the
+ * caller's API key named, so a tenant request touches that one shard. The platform store spans
+ * shards: key lookup goes to the one shard asked for; placement and quotas read the directory
+ * on shard 0 and then write to the tenant's shard.
  */
 import { operationStub } from '../../durable-objects/idempotency.js';
 import { rateLimiterStub } from '../../durable-objects/rate-limiter.js';
-import { database } from '../db/client.js';
 import { d1PlatformStore } from '../db/platform-store.js';
 import { d1TenantStore } from '../db/tenant-store.js';
 import { type RateLimit, parseRateLimit } from '../core/limits/token-bucket.js';
 import type { OperationsPort, PlatformStore, RateLimitPort, TenantStore } from '../services/ports.js';
+import {
+  type TenantRef,
+  allShards,
+  placementShard,
+  shardBinding,
+  shardDb,
+  shardDirectory,
+} from './shards.js';
+
+export type { TenantRef } from './shards.js';
 
 export function platformStore(env: Env): PlatformStore {
-  return d1PlatformStore(database(env));
-}
-
-export function tenantStore(env: Env, tenant_id: string): TenantStore {
-  return d1TenantStore(database(env), tenant_id);
-}
-
-export function operationsPort(env: Env): OperationsPort {
+  const directory = () => shardDirectory(env);
   return {
-    claim: (req) => operationStub(env, req.operation_id).claim(req),
+    async principalByKeyDigest(shard, key_sha256) {
+      // A key naming a shard this deployment does not have matches nothing (401, like any miss).
+      if (shardBinding(env, shard) === null) return null;
+      return d1PlatformStore(shardDb(env, shard)).principalByKeyDigest(key_sha256);
+    },
+    tenantNameTaken: (name) => directory().nameTaken(name),
+    async placeTenant(t) {
+      const dir = directory();
+      const shard = placementShard(await dir.tenantsPerShard(allShards(env).length));
+      const reserved = await dir.reserve({ ...t, shard });
+      return reserved === 'name_taken' ? 'name_taken' : { shard };
+    },
+    releaseTenant: (tenant_id) => directory().release(tenant_id),
+    createTenant: ({ shard, ...t }) => d1PlatformStore(shardDb(env, shard)).createTenant(t),
+    async setQuotas(tenant_id, quotas, now) {
+      const shard = await directory().shardOf(tenant_id);
+      if (shard === null) return false;
+      return d1PlatformStore(shardDb(env, shard)).setQuotas(tenant_id, quotas, now);
+    },
+  };
+}
+
+/** The one tenant-scoped storage handle: `tenant`'s rows on the shard that holds them. */
+export function tenantStore(env: Env, tenant: TenantRef): TenantStore {
+  return d1TenantStore(shardDb(env, tenant.shard), tenant.tenant_id);
+}
+
+/**
+ * The idempotency objects of operations on `shard`: each object mirrors its operation into that
+ * shard's index (it records the shard at its first claim).
+ */
+export function operationsPort(env: Env, shard: number): OperationsPort {
+  return {
+    claim: (req) => operationStub(env, req.operation_id).claim(req, shard),
     report: (id, req) => operationStub(env, id).report(req),
     reconcile: (id, req) => operationStub(env, id).reconcile(req),
     read: (id, tenant_id) => operationStub(env, id).read(tenant_id),

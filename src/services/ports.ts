@@ -353,19 +353,39 @@ export interface TenantStore {
 }
 
 /** Storage that is not one tenant's: key lookup and tenant creation. */
+/**
+ * What is not one tenant's: key lookup, tenant creation and quotas. The adapter spans the D1
+ * shards (src/platform/bindings.ts); each method touches one shard, except where it says so.
+ */
 export interface PlatformStore {
-  principalByKeyDigest(key_sha256: string): Promise<(PrincipalRow & { readonly key_sha256: string }) | null>;
+  /** The key with this digest on `shard` (the shard its key names); null for an unknown shard. */
+  principalByKeyDigest(
+    shard: number,
+    key_sha256: string,
+  ): Promise<(PrincipalRow & { readonly key_sha256: string }) | null>;
   tenantNameTaken(name: string): Promise<boolean>;
-  /** `name_taken` when a concurrent creation of the same name won. */
+  /**
+   * Shards: choose the new tenant's shard (src/platform/shards.ts `placementShard`) and record it
+   * in the directory, which also reserves the name across shards.
+   */
+  placeTenant(t: {
+    readonly tenant_id: string;
+    readonly name: string;
+    readonly now: number;
+  }): Promise<{ readonly shard: number } | 'name_taken'>;
+  /** Undo `placeTenant` when the tenant could not be written. */
+  releaseTenant(tenant_id: string): Promise<void>;
+  /** `name_taken` when a concurrent creation of the same name won. Writes on `shard` only. */
   createTenant(t: {
     readonly tenant_id: string;
+    readonly shard: number;
     readonly name: string;
     readonly policy: TenantPolicy;
     readonly policy_sha256: string;
     readonly admin: NewPrincipal;
     readonly now: number;
   }): Promise<'created' | 'name_taken'>;
-  /** Set a tenant's quotas; false when the tenant does not exist. */
+  /** Set a tenant's quotas (on the shard the directory names); false when the tenant does not exist. */
   setQuotas(tenant_id: string, quotas: Quotas, now: number): Promise<boolean>;
 }
 
