@@ -65,7 +65,7 @@ export async function readJson<S extends z.ZodType>(
 }
 
 /** Read at most `max` bytes of the body; one byte more is a 413, and the stream is cancelled. */
-async function readBytes(c: Context<AppEnv>, max: number): Promise<Uint8Array> {
+export async function readBytes(c: Context<AppEnv>, max: number): Promise<Uint8Array> {
   const declared = c.req.header('content-length');
   if (declared !== undefined) {
     const n = Number(declared);

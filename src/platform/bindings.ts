@@ -13,7 +13,14 @@ import { rateLimiterStub } from '../../durable-objects/rate-limiter.js';
 import { d1PlatformStore } from '../db/platform-store.js';
 import { d1TenantStore } from '../db/tenant-store.js';
 import { type RateLimit, parseRateLimit } from '../core/limits/token-bucket.js';
-import type { OperationsPort, PlatformStore, RateLimitPort, TenantStore } from '../services/ports.js';
+import type {
+  OperationsPort,
+  PlatformStore,
+  RateLimitPort,
+  TenantMovePort,
+  TenantStore,
+} from '../services/ports.js';
+import { exportTenantRows, freezeTenant, importTenantRows, tenantTableColumns } from '../db/tenant-rows.js';
 import {
   type TenantRef,
   allShards,
@@ -86,6 +93,29 @@ export function rateLimitPort(env: Env): RateLimitPort {
     take: async (tenant_id, principal_id, now) => {
       const d = await rateLimiterStub(env, tenant_id).take({ tenant_id, principal_id, now, ...limit });
       return { allowed: d.allowed, retry_after_seconds: d.retry_after_seconds };
+    },
+  };
+}
+
+/**
+ * Shards: moving a tenant (platform admin, src/services/tenant-moves.ts). Each call opens the one
+ * shard it names; `record` writes the directory on shard 0.
+ */
+export function tenantMovePort(env: Env): TenantMovePort {
+  const directory = () => shardDirectory(env);
+  return {
+    shardOf: (tenant_id) => directory().shardOf(tenant_id),
+    shardExists: (shard) => shardBinding(env, shard) !== null,
+    columnsOf: tenantTableColumns,
+    exportRows: (shard, tenant_id) => exportTenantRows(shardDb(env, shard), tenant_id),
+    freeze: (shard, tenant_id, now) => freezeTenant(shardDb(env, shard), tenant_id, now),
+    nameTaken: (name) => directory().nameTaken(name),
+    importRows: (shard, tenant_id, rows, now) => importTenantRows(shardDb(env, shard), tenant_id, rows, now),
+    async record(t) {
+      const dir = directory();
+      if (await dir.move(t.tenant_id, t.shard, t.now)) return 'recorded';
+      const adopted = await dir.adopt(t);
+      return adopted === 'name_taken' ? 'name_taken' : 'recorded';
     },
   };
 }
