@@ -6,6 +6,7 @@ import { type CliIo, EXIT, type ExitCode } from './io.js';
 import { runApprovals } from './approvals.js';
 import { runLabCommand } from './lab.js';
 import { runReceipt } from './receipt.js';
+import { runTenant } from './tenant.js';
 import { runVerify } from './verify.js';
 
 export interface Command {
@@ -20,6 +21,11 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
   lab: {
     summary: 'run a laboratory (tools|observations), or the tool loop against --service',
     run: runLabCommand,
+  },
+  // Shards: moving a tenant between D1 shards (platform admin token from WRIT_ADMIN_TOKEN).
+  tenant: {
+    summary: 'export a tenant as JSON lines, or import one onto a shard (export|import)',
+    run: runTenant,
   },
 };
 
