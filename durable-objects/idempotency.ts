@@ -109,7 +109,7 @@ const MIGRATIONS: readonly (readonly string[])[] = [
   // v3 (shards): the D1 shard the index is mirrored into, as named by the latest claim. An object
   // without a row predates shards: its tenant lives on shard 0.
   [
-    `CREATE TABLE index_shard (
+    `CREATE TABLE index_db (
       singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
       shard INTEGER NOT NULL CHECK (shard >= 0)
     )`,
@@ -212,7 +212,7 @@ export class IdempotencyObject extends DurableObject<Env> {
     if (current !== null) assertSameOperation(current, req);
     // The latest claim's shard wins: after a tenant moved, its index follows it.
     this.#sql.exec(
-      'INSERT INTO index_shard (singleton, shard) VALUES (1, ?) ON CONFLICT (singleton) DO UPDATE SET shard = excluded.shard',
+      'INSERT INTO index_db (singleton, shard) VALUES (1, ?) ON CONFLICT (singleton) DO UPDATE SET shard = excluded.shard',
       shard,
     );
     const t = claim(current, { ...req, fencing_nonce: nonce }, req.now);
@@ -429,7 +429,7 @@ export class IdempotencyObject extends DurableObject<Env> {
 
   #indexShard(): number {
     const rows = this.#sql
-      .exec<{ s: number }>('SELECT shard AS s FROM index_shard WHERE singleton = 1')
+      .exec<{ s: number }>('SELECT shard AS s FROM index_db WHERE singleton = 1')
       .toArray();
     return rows[0]?.s ?? 0;
   }

@@ -248,6 +248,7 @@ describe('IdempotencyObject', () => {
     // Back to the v1 layout, as an object created before v2 would be stored.
     await runInDurableObject(s.stub, (_o: IdempotencyObject, state) => {
       state.storage.sql.exec('ALTER TABLE operation DROP COLUMN tool_name');
+      state.storage.sql.exec('DROP TABLE index_db');
       state.storage.sql.exec('DELETE FROM schema_version WHERE version > 1');
     });
     await evictDurableObject(s.stub);
@@ -258,7 +259,23 @@ describe('IdempotencyObject', () => {
     const versions = await runInDurableObject(s.stub, (_o: IdempotencyObject, state) =>
       state.storage.sql.exec<{ version: number }>('SELECT version FROM schema_version').toArray(),
     );
-    expect(versions.map((v) => v.version).sort()).toEqual([1, 2]);
+    expect(versions.map((v) => v.version).sort()).toEqual([1, 2, 3]);
+  });
+
+  it('upgrades an object stored under schema v2 (before shards): it mirrors into shard 0 until a claim names a shard', async () => {
+    const s = setup();
+    await proceed(s);
+    await runInDurableObject(s.stub, (_o: IdempotencyObject, state) => {
+      state.storage.sql.exec('DROP TABLE index_db');
+      state.storage.sql.exec('DELETE FROM schema_version WHERE version > 2');
+    });
+    await evictDurableObject(s.stub);
+    const again = await s.stub.claim(s.claim({ now: Date.now() }), 1);
+    expect(again).toMatchObject({ outcome: 'refused', reason: 'in_progress' });
+    const shard = await runInDurableObject(s.stub, (_o: IdempotencyObject, state) =>
+      state.storage.sql.exec<{ shard: number }>('SELECT shard FROM index_db').toArray(),
+    );
+    expect(shard).toEqual([{ shard: 1 }]);
   });
 
   it('exposes only its intended RPC methods', async () => {
