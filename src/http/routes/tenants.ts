@@ -47,21 +47,18 @@ tenantRoutes.post('/tenants/:tenant_id/export', requirePlatformAdmin, async (c) 
   const lines = exportTenant(tenantMovePort(c.env), c.req.param('tenant_id'), body, c.var.now, (fields) =>
     c.set('log', { ...c.var.log, ...fields }),
   );
-  // The lookup (and the freeze) run before the answer starts, so their errors are typed answers.
-  const first = await lines.next();
-  const enc = new TextEncoder();
-  const stream = new ReadableStream<Uint8Array>({
-    start(controller) {
-      if (first.done === true) controller.close();
-      else controller.enqueue(enc.encode(first.value));
-    },
-    async pull(controller) {
-      const next = await lines.next();
-      if (next.done === true) controller.close();
-      else controller.enqueue(enc.encode(next.value));
-    },
-  });
-  return new Response(stream, { status: 200, headers: { 'content-type': NDJSON } });
+  // Read whole before answering: a failure half-way is a typed error, never a truncated file that
+  // could still import as a smaller tenant. An export larger than one import is of no use.
+  const parts: string[] = [];
+  let bytes = 0;
+  for await (const line of lines) {
+    bytes += new TextEncoder().encode(line).byteLength;
+    if (bytes > MAX_IMPORT_BYTES) {
+      throw new ServiceError('payload_too_large', `the tenant's export exceeds ${MAX_IMPORT_BYTES} bytes`);
+    }
+    parts.push(line);
+  }
+  return new Response(parts.join(''), { status: 200, headers: { 'content-type': NDJSON } });
 });
 
 tenantRoutes.post('/tenants/import', requirePlatformAdmin, async (c) => {
