@@ -190,12 +190,12 @@ expectParsed('schema', cedar.preparseSchema('writ', schemaText));
 function cedarCall(
   d: Pick<AuthorizationDecision, 'invocation' | 'trusted'>,
   effect: string,
-  opts: { validated: boolean; policySet?: string; entities?: cedar.Entities },
+  opts: { validated: boolean; policySet?: string; entities?: cedar.Entities; contextTenant?: string },
 ): cedar.StatefulAuthorizationCall {
   const inv = d.invocation;
   const t = inv.target.attributes;
   const context: cedar.Context = {
-    tenant_id: inv.tenant_id,
+    tenant_id: opts.contextTenant ?? inv.tenant_id,
     principal_id: inv.principal_id,
     policy_sha256: inv.policy_sha256,
     tool_contract_sha256: inv.tool_contract_sha256,
@@ -249,8 +249,15 @@ function cedarDecide(call: cedar.StatefulAuthorizationCall): cedar.Decision {
  * permit policy (tool_denied), the pinned contract digest is a policy literal (contract_drift),
  * and held capabilities are principal attributes (capability_denied).
  */
-function cedarSideOf(id: string, s: Scenario): { policySet?: string; entities?: cedar.Entities } {
+function cedarSideOf(
+  id: string,
+  s: Scenario,
+): { policySet?: string; entities?: cedar.Entities; contextTenant?: string } {
   switch (id) {
+    case 'tenant_drift':
+      // Writ never lets a named tenant into the invocation (it is only recorded and compared);
+      // a Cedar caller passes the tenant the request claims as context, so that is what it sees.
+      return s.body.tenant_id === undefined ? {} : { contextTenant: s.body.tenant_id };
     case 'tool_denied': {
       const text = policyText.replace(
         'Writ::Action::"execute_rollback"',

@@ -78,6 +78,7 @@ const ctx: TenantContext = {
   },
   store,
   operations: {} as TenantContext['operations'],
+  shard: 0,
   now,
   log: () => undefined,
 };

@@ -34,10 +34,11 @@ import {
 import { ReconciliationReceipt } from '../src/core/execution/reconciliation.js';
 import { ExecutionReceipt } from '../src/core/model.js';
 import { Identifier } from '../src/core/schema.js';
-import { database } from '../src/db/client.js';
+import { MAX_SHARDS } from '../src/core/identity/identity.js';
 import { parseStoredJson, toCanonicalText } from '../src/db/documents.js';
 import { mirrorOperation } from '../src/db/operation-index.js';
 import type { TenantReceipt } from '../src/db/receipts.js';
+import { shardDb } from '../src/platform/shards.js';
 import {
   ClaimRequest,
   type ClaimResult,
@@ -105,6 +106,14 @@ const MIGRATIONS: readonly (readonly string[])[] = [
   ],
   // v2: operations are named by (tenant, tool, key); a v1 row has no tool name (null).
   ['ALTER TABLE operation ADD COLUMN tool_name TEXT'],
+  // v3 (shards): the D1 shard the index is mirrored into, as named by the latest claim. An object
+  // without a row predates shards: its tenant lives on shard 0.
+  [
+    `CREATE TABLE index_db (
+      singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+      shard INTEGER NOT NULL CHECK (shard >= 0)
+    )`,
+  ],
 ];
 
 /** Apply every migration newer than the stored version, each in one transaction. Idempotent. */
@@ -177,9 +186,15 @@ export class IdempotencyObject extends DurableObject<Env> {
     });
   }
 
-  /** Claim the operation for dispatch. Exactly one claim per operation ever proceeds. */
-  async claim(input: ClaimRequest): Promise<ClaimResult> {
+  /**
+   * Claim the operation for dispatch. Exactly one claim per operation ever proceeds. `shard` is
+   * the D1 shard of the claiming tenant (from its API key): the index is mirrored there.
+   */
+  async claim(input: ClaimRequest, shard: number): Promise<ClaimResult> {
     const req = ClaimRequest.parse(input);
+    if (!Number.isSafeInteger(shard) || shard < 0 || shard >= MAX_SHARDS) {
+      throw new Error('claim names no shard');
+    }
     // The name must be the one the core derives, or two names could hold one operation.
     if (!this.ctx.id.equals(this.env.IDEMPOTENCY.idFromName(req.operation_id))) {
       throw new Error('claim sent to an object that does not hold this operation');
@@ -195,6 +210,11 @@ export class IdempotencyObject extends DurableObject<Env> {
     }
     const current = this.#load();
     if (current !== null) assertSameOperation(current, req);
+    // The latest claim's shard wins: after a tenant moved, its index follows it.
+    this.#sql.exec(
+      'INSERT INTO index_db (singleton, shard) VALUES (1, ?) ON CONFLICT (singleton) DO UPDATE SET shard = excluded.shard',
+      shard,
+    );
     const t = claim(current, { ...req, fencing_nonce: nonce }, req.now);
     this.#apply(current, t, 'claim', req.now);
     await this.#afterChange(t, req.now);
@@ -407,6 +427,13 @@ export class IdempotencyObject extends DurableObject<Env> {
     else await this.ctx.storage.setAlarm(at);
   }
 
+  #indexShard(): number {
+    const rows = this.#sql
+      .exec<{ s: number }>('SELECT shard AS s FROM index_db WHERE singleton = 1')
+      .toArray();
+    return rows[0]?.s ?? 0;
+  }
+
   #syncedVersion(): number {
     const rows = this.#sql
       .exec<{ v: number }>('SELECT synced_version AS v FROM index_sync WHERE singleton = 1')
@@ -418,7 +445,7 @@ export class IdempotencyObject extends DurableObject<Env> {
   async #syncIndex(op: Operation): Promise<boolean> {
     try {
       const receipts = this.#receiptRows().map((r) => toTenantReceipt(op.tenant_id, r));
-      await mirrorOperation(database(this.env), op, receipts);
+      await mirrorOperation(shardDb(this.env, this.#indexShard()), op, receipts);
     } catch (e) {
       console.error(
         JSON.stringify({

@@ -3,7 +3,7 @@
  *
  * 1. writes `.dev.vars` with a random platform admin token if it has none, or one the Worker
  *    would refuse (src/http/admin-token.ts: e.g. the example value);
- * 2. applies the D1 migrations to the local database (`wrangler d1 migrations apply DB --local`);
+ * 2. applies the D1 migrations to every local D1 shard (scripts/migrate.ts: `DB`, `DB_SHARD_1`, ...);
  * 3. starts `wrangler dev` (local D1 and Durable Objects) on 127.0.0.1:8787 (`PORT` overrides);
  * 4. waits for `/v1/healthz`, seeds a demo tenant (scripts/seed.ts) and prints its keys, also
  *    written to `.wrangler/writ-demo.env` for `source`-ing (docs/walkthrough.md);
@@ -12,12 +12,14 @@
  * `startLocalWorker` is also used by the HTTP benchmark (bench/http.bench.ts), with its own
  * port and a throwaway state directory.
  */
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { adminTokenProblem } from '../src/http/admin-token.js';
+import { parseApiKey } from '../src/core/identity/identity.js';
+import { applyMigrations } from './migrate.js';
 import { seedDemo, seedEnvLines } from './seed.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -66,15 +68,9 @@ export interface StartOptions {
 export async function startLocalWorker(o: StartOptions): Promise<LocalWorker> {
   const persist = o.persistTo === undefined ? [] : ['--persist-to', o.persistTo];
   const env = { ...process.env, CI: 'true', WRANGLER_SEND_METRICS: 'false' };
-  const migrate = spawnSync(WRANGLER, ['d1', 'migrations', 'apply', 'DB', '--local', ...persist], {
-    cwd: ROOT,
-    env,
-    encoding: 'utf8',
-  });
-  if (migrate.status !== 0) {
-    throw new Error(`migrations failed:\n${migrate.stdout}\n${migrate.stderr}`);
-  }
-  if (o.inheritOutput) console.log(migrate.stdout.trim().split('\n').slice(-3).join('\n'));
+  // Every shard: the demo tenants land on both (docs/scaling.md, "Shards").
+  const migrated = applyMigrations(['--local', ...persist]);
+  if (o.inheritOutput) console.log(migrated.trim());
   const child = spawn(
     WRANGLER,
     [
@@ -158,7 +154,7 @@ async function main(): Promise<void> {
     [
       '',
       `Writ is running at ${worker.baseUrl} (local D1 and Durable Objects).`,
-      `Seeded tenant "${seeded.tenant_name}" (${seeded.tenant_id}). Keys are shown once:`,
+      `Seeded tenant "${seeded.tenant_name}" (${seeded.tenant_id}) on D1 shard ${parseApiKey(seeded.admin.api_key)?.shard ?? '?'}. Keys are shown once:`,
       '',
       ...lines.map((l) => `  ${l}`),
       '',

@@ -6,6 +6,7 @@ import { type CliIo, EXIT, type ExitCode } from './io.js';
 import { runApprovals } from './approvals.js';
 import { runLabCommand } from './lab.js';
 import { runReceipt } from './receipt.js';
+import { runTenant } from './tenant.js';
 import { runVerify } from './verify.js';
 import { runConformance } from './conformance.js';
 
@@ -25,6 +26,11 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
   conformance: {
     summary: 'test an executor endpoint with valid and invalid receipts (keygen|executor <url>)',
     run: runConformance,
+  },
+  // Shards: moving a tenant between D1 shards (platform admin token from WRIT_ADMIN_TOKEN).
+  tenant: {
+    summary: 'export a tenant as JSON lines, or import one onto a shard (export|import)',
+    run: runTenant,
   },
 };
 

@@ -8,7 +8,10 @@ export function newId(kind: IdKind): string {
   return formatId(kind, crypto.getRandomValues(new Uint8Array(ID_BYTES)));
 }
 
-/** A fresh API key (256 random bits). Shown once; only `apiKeyDigest(key)` is stored. */
-export function newApiKey(): string {
-  return formatApiKey(crypto.getRandomValues(new Uint8Array(API_KEY_BYTES)));
+/**
+ * A fresh API key (256 random bits) routed to `shard`, the D1 shard holding its tenant. Shown
+ * once; only `apiKeyDigest(key)` is stored.
+ */
+export function newApiKey(shard: number): string {
+  return formatApiKey(crypto.getRandomValues(new Uint8Array(API_KEY_BYTES)), shard);
 }

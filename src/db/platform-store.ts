@@ -1,18 +1,42 @@
 /**
- * The D1 adapter of `PlatformStore`: what is not one tenant's (API-key lookup, tenant creation).
+ * The per-shard half of `PlatformStore`: what is not one tenant's (API-key lookup, tenant
+ * creation, quotas), on one D1 shard. src/platform/bindings.ts composes the shards and the shard
+ * directory (src/platform/shards.ts) into the `PlatformStore` the services see.
  *
  * Guarantees: a tenant, its quota row (defaults), its first policy and its first admin are written
  * in one batch; a name race is decided by the unique index (the loser wrote nothing).
  */
 import { asc, eq, gt } from 'drizzle-orm';
-import type { PlatformStore, NewPrincipal, PrincipalRow, Quotas } from '../services/ports.js';
+import type {
+  NewPrincipal,
+  PlatformStore,
+  PrincipalRow,
+  Quotas,
+  RetentionWindow,
+} from '../services/ports.js';
 import type { TenantPolicy } from '../core/policy.js';
 import type { Db } from './client.js';
 import { toCanonicalText } from './documents.js';
 import { principals, policies, tenantQuotas, tenants } from './schema.js';
 import { principalValues, toPrincipalRow } from './tenant-store.js';
 
-export function d1PlatformStore(db: Db): PlatformStore {
+/** One shard's part of the platform store. */
+export interface ShardPlatformStore {
+  principalByKeyDigest(key_sha256: string): ReturnType<PlatformStore['principalByKeyDigest']>;
+  tenantNameTaken(name: string): Promise<boolean>;
+  createTenant(
+    t: Omit<Parameters<PlatformStore['createTenant']>[0], 'shard'>,
+  ): Promise<'created' | 'name_taken'>;
+  setQuotas(
+    tenant_id: string,
+    quotas: Quotas & { readonly receipt_retention_days?: number | undefined },
+    now: number,
+  ): Promise<boolean>;
+  /** This shard's tenants after `after` (by id) and their retention windows, at most `limit`. */
+  retentionWindows(after: string | null, limit: number): Promise<readonly RetentionWindow[]>;
+}
+
+export function d1PlatformStore(db: Db): ShardPlatformStore {
   return {
     async principalByKeyDigest(key_sha256: string) {
       const row = await db.select().from(principals).where(eq(principals.key_sha256, key_sha256)).get();

@@ -307,3 +307,22 @@ export const webhookDeliveries = sqliteTable(
     index('webhook_deliveries_received').on(t.tenant_id, t.received_at_unix_ms),
   ],
 );
+
+// ---------------------------------------------------------------------------------------------
+// Shards (migrations/0003_tenant_shards.sql)
+
+/**
+ * The shard directory, kept on shard 0: which D1 shard holds each tenant. Platform-admin
+ * operations read it (placement, quotas, moves); authentication does not (a key names its shard).
+ */
+export const tenantShards = sqliteTable(
+  'tenant_shards',
+  {
+    tenant_id: text().primaryKey(),
+    name: text().notNull(),
+    shard: integer().notNull(),
+    created_at_unix_ms: integer().notNull(),
+    updated_at_unix_ms: integer().notNull(),
+  },
+  (t) => [uniqueIndex('tenant_shards_name_unique').on(t.name), index('tenant_shards_shard').on(t.shard)],
+);

@@ -6,11 +6,13 @@
  * admin token is compared in constant time and only ever admits `POST /v1/tenants`, and a
  * configured token that is an example value or guessable admits nothing (`adminTokenProblem`); a role check
  * runs per route, before the body is read (the service checks the same roles again).
+ * Shards: the key's routing part picks the one D1 shard that is asked (src/core/identity);
+ * a key naming an unconfigured shard is a 401 like any other miss.
  * Never: stores or logs a key (only its SHA-256 is looked up), or caches a principal across
  * requests (a revocation takes effect on the very next call).
  */
 import { createMiddleware } from 'hono/factory';
-import { API_KEY_PATTERN, apiKeyDigest, type Role, secretsEqual } from '../core/identity/identity.js';
+import { type Role, parseApiKey, secretsEqual } from '../core/identity/identity.js';
 import { classifierPort, operationsPort, platformStore, tenantStore } from '../platform/bindings.js';
 import { type Caller, requireRole as requireCallerRole } from '../services/context.js';
 import { ServiceError } from '../services/errors.js';
@@ -38,8 +40,12 @@ const unauthenticated = () => new ServiceError('unauthenticated', 'a valid api k
 /** Establish `c.var.principal` from the bearer key, and the caller's service context. */
 export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
   const key = bearer(c.req.header('authorization'));
-  if (key === null || !API_KEY_PATTERN.test(key)) throw unauthenticated();
-  const row = await platformStore(c.env).principalByKeyDigest(apiKeyDigest(key));
+  // The key's routing part names the one shard to look in (src/platform/shards.ts); the digest
+  // covers it, so a key pointed at another shard finds nothing there.
+  const route = key === null ? null : parseApiKey(key);
+  if (route === null) throw unauthenticated();
+  const { shard } = route;
+  const row = await platformStore(c.env).principalByKeyDigest(shard, route.key_sha256);
   // A revoked key is indistinguishable from an unknown one.
   if (row === null || row.revoked_at_unix_ms !== null) throw unauthenticated();
   const caller: Caller = {
@@ -52,8 +58,9 @@ export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
   c.set('log', { ...c.var.log, tenant_id: caller.tenant_id, principal_id: caller.principal_id });
   c.set('tenant', {
     caller,
-    store: tenantStore(c.env, caller.tenant_id),
-    operations: operationsPort(c.env),
+    store: tenantStore(c.env, { tenant_id: caller.tenant_id, shard }),
+    operations: operationsPort(c.env, shard),
+    shard,
     classifier: classifierPort(c.env),
     now: c.var.now,
     log: (fields) => c.set('log', { ...c.var.log, ...fields }),

@@ -92,7 +92,7 @@ export function parseWith<S extends z.ZodType>(schema: S, value: JsonValue): z.o
 }
 
 /** Read at most `max` bytes of the body; one byte more is a 413, and the stream is cancelled. */
-async function readBytes(c: Context<AppEnv>, max: number): Promise<Uint8Array> {
+export async function readBytes(c: Context<AppEnv>, max: number): Promise<Uint8Array> {
   const declared = c.req.header('content-length');
   if (declared !== undefined) {
     const n = Number(declared);

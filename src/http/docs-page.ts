@@ -40,8 +40,9 @@ type Op = {
   summary?: string;
   'x-writ-auth'?: unknown;
   parameters?: { name: string; in: string; required: boolean }[];
-  requestBody?: { required: boolean; content: { 'application/json': { schema: unknown } } };
-  responses: Record<string, { description: string; content?: { 'application/json': { schema: unknown } } }>;
+  // One media type per body: JSON, or NDJSON for the tenant export and import (shards).
+  requestBody?: { required: boolean; content: Record<string, { schema: unknown }> };
+  responses: Record<string, { description: string; content?: Record<string, { schema: unknown }> }>;
 };
 
 const anchor = (method: string, path: string) => `${method}-${path.replace(/[^a-z0-9]+/gi, '-')}`;
@@ -119,7 +120,7 @@ function page() {
                     ? html`<details>
                         <summary>Request body${op.requestBody.required ? '' : ' (optional)'}</summary>
                         <pre>
-${JSON.stringify(op.requestBody.content['application/json'].schema, null, 2)}</pre>
+${JSON.stringify(Object.values(op.requestBody.content)[0]?.schema ?? {}, null, 2)}</pre>
                       </details>`
                     : ''
                 }
@@ -145,7 +146,7 @@ ${JSON.stringify(op.requestBody.content['application/json'].schema, null, 2)}</p
                     ([status, r]) =>
                       html`<details>
                         <summary>${status} body</summary>
-                        <pre>${JSON.stringify(r.content?.['application/json'].schema ?? {}, null, 2)}</pre>
+                        <pre>${JSON.stringify(Object.values(r.content ?? {})[0]?.schema ?? {}, null, 2)}</pre>
                       </details>`,
                   )}
               </section>`,

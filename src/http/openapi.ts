@@ -44,6 +44,7 @@ import {
   SetQuotasRequest,
 } from '../services/admin.js';
 import { QuarantineRequest } from '../services/contracts.js';
+import { TenantExportRequest } from '../services/tenant-moves.js';
 import { ROLES_FOR } from '../services/context.js';
 import type { ErrorReason } from '../services/errors.js';
 import { ClaimBody, OperationListQuery, ReconcileBody, ReportBody } from '../services/executions.js';
@@ -294,6 +295,9 @@ export interface RouteDoc {
   readonly responses: Readonly<Record<number, { readonly description: string; readonly schema: z.ZodType }>>;
   /** Errors beyond the ones every route of its kind can answer. */
   readonly errors?: readonly ErrorReason[];
+  /** Shards: the media type of the request body and the success answer, if not JSON. */
+  readonly bodyMediaType?: string;
+  readonly responseMediaType?: string;
 }
 
 export const ROUTES: readonly RouteDoc[] = [
@@ -321,6 +325,58 @@ export const ROUTES: readonly RouteDoc[] = [
     body: Quotas,
     responses: { 200: { description: 'the quotas in force', schema: z.record(z.string(), z.unknown()) } },
     errors: ['not_found'],
+  },
+  // Shards: moving a tenant between D1 shards (docs/scaling.md, "Shards").
+  {
+    method: 'post',
+    path: '/v1/tenants/{tenant_id}/export',
+    summary: 'export a tenant’s rows as canonical JSON lines (optionally freezing it first)',
+    auth: 'platform_admin',
+    body: TenantExportRequest,
+    bodyOptional: true,
+    responses: {
+      200: {
+        description: 'one RFC 8785 line per table row: {"row":{...},"table":"..."}',
+        schema: z.string(),
+      },
+    },
+    responseMediaType: 'application/x-ndjson',
+    errors: ['not_found'],
+  },
+  {
+    method: 'post',
+    path: '/v1/tenants/import',
+    summary: 'import an exported tenant onto a shard, re-keyed (every receipt digest re-verified)',
+    auth: 'platform_admin',
+    query: z.strictObject({
+      shard: z
+        .string()
+        .regex(/^[0-9]+$/)
+        .describe('the target shard'),
+    }),
+    body: z.string().describe('the export: canonical JSON lines'),
+    bodyMediaType: 'application/x-ndjson',
+    responses: {
+      201: {
+        description: 'imported; each live principal’s new key, shown once',
+        schema: z.strictObject({
+          tenant_id: Identifier,
+          name: z.string(),
+          shard: z.number().int(),
+          previous_shard: z.number().int().nullable(),
+          rows: z.number().int(),
+          keys: z.array(
+            z.strictObject({
+              principal_id: Identifier,
+              name: z.string(),
+              roles: z.array(Role),
+              api_key: z.string().describe('shown once'),
+            }),
+          ),
+        }),
+      },
+    },
+    errors: ['conflict', 'unsupported_media_type', 'malformed_json'],
   },
   {
     method: 'get',
@@ -717,7 +773,11 @@ export function openApiDocument(): Record<string, unknown> {
     for (const [status, res] of Object.entries(r.responses)) {
       responses[status] = {
         description: res.description,
-        content: { 'application/json': { schema: withoutDialect(schemaOf(res.schema)) } },
+        content: {
+          [Number(status) < 300 ? (r.responseMediaType ?? 'application/json') : 'application/json']: {
+            schema: withoutDialect(schemaOf(res.schema)),
+          },
+        },
       };
     }
     // Every error the route can answer, grouped by status, each with its wire codes.
@@ -743,7 +803,9 @@ export function openApiDocument(): Record<string, unknown> {
         ? {
             requestBody: {
               required: r.bodyOptional !== true,
-              content: { 'application/json': { schema: withoutDialect(schemaOf(r.body)) } },
+              content: {
+                [r.bodyMediaType ?? 'application/json']: { schema: withoutDialect(schemaOf(r.body)) },
+              },
             },
           }
         : {}),

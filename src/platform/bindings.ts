@@ -2,31 +2,77 @@
  * Cloudflare bindings to service ports: the one place that knows which D1 database holds a
  * tenant and how an operation's Durable Object is named. Doors (HTTP, and later MCP, AuthZEN,
  * the console) open their ports here and hand them to the services.
+ *
+ * Shards (src/platform/shards.ts): a tenant's store and operations are opened for the shard the
+ * caller's API key named, so a tenant request touches that one shard. The platform store spans
+ * shards: key lookup goes to the one shard asked for; placement and quotas read the directory
+ * on shard 0 and then write to the tenant's shard.
  */
 import { operationStub } from '../../durable-objects/idempotency.js';
 import { rateLimiterStub } from '../../durable-objects/rate-limiter.js';
-import { database } from '../db/client.js';
 import { d1PlatformStore } from '../db/platform-store.js';
 import { d1TenantStore } from '../db/tenant-store.js';
 import { r2BlobStore } from '../db/blobs.js';
 import { type RetentionRun, archiveExpiredReceipts } from '../services/retention.js';
 import { type RateLimit, parseRateLimit } from '../core/limits/token-bucket.js';
 import type {
-  ClassifierPort,
   BlobStore,
+  ClassifierPort,
   OperationsPort,
   PlatformStore,
   RateLimitPort,
+  TenantMovePort,
   TenantStore,
 } from '../services/ports.js';
 import { type TextClassifierBinding, readWithWorkersAi } from '../observation-classifier/workers-ai.js';
+import { exportTenantRows, freezeTenant, importTenantRows, tenantTableColumns } from '../db/tenant-rows.js';
+import {
+  type TenantRef,
+  allShards,
+  placementShard,
+  shardBinding,
+  shardDb,
+  shardDirectory,
+} from './shards.js';
+
+export type { TenantRef } from './shards.js';
 
 export function platformStore(env: Env): PlatformStore {
-  return d1PlatformStore(database(env));
+  const directory = () => shardDirectory(env);
+  return {
+    async principalByKeyDigest(shard, key_sha256) {
+      // A key naming a shard this deployment does not have matches nothing (401, like any miss).
+      if (shardBinding(env, shard) === null) return null;
+      return d1PlatformStore(shardDb(env, shard)).principalByKeyDigest(key_sha256);
+    },
+    tenantNameTaken: (name) => directory().nameTaken(name),
+    async placeTenant(t) {
+      const dir = directory();
+      const shard = placementShard(await dir.tenantsPerShard(allShards(env).length));
+      const reserved = await dir.reserve({ ...t, shard });
+      return reserved === 'name_taken' ? 'name_taken' : { shard };
+    },
+    releaseTenant: (tenant_id) => directory().release(tenant_id),
+    createTenant: ({ shard, ...t }) => d1PlatformStore(shardDb(env, shard)).createTenant(t),
+    async setQuotas(tenant_id, quotas, now) {
+      const shard = await directory().shardOf(tenant_id);
+      if (shard === null) return false;
+      return d1PlatformStore(shardDb(env, shard)).setQuotas(tenant_id, quotas, now);
+    },
+  };
 }
 
-export function tenantStore(env: Env, tenant_id: string): TenantStore {
-  return d1TenantStore(database(env), tenant_id, blobStore(env));
+/** The one tenant-scoped storage handle: `tenant`'s rows on the shard that holds them. */
+export function tenantStore(env: Env, tenant: TenantRef): TenantStore {
+  return d1TenantStore(shardDb(env, tenant.shard), tenant.tenant_id, blobStore(env));
+}
+
+/**
+ * The shard holding `tenant_id`, from the shard directory on shard 0, for doors whose caller
+ * carries no routed key (signed webhooks); null for an unknown tenant.
+ */
+export function tenantShard(env: Env, tenant_id: string): Promise<number | null> {
+  return shardDirectory(env).shardOf(tenant_id);
 }
 
 // -- Blobs and retention (issue 10, "Bounded D1") ----------------------------------------------
@@ -36,19 +82,34 @@ export function blobStore(env: Env): BlobStore {
   return r2BlobStore(env.BLOBS);
 }
 
-/** Archive the receipts due at `now` (the `scheduled` handler; tests call it directly). */
-export function runRetention(env: Env, now: number): Promise<RetentionRun> {
-  const db = database(env);
+/**
+ * Archive the receipts due at `now` (the `scheduled` handler; tests call it directly), shard by
+ * shard: each shard's quota rows name its tenants, and each tenant's rows move within its shard.
+ */
+export async function runRetention(env: Env, now: number): Promise<RetentionRun> {
   const blobs = blobStore(env);
-  return archiveExpiredReceipts(
-    { platform: d1PlatformStore(db), tenant: (id) => d1TenantStore(db, id, blobs), blobs },
-    now,
-  );
+  const total = { archives: 0, receipts: 0, bytes: 0, more: false };
+  for (const shard of allShards(env)) {
+    const db = shardDb(env, shard);
+    const run = await archiveExpiredReceipts(
+      { platform: d1PlatformStore(db), tenant: (id) => d1TenantStore(db, id, blobs), blobs },
+      now,
+    );
+    total.archives += run.archives;
+    total.receipts += run.receipts;
+    total.bytes += run.bytes;
+    total.more ||= run.more;
+  }
+  return total;
 }
 
-export function operationsPort(env: Env): OperationsPort {
+/**
+ * The idempotency objects of operations on `shard`: each object mirrors its operation into that
+ * shard's index (it records the shard at its first claim).
+ */
+export function operationsPort(env: Env, shard: number): OperationsPort {
   return {
-    claim: (req) => operationStub(env, req.operation_id).claim(req),
+    claim: (req) => operationStub(env, req.operation_id).claim(req, shard),
     report: (id, req) => operationStub(env, id).report(req),
     reconcile: (id, req) => operationStub(env, id).reconcile(req),
     read: (id, tenant_id) => operationStub(env, id).read(tenant_id),
@@ -110,6 +171,29 @@ export function classifierPort(env: Env): ClassifierPort {
             threshold: settings.threshold,
           }
         : { status: 'unavailable', model: settings.model, reason: r.reason };
+    },
+  };
+}
+
+/**
+ * Shards: moving a tenant (platform admin, src/services/tenant-moves.ts). Each call opens the one
+ * shard it names; `record` writes the directory on shard 0.
+ */
+export function tenantMovePort(env: Env): TenantMovePort {
+  const directory = () => shardDirectory(env);
+  return {
+    shardOf: (tenant_id) => directory().shardOf(tenant_id),
+    shardExists: (shard) => shardBinding(env, shard) !== null,
+    columnsOf: tenantTableColumns,
+    exportRows: (shard, tenant_id) => exportTenantRows(shardDb(env, shard), tenant_id),
+    freeze: (shard, tenant_id, now) => freezeTenant(shardDb(env, shard), tenant_id, now),
+    nameTaken: (name) => directory().nameTaken(name),
+    importRows: (shard, tenant_id, rows, now) => importTenantRows(shardDb(env, shard), tenant_id, rows, now),
+    async record(t) {
+      const dir = directory();
+      if (await dir.move(t.tenant_id, t.shard, t.now)) return 'recorded';
+      const adopted = await dir.adopt(t);
+      return adopted === 'name_taken' ? 'name_taken' : 'recorded';
     },
   };
 }

@@ -60,7 +60,7 @@ export async function createPrincipal(ctx: TenantContext, body: CreatePrincipalR
   requireRole(caller, ROLES_FOR.admin);
   assertNamedIdentity(caller, { tenant_id: body.tenant_id });
   const principal_id = newId('principal');
-  const api_key = newApiKey();
+  const api_key = newApiKey(ctx.shard);
   const roles = ROLES.filter((r) => body.roles.includes(r));
   const executor_release = body.executor_release ?? null;
   await ctx.store.insertPrincipal({
@@ -254,12 +254,18 @@ export async function createTenant(
   const taken = () => new ServiceError('conflict', `tenant ${quoted(body.name)} already exists`);
   if (await platform.tenantNameTaken(body.name)) throw taken();
   const tenant_id = newId('tenant');
+  // Shards: the tenant is placed (and its name reserved across shards) before anything is
+  // written, so its first key can name the shard that will hold it.
+  const placed = await platform.placeTenant({ tenant_id, name: body.name, now });
+  if (placed === 'name_taken') throw taken();
+  const { shard } = placed;
   const principal_id = newId('principal');
-  const api_key = newApiKey();
+  const api_key = newApiKey(shard);
   const policy_sha256 = policyDigest(DEFAULT_POLICY);
   const admin_name = body.admin_name ?? `${body.name} admin`;
-  const created = await platform.createTenant({
+  const tenant = {
     tenant_id,
+    shard,
     name: body.name,
     policy: DEFAULT_POLICY,
     policy_sha256,
@@ -267,15 +273,26 @@ export async function createTenant(
       principal_id,
       tenant_id,
       name: admin_name,
-      roles: ['tenant_admin'],
+      roles: ['tenant_admin'] as const,
       executor_release: null,
       key_sha256: apiKeyDigest(api_key),
       created_by: null,
       created_at_unix_ms: now,
     },
     now,
-  });
-  if (created === 'name_taken') throw taken();
+  };
+  let created: 'created' | 'name_taken';
+  try {
+    created = await platform.createTenant(tenant);
+  } catch (e) {
+    // Nothing was written on the shard (one batch): free the name for a retry.
+    await platform.releaseTenant(tenant_id);
+    throw e;
+  }
+  if (created === 'name_taken') {
+    await platform.releaseTenant(tenant_id);
+    throw taken();
+  }
   log({ tenant_id, policy_sha256 });
   return {
     tenant: { tenant_id, name: body.name, policy_sha256, created_at_unix_ms: now },

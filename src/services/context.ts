@@ -25,6 +25,8 @@ export interface TenantContext {
   readonly caller: Caller;
   readonly store: TenantStore;
   readonly operations: OperationsPort;
+  /** The D1 shard holding the tenant (from the caller's key): keys minted for it name this shard. */
+  readonly shard: number;
   /** Read once when the request arrived: every decision in the request uses this instant. */
   readonly now: number;
   readonly log: (fields: LogFields) => void;

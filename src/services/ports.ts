@@ -441,13 +441,32 @@ export type WebhookDeliveryClaim =
       readonly response: string | null;
     };
 
-/** Storage that is not one tenant's: key lookup and tenant creation (and retention settings). */
-export interface PlatformStore extends RetentionDirectory {
-  principalByKeyDigest(key_sha256: string): Promise<(PrincipalRow & { readonly key_sha256: string }) | null>;
+/**
+ * What is not one tenant's: key lookup, tenant creation and quotas. The adapter spans the D1
+ * shards (src/platform/bindings.ts); each method touches one shard, except where it says so.
+ */
+export interface PlatformStore {
+  /** The key with this digest on `shard` (the shard its key names); null for an unknown shard. */
+  principalByKeyDigest(
+    shard: number,
+    key_sha256: string,
+  ): Promise<(PrincipalRow & { readonly key_sha256: string }) | null>;
   tenantNameTaken(name: string): Promise<boolean>;
-  /** `name_taken` when a concurrent creation of the same name won. */
+  /**
+   * Shards: choose the new tenant's shard (src/platform/shards.ts `placementShard`) and record it
+   * in the directory, which also reserves the name across shards.
+   */
+  placeTenant(t: {
+    readonly tenant_id: string;
+    readonly name: string;
+    readonly now: number;
+  }): Promise<{ readonly shard: number } | 'name_taken'>;
+  /** Undo `placeTenant` when the tenant could not be written. */
+  releaseTenant(tenant_id: string): Promise<void>;
+  /** `name_taken` when a concurrent creation of the same name won. Writes on `shard` only. */
   createTenant(t: {
     readonly tenant_id: string;
+    readonly shard: number;
     readonly name: string;
     readonly policy: TenantPolicy;
     readonly policy_sha256: string;
@@ -562,4 +581,48 @@ export interface RetentionStore {
 export interface RetentionDirectory {
   /** Tenants after `after` (by id), at most `limit`. */
   retentionWindows(after: string | null, limit: number): Promise<readonly RetentionWindow[]>;
+}
+
+// Shards: moving a tenant between D1 shards (src/services/tenant-moves.ts, platform admin)
+
+/** One column value of an exported row: D1 stores only text, integers and null for Writ. */
+export type TenantRowValue = string | number | null;
+
+/** One table row of a tenant, as exported and imported (one canonical JSON line each). */
+export interface TenantRow {
+  readonly table: string;
+  readonly row: Readonly<Record<string, TenantRowValue>>;
+}
+
+/**
+ * The shards as a platform admin moving a tenant sees them. Each method touches the one shard
+ * it names, except `record`, which writes the directory on shard 0.
+ */
+export interface TenantMovePort {
+  /** The shard the directory names for the tenant, or null for an unknown tenant. */
+  shardOf(tenant_id: string): Promise<number | null>;
+  /** Whether `shard` is a configured shard. */
+  shardExists(shard: number): boolean;
+  /** The tenant's column names of a tenant table, or null for any other table. */
+  columnsOf(table: string): readonly string[] | null;
+  exportRows(shard: number, tenant_id: string): AsyncIterable<TenantRow>;
+  /** Revoke every live principal of the tenant on `shard`; returns their ids. */
+  freeze(shard: number, tenant_id: string, now: number): Promise<string[]>;
+  /** Whether a tenant of this name is in the directory. */
+  nameTaken(name: string): Promise<boolean>;
+  /** Write every row in one batch; `exists` (nothing written) when the tenant is already there. */
+  importRows(
+    shard: number,
+    tenant_id: string,
+    rows: readonly TenantRow[],
+    now: number,
+  ): Promise<'imported' | 'exists'>;
+  /** Point the directory at `shard` (or add the tenant); `name_taken` when another tenant has the name. */
+  record(t: {
+    readonly tenant_id: string;
+    readonly name: string;
+    readonly shard: number;
+    readonly created_at_unix_ms: number;
+    readonly now: number;
+  }): Promise<'recorded' | 'name_taken'>;
 }

@@ -13,7 +13,7 @@
  * Never: deletes a receipt it has not archived, or one younger than the window.
  */
 import { canonicalize } from '../core/canonical/canonical.js';
-import type { BlobStore, PlatformStore, RetentionStore } from './ports.js';
+import type { BlobStore, RetentionDirectory, RetentionStore } from './ports.js';
 
 /** Receipts per archive object: bounds a run's memory (~2 KB a line) and one batch's work. */
 export const ARCHIVE_MAX_RECEIPTS = 500;
@@ -38,7 +38,7 @@ export interface RetentionRun {
  */
 export async function archiveExpiredReceipts(
   deps: {
-    readonly platform: Pick<PlatformStore, 'retentionWindows'>;
+    readonly platform: RetentionDirectory;
     readonly tenant: (tenant_id: string) => RetentionStore;
     readonly blobs: BlobStore;
   },

@@ -1,8 +1,13 @@
 /**
  * Principal identity: roles, API key format, key digests and server-generated ids.
  *
- * Guarantees: an API key is `writ_` followed by the base64url encoding of exactly 32 random bytes
- * (256 bits); only its SHA-256 is ever stored or compared. Ids are a type prefix and 128 random
+ * Guarantees: an API key is `writ_<shard>_` followed by the base64url encoding of exactly 32
+ * random bytes (256 bits). The shard number is a non-secret routing part: it names the D1 shard
+ * that holds the key's tenant, so authentication needs no global lookup. Only the SHA-256 of the
+ * whole key (routing part included) is ever stored or compared, so a key whose routing part was
+ * changed is a different key that matches nothing. A key in the earlier format (`writ_` + 43
+ * characters, no routing part) still parses and routes to shard 0, where every tenant created
+ * before shards lives. Ids are a type prefix and 128 random
  * bits in lowercase base32, so they are valid `Identifier`s and never collide across types.
  * Never: generates randomness (the adapter passes random bytes in), reads a clock, or does I/O.
  */
@@ -17,8 +22,25 @@ export type Role = z.infer<typeof Role>;
 
 export const API_KEY_PREFIX = 'writ_';
 export const API_KEY_BYTES = 32;
-/** `writ_` + 43 base64url characters (32 bytes, unpadded). */
-export const API_KEY_PATTERN = /^writ_[A-Za-z0-9_-]{43}$/;
+/** Shard numbers a key can name: 0..MAX_SHARDS-1 (D1 allows about 5,000 bindings per Worker). */
+export const MAX_SHARDS = 1000;
+/**
+ * `writ_<shard>_` + 43 base64url characters (32 bytes, unpadded), the shard in decimal without
+ * leading zeros (one spelling per shard, so a key has exactly one form); or the earlier format,
+ * `writ_` + 43 characters. The two never overlap: a routed key is at least 50 characters long,
+ * an earlier one exactly 48.
+ */
+export const API_KEY_PATTERN = /^writ_(?:(?:0|[1-9][0-9]{0,2})_)?[A-Za-z0-9_-]{43}$/;
+const ROUTED_KEY = /^writ_(0|[1-9][0-9]{0,2})_[A-Za-z0-9_-]{43}$/;
+const LEGACY_KEY = /^writ_[A-Za-z0-9_-]{43}$/;
+
+/** What a presented key says about where to look, and the digest to look up there. */
+export interface ApiKeyRoute {
+  readonly shard: number;
+  readonly key_sha256: string;
+  /** An earlier-format key (no routing part): shard 0. */
+  readonly legacy: boolean;
+}
 
 export const ID_BYTES = 16;
 export const ID_PREFIXES = {
@@ -33,10 +55,29 @@ export const ID_PREFIXES = {
 } as const;
 export type IdKind = keyof typeof ID_PREFIXES;
 
-export function formatApiKey(random: Uint8Array): string {
+/** A key routed to `shard`. The routing part is not secret; the 256 random bits are. */
+export function formatApiKey(random: Uint8Array, shard: number): string {
   if (random.byteLength !== API_KEY_BYTES)
     throw new RangeError(`an api key needs ${API_KEY_BYTES} random bytes`);
-  return API_KEY_PREFIX + base64url(random);
+  if (!Number.isSafeInteger(shard) || shard < 0 || shard >= MAX_SHARDS)
+    throw new RangeError(`a shard is an integer in 0..${MAX_SHARDS - 1}`);
+  return `${API_KEY_PREFIX}${shard}_${base64url(random)}`;
+}
+
+/**
+ * The shard a presented key routes to and the digest to look up there; null for anything that is
+ * not a well-formed key (the caller answers 401 without touching storage). Which shard a key names
+ * decides only where the lookup happens: the digest covers the routing part, so pointing a key at
+ * another shard (or stripping its routing part) yields a digest no stored key has.
+ */
+export function parseApiKey(key: string): ApiKeyRoute | null {
+  if (key.length > 64) return null;
+  const routed = ROUTED_KEY.exec(key);
+  if (routed !== null) {
+    return { shard: Number(routed[1]), key_sha256: apiKeyDigest(key), legacy: false };
+  }
+  if (LEGACY_KEY.test(key)) return { shard: 0, key_sha256: apiKeyDigest(key), legacy: true };
+  return null;
 }
 
 /**

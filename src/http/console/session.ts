@@ -17,7 +17,7 @@ import type { Context } from 'hono';
 import { getCookie, setCookie, deleteCookie } from 'hono/cookie';
 import { createMiddleware } from 'hono/factory';
 import { z } from 'zod';
-import { API_KEY_PATTERN, apiKeyDigest, secretsEqual } from '../../core/identity/identity.js';
+import { API_KEY_PATTERN, parseApiKey, secretsEqual } from '../../core/identity/identity.js';
 import { operationsPort, platformStore, tenantStore } from '../../platform/bindings.js';
 import type { Caller } from '../../services/context.js';
 import { ServiceError } from '../../services/errors.js';
@@ -154,27 +154,33 @@ export function anonymousSession(now: number): Session {
   return { v: 1, k: null, c: randomToken(), exp: now + SESSION_TTL_MS };
 }
 
+/** The caller behind a session's key, and the shard its key routes to (src/platform/shards.ts). */
+export type SessionCaller = Caller & { readonly shard: number };
+
 /** The caller behind a session's key, or null when the key is unknown or revoked. */
-export async function callerFor(env: Env, key: string): Promise<Caller | null> {
-  if (!API_KEY_PATTERN.test(key)) return null;
-  const row = await platformStore(env).principalByKeyDigest(apiKeyDigest(key));
+export async function callerFor(env: Env, key: string): Promise<SessionCaller | null> {
+  const route = parseApiKey(key);
+  if (route === null) return null;
+  const row = await platformStore(env).principalByKeyDigest(route.shard, route.key_sha256);
   if (row === null || row.revoked_at_unix_ms !== null) return null;
   return {
     principal_id: row.principal_id,
     tenant_id: row.tenant_id,
     roles: row.roles,
     executor_release: row.executor_release,
+    shard: route.shard,
   };
 }
 
 /** Set `principal` and the service context, as `authenticate` (src/http/auth.ts) does. */
-export function establish(c: Context<AppEnv>, caller: Caller): void {
+export function establish(c: Context<AppEnv>, { shard, ...caller }: SessionCaller): void {
   c.set('principal', caller);
   c.set('log', { ...c.var.log, tenant_id: caller.tenant_id, principal_id: caller.principal_id });
   c.set('tenant', {
     caller,
-    store: tenantStore(c.env, caller.tenant_id),
-    operations: operationsPort(c.env),
+    store: tenantStore(c.env, { tenant_id: caller.tenant_id, shard }),
+    operations: operationsPort(c.env, shard),
+    shard,
     now: c.var.now,
     log: (fields) => c.set('log', { ...c.var.log, ...fields }),
   });

@@ -1,13 +1,22 @@
 /**
  * `POST /v1/tenants` (platform admin): a tenant, its default policy and its first admin;
  * `PUT /v1/tenants/{tenant_id}/quotas` (platform admin): the tenant's storage quotas
- * (src/services/admin.ts). The platform admin can do nothing else.
+ * (src/services/admin.ts); `POST /v1/tenants/{tenant_id}/export` and `POST /v1/tenants/import`
+ * (platform admin): move a tenant between D1 shards (src/services/tenant-moves.ts). The
+ * platform admin can do nothing else.
  */
 import { Hono } from 'hono';
-import { platformStore } from '../../platform/bindings.js';
+import { platformStore, tenantMovePort } from '../../platform/bindings.js';
 import { CreateTenantRequest, SetQuotasRequest, createTenant, setQuotas } from '../../services/admin.js';
+import { ServiceError } from '../../services/errors.js';
+import {
+  MAX_IMPORT_BYTES,
+  TenantExportRequest,
+  exportTenant,
+  importTenant,
+} from '../../services/tenant-moves.js';
 import { requirePlatformAdmin } from '../auth.js';
-import { readJson } from '../body.js';
+import { readBytes, readJson } from '../body.js';
 import type { AppEnv } from '../env.js';
 
 export const tenantRoutes = new Hono<AppEnv>();
@@ -26,4 +35,50 @@ tenantRoutes.put('/tenants/:tenant_id/quotas', requirePlatformAdmin, async (c) =
     c.set('log', { ...c.var.log, ...fields }),
   );
   return c.json(set);
+});
+
+// ---------------------------------------------------------------------------------------------
+// Shards: moving a tenant (docs/scaling.md, "Shards")
+
+export const NDJSON = 'application/x-ndjson';
+
+tenantRoutes.post('/tenants/:tenant_id/export', requirePlatformAdmin, async (c) => {
+  const body = await readJson(c, TenantExportRequest, { allowEmpty: true });
+  const lines = exportTenant(tenantMovePort(c.env), c.req.param('tenant_id'), body, c.var.now, (fields) =>
+    c.set('log', { ...c.var.log, ...fields }),
+  );
+  // Read whole before answering: a failure half-way is a typed error, never a truncated file that
+  // could still import as a smaller tenant. An export larger than one import is of no use.
+  const parts: string[] = [];
+  let bytes = 0;
+  for await (const line of lines) {
+    bytes += new TextEncoder().encode(line).byteLength;
+    if (bytes > MAX_IMPORT_BYTES) {
+      throw new ServiceError('payload_too_large', `the tenant's export exceeds ${MAX_IMPORT_BYTES} bytes`);
+    }
+    parts.push(line);
+  }
+  return new Response(parts.join(''), { status: 200, headers: { 'content-type': NDJSON } });
+});
+
+tenantRoutes.post('/tenants/import', requirePlatformAdmin, async (c) => {
+  const shard = c.req.query('shard');
+  if (shard === undefined || !/^(0|[1-9][0-9]{0,3})$/.test(shard)) {
+    throw new ServiceError('invalid_request', 'query parameter shard must be a shard number');
+  }
+  const type = c.req.header('content-type') ?? '';
+  if (!/^application\/x-ndjson\s*(;|$)/i.test(type)) {
+    throw new ServiceError('unsupported_media_type', `content-type must be ${NDJSON}`);
+  }
+  const bytes = await readBytes(c, MAX_IMPORT_BYTES);
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: false }).decode(bytes);
+  } catch {
+    throw new ServiceError('malformed_json', 'the export is not valid UTF-8');
+  }
+  const imported = await importTenant(tenantMovePort(c.env), Number(shard), text, c.var.now, (fields) =>
+    c.set('log', { ...c.var.log, ...fields }),
+  );
+  return c.json(imported, 201);
 });

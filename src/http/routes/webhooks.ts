@@ -18,7 +18,7 @@ import { type Context, Hono } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import type { JsonValue } from '../../core/canonical/json.js';
 import { Identifier } from '../../core/schema.js';
-import { operationsPort, tenantStore } from '../../platform/bindings.js';
+import { classifierPort, operationsPort, tenantShard, tenantStore } from '../../platform/bindings.js';
 import { ROLES_FOR, type TenantContext } from '../../services/context.js';
 import { ServiceError } from '../../services/errors.js';
 import { ReportBody, reportExecution } from '../../services/executions.js';
@@ -88,7 +88,11 @@ async function deliver(
     throw unauthenticated();
   }
   const bytes = await readBodyBytes(c);
-  const store = tenantStore(c.env, tenant_id);
+  // A webhook carries no routed key, so the tenant's shard comes from the shard directory
+  // (one read on shard 0); an unknown tenant is the same 401 as a bad signature.
+  const shard = await tenantShard(c.env, tenant_id);
+  if (shard === null) throw unauthenticated();
+  const store = tenantStore(c.env, { tenant_id, shard });
   const { caller, webhook_id } = await authenticateWebhook(
     store,
     principal_id,
@@ -105,7 +109,9 @@ async function deliver(
   c.set('tenant', {
     caller,
     store,
-    operations: operationsPort(c.env),
+    operations: operationsPort(c.env, shard),
+    classifier: classifierPort(c.env),
+    shard,
     now: c.var.now,
     log: (fields) => c.set('log', { ...c.var.log, ...fields }),
   });

@@ -11,7 +11,6 @@
  * - report and reconcile do not depend on the D1 index row, and a guessed id creates no storage;
  * - an execution that started before the claim is refused (400 `invalid_observation`).
  */
-import { env } from 'cloudflare:workers';
 import { runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { legacyOperationId } from '../../../src/core/execution/idempotency.js';
@@ -32,6 +31,7 @@ import {
   seedTenant,
   stub,
 } from './helpers.js';
+import { tenantD1, shardOf } from '../platform/harness.js';
 
 /** Each test seeds a tenant over HTTP; with every test file running in parallel that takes seconds. */
 const SLOW_MS = 30_000;
@@ -74,7 +74,7 @@ describe('one logical operation per tenant, tool and key', { timeout: SLOW_MS },
     expect(blocked.body.error.message).toContain(opA);
     expect(blocked.body.error.issues).toEqual([{ path: 'operation_id', message: opA }]);
     // What the approval view shows an approver of a retry with this key.
-    const store = d1TenantStore(database(env), s.tenant_id);
+    const store = d1TenantStore(database({ DB: tenantD1(s) }), s.tenant_id);
     expect(await unresolvedAttemptFor(store, 'execute_rollback', a.idempotency_key)).toMatchObject({
       operation_id: opA,
       status: 'reconciliation_required',
@@ -104,20 +104,23 @@ describe('one logical operation per tenant, tool and key', { timeout: SLOW_MS },
     const v1 = legacyOperationId(s.tenant_id, s.rollback_contract_sha256, a.idempotency_key);
     const old = stub(v1);
     const now = Date.now();
-    const proceed = await old.claim({
-      operation_id: v1,
-      tenant_id: s.tenant_id,
-      tool_contract_sha256: s.rollback_contract_sha256,
-      tool_name: 'execute_rollback',
-      idempotency_key: a.idempotency_key,
-      input_sha256: body.input_sha256,
-      authorization_receipt_sha256: a.sha256,
-      principal_id: s.executor.principal_id,
-      lease_ms: 1_000,
-      reconciliation_owner: 'team:sre',
-      reconciliation_window_ms: 3_600_000,
-      now,
-    });
+    const proceed = await old.claim(
+      {
+        operation_id: v1,
+        tenant_id: s.tenant_id,
+        tool_contract_sha256: s.rollback_contract_sha256,
+        tool_name: 'execute_rollback',
+        idempotency_key: a.idempotency_key,
+        input_sha256: body.input_sha256,
+        authorization_receipt_sha256: a.sha256,
+        principal_id: s.executor.principal_id,
+        lease_ms: 1_000,
+        reconciliation_owner: 'team:sre',
+        reconciliation_window_ms: 3_600_000,
+        now,
+      },
+      shardOf(s),
+    );
     expect(proceed.outcome).toBe('proceed');
 
     // The same contract and key reach the v1 object, not a fresh v2 one: no second proceed.
@@ -263,11 +266,11 @@ describe('claim and report preconditions', { timeout: SLOW_MS }, () => {
     const c = await claim(s, a.sha256);
     const id = c.body.operation_id as string;
     // The claim's index write failed (the object would retry from its alarm).
-    await env.DB.prepare('DELETE FROM operations WHERE operation_id = ?').bind(id).run();
+    await tenantD1(s).prepare('DELETE FROM operations WHERE operation_id = ?').bind(id).run();
     const r = await report(s, id, c.body.fencing_token, observe(a.receipt, 'indeterminate'));
     expect(r.status).toBe(200);
     expect(r.body.operation.status).toBe('reconciliation_required');
-    await env.DB.prepare('DELETE FROM operations WHERE operation_id = ?').bind(id).run();
+    await tenantD1(s).prepare('DELETE FROM operations WHERE operation_id = ?').bind(id).run();
     const rec = await reconcile(s, id, observe(a.receipt, 'succeeded'), s.admin.api_key);
     expect(rec.status).toBe(201);
   });

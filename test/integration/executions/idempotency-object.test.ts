@@ -71,7 +71,7 @@ function reportOf(
 }
 
 async function proceed(s: ReturnType<typeof setup>): Promise<string> {
-  const r = await s.stub.claim(s.claim());
+  const r = await s.stub.claim(s.claim(), 0);
   if (r.outcome !== 'proceed') throw new Error(`expected proceed, got ${r.outcome}`);
   return r.fencing_token;
 }
@@ -83,7 +83,7 @@ async function indexRow(id: string) {
 describe('IdempotencyObject', () => {
   it('lets exactly one of 64 concurrent claims proceed', async () => {
     const s = setup();
-    const results = await Promise.all(Array.from({ length: 64 }, () => s.stub.claim(s.claim())));
+    const results = await Promise.all(Array.from({ length: 64 }, () => s.stub.claim(s.claim(), 0)));
     const proceeds = results.filter((r) => r.outcome === 'proceed');
     expect(proceeds).toHaveLength(1);
     expect(results.filter((r) => r.outcome === 'refused' && r.reason === 'in_progress')).toHaveLength(63);
@@ -107,7 +107,7 @@ describe('IdempotencyObject', () => {
       execution_receipt: s.execution,
     });
     // A retried claim with the same input replays the stored outcome, receipt included.
-    const again = await s.stub.claim(s.claim());
+    const again = await s.stub.claim(s.claim(), 0);
     expect(again).toMatchObject({
       outcome: 'replay',
       operation: { status: 'succeeded' },
@@ -135,7 +135,7 @@ describe('IdempotencyObject', () => {
     vi.useFakeTimers({ toFake: ['Date'] });
     vi.setSystemTime(Date.now() + 61_000);
     expect(await runDurableObjectAlarm(s.stub)).toBe(true);
-    const retry = await s.stub.claim(s.claim({ now: Date.now() }));
+    const retry = await s.stub.claim(s.claim({ now: Date.now() }), 0);
     expect(retry).toMatchObject({
       outcome: 'refused',
       reason: 'reconciliation_required',
@@ -156,14 +156,14 @@ describe('IdempotencyObject', () => {
   it('refuses a claim past the lease even before the alarm ran', async () => {
     const s = setup();
     await proceed(s);
-    const late = await s.stub.claim(s.claim({ now: Date.now() + 60_000 }));
+    const late = await s.stub.claim(s.claim({ now: Date.now() + 60_000 }), 0);
     expect(late).toMatchObject({ outcome: 'refused', reason: 'reconciliation_required' });
   });
 
   it('refuses a different input with the same key, without anything of the stored operation', async () => {
     const s = setup();
     await proceed(s);
-    const other = await s.stub.claim(s.claim({ input_sha256: digestOf({ other: 'input' }) }));
+    const other = await s.stub.claim(s.claim({ input_sha256: digestOf({ other: 'input' }) }), 0);
     expect(other).toEqual({ outcome: 'refused', reason: 'idempotency_key_reused', operation: null });
     expect(JSON.stringify(other)).not.toContain(s.authorization.body.input_sha256);
   });
@@ -248,17 +248,34 @@ describe('IdempotencyObject', () => {
     // Back to the v1 layout, as an object created before v2 would be stored.
     await runInDurableObject(s.stub, (_o: IdempotencyObject, state) => {
       state.storage.sql.exec('ALTER TABLE operation DROP COLUMN tool_name');
+      state.storage.sql.exec('DROP TABLE index_db');
       state.storage.sql.exec('DELETE FROM schema_version WHERE version > 1');
     });
     await evictDurableObject(s.stub);
     const read = await s.stub.read(s.tenant);
     expect(read?.operation).toMatchObject({ status: 'pending', tool_name: null });
-    const again = await s.stub.claim(s.claim({ now: Date.now() }));
+    const again = await s.stub.claim(s.claim({ now: Date.now() }), 0);
     expect(again).toMatchObject({ outcome: 'refused', reason: 'in_progress' });
     const versions = await runInDurableObject(s.stub, (_o: IdempotencyObject, state) =>
       state.storage.sql.exec<{ version: number }>('SELECT version FROM schema_version').toArray(),
     );
-    expect(versions.map((v) => v.version).sort()).toEqual([1, 2]);
+    expect(versions.map((v) => v.version).sort()).toEqual([1, 2, 3]);
+  });
+
+  it('upgrades an object stored under schema v2 (before shards): it mirrors into shard 0 until a claim names a shard', async () => {
+    const s = setup();
+    await proceed(s);
+    await runInDurableObject(s.stub, (_o: IdempotencyObject, state) => {
+      state.storage.sql.exec('DROP TABLE index_db');
+      state.storage.sql.exec('DELETE FROM schema_version WHERE version > 2');
+    });
+    await evictDurableObject(s.stub);
+    const again = await s.stub.claim(s.claim({ now: Date.now() }), 1);
+    expect(again).toMatchObject({ outcome: 'refused', reason: 'in_progress' });
+    const shard = await runInDurableObject(s.stub, (_o: IdempotencyObject, state) =>
+      state.storage.sql.exec<{ shard: number }>('SELECT shard FROM index_db').toArray(),
+    );
+    expect(shard).toEqual([{ shard: 1 }]);
   });
 
   it('exposes only its intended RPC methods', async () => {
@@ -275,7 +292,7 @@ describe('IdempotencyObject', () => {
     // Called on the instance: a rejecting stub call leaks an extra unhandled rejection in the
     // test pool (cloudflare/workers-sdk#14736).
     await runInDurableObject(wrong, async (o: IdempotencyObject) => {
-      await expect(o.claim(s.claim())).rejects.toThrow(/does not hold this operation/);
+      await expect(o.claim(s.claim(), 0)).rejects.toThrow(/does not hold this operation/);
     });
     expect(await wrong.read(s.tenant)).toBeNull();
   });

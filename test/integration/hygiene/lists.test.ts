@@ -14,14 +14,23 @@ import { approve, deny, getApproval, listApprovals } from '../../../src/services
 import type { TenantContext } from '../../../src/services/context.js';
 import { listOperations } from '../../../src/services/executions.js';
 import { encodeCursor } from '../../../src/services/pagination.js';
-import { call, ROLLBACK_INPUT, seedTenant, type Json } from '../platform/harness.js';
+import {
+  call,
+  d1Of,
+  ROLLBACK_INPUT,
+  seedTenant,
+  shardOf,
+  tenantRef,
+  type Json,
+} from '../platform/harness.js';
 
 /** A service context for `principal_id` at a chosen instant: expiry without waiting. */
 function ctxAt(s: Seeded, principal_id: string, roles: Role[], now: number): TenantContext {
   return {
     caller: { principal_id, tenant_id: s.tenant_id, roles, executor_release: null },
-    store: tenantStore(env, s.tenant_id),
-    operations: operationsPort(env),
+    store: tenantStore(env, tenantRef(s)),
+    operations: operationsPort(env, shardOf(s)),
+    shard: shardOf(s),
     now,
     log: () => {},
   };
@@ -167,11 +176,12 @@ describe('GET /v1/operations is cursor-paginated', () => {
   it('newest first across ties, each operation once, scoped to the tenant', async () => {
     const s = await seedTenant('op');
     const other = await seedTenant('op');
-    const insert = (tenant_id: string, id: string, updated: number) =>
-      env.DB.prepare(
-        `INSERT INTO operations (operation_id, tenant_id, tool_contract_sha256, idempotency_key, input_sha256,
+    const insert = async (tenant_id: string, id: string, updated: number) =>
+      (await d1Of(tenant_id))
+        .prepare(
+          `INSERT INTO operations (operation_id, tenant_id, tool_contract_sha256, idempotency_key, input_sha256,
            state, authorization_receipt_sha256, updated_at_unix_ms) VALUES (?, ?, ?, ?, ?, 'succeeded', ?, ?)`,
-      )
+        )
         .bind(id, tenant_id, 'a'.repeat(64), `key-${id}`, 'b'.repeat(64), 'c'.repeat(64), updated)
         .run();
     const mine = ['op-1', 'op-2', 'op-3', 'op-4', 'op-5'].map((x) => `${x}-${s.tenant_id}`);

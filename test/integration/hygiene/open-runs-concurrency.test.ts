@@ -10,7 +10,7 @@ import { operationsPort, tenantStore } from '../../../src/platform/bindings.js';
 import { createRun as createRunService } from '../../../src/services/runs.js';
 import type { TenantStore } from '../../../src/services/ports.js';
 import { ServiceError } from '../../../src/services/errors.js';
-import { call, createRun, seedTenant } from '../platform/harness.js';
+import { call, createRun, seedTenant, shardOf, tenantRef } from '../platform/harness.js';
 
 const CAP = 2;
 const CONCURRENT = 5;
@@ -59,7 +59,7 @@ describe('open-run cap under concurrency', () => {
     expect(put.status).toBe(200);
     await createRun(s);
 
-    const store = tenantStore(env, s.tenant_id);
+    const store = tenantStore(env, tenantRef(s));
     const principal = await store.getPrincipal(s.agent.principal_id);
     if (principal === null) throw new Error('agent missing');
     const ctx = {
@@ -70,7 +70,8 @@ describe('open-run cap under concurrency', () => {
         executor_release: principal.executor_release,
       },
       store: barrierStore(store, CONCURRENT),
-      operations: operationsPort(env),
+      operations: operationsPort(env, shardOf(s)),
+      shard: shardOf(s),
       now: Date.now(),
       log: () => undefined,
     };

@@ -7,7 +7,7 @@ import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { DEMO_POLICY } from '../../../scripts/seed.js';
 import { tenantStore } from '../../../src/platform/bindings.js';
-import { call, createRun, ROLLBACK_INPUT, seedTenant } from '../platform/harness.js';
+import { call, createRun, ROLLBACK_INPUT, seedTenant, tenantD1, tenantRef } from '../platform/harness.js';
 
 describe('open runs per principal', () => {
   it('the policy cap refuses one more open run with 409 run_limit_reached; a spent or past run frees a slot', async () => {
@@ -31,12 +31,13 @@ describe('open runs per principal', () => {
     expect(third.body.error.message).toContain('2 open runs');
 
     // Another principal of the tenant has its own count.
-    const store = tenantStore(env, s.tenant_id);
+    const store = tenantStore(env, tenantRef(s));
     expect(await store.countOpenRuns(s.agent.principal_id, Date.now())).toBe(2);
     expect(await store.countOpenRuns(s.admin.principal_id, Date.now())).toBe(0);
 
     // Spending the first run's only call closes it (as an authorization's charge would).
-    await env.DB.prepare('UPDATE runs SET calls_used = max_calls WHERE tenant_id = ? AND run_id = ?')
+    await tenantD1(s)
+      .prepare('UPDATE runs SET calls_used = max_calls WHERE tenant_id = ? AND run_id = ?')
       .bind(s.tenant_id, first)
       .run();
     expect(await store.countOpenRuns(s.agent.principal_id, Date.now())).toBe(1);
@@ -54,7 +55,7 @@ describe('open runs per principal', () => {
 
   it('the default cap applies to a policy without the field', async () => {
     const s = await seedTenant('rl');
-    const store = tenantStore(env, s.tenant_id);
+    const store = tenantStore(env, tenantRef(s));
     // The demo policy has no max_open_runs_per_principal: the version 1 default (32) applies.
     for (let i = 0; i < 32; i++) await createRun(s, { max_duration_ms: 60_000 });
     expect(await store.countOpenRuns(s.agent.principal_id, Date.now())).toBe(32);

@@ -14,7 +14,7 @@ import {
 } from '../../../durable-objects/rate-limiter.js';
 import { app } from '../../../src/http/app.js';
 import { DEFAULT_RATE_LIMIT, rateLimit } from '../../../src/platform/bindings.js';
-import { call, seedTenant, uniqueName } from '../platform/harness.js';
+import { call, seedTenant, uniqueName, d1Of } from '../platform/harness.js';
 
 const T0 = 1_794_906_000_000;
 const BASE = 'https://writ.test';
@@ -133,7 +133,10 @@ async function send(e: Env, method: string, path: string, key: string, body?: un
 }
 
 async function runCount(tenant_id: string): Promise<number> {
-  const r = await env.DB.prepare('SELECT count(*) AS n FROM runs WHERE tenant_id = ?')
+  const r = await (
+    await d1Of(tenant_id)
+  )
+    .prepare('SELECT count(*) AS n FROM runs WHERE tenant_id = ?')
     .bind(tenant_id)
     .first<{ n: number }>();
   return r?.n ?? -1;

@@ -3,7 +3,6 @@
  * expired / revoked / quarantined paths, body-named identities, and the single-use and budget
  * races (two concurrent authorizations, one approval: exactly one is authorized).
  */
-import { env } from 'cloudflare:workers';
 import { describe, expect, it, vi } from 'vitest';
 import {
   approvedApproval,
@@ -14,6 +13,7 @@ import {
   READ_INPUT,
   ROLLBACK_INPUT,
   seedTenant,
+  tenantD1,
 } from './harness.js';
 
 describe('POST /v1/authorize', () => {
@@ -143,9 +143,10 @@ describe('POST /v1/authorize', () => {
     for (const r of replies.filter((x) => x.status === 403)) {
       expect(r.body.violations).toEqual(['approval_unusable']);
     }
-    const rows = await env.DB.prepare(
-      "SELECT outcome, count(*) AS n FROM receipts WHERE tenant_id = ? AND kind = 'authorization' GROUP BY outcome ORDER BY outcome",
-    )
+    const rows = await tenantD1(s)
+      .prepare(
+        "SELECT outcome, count(*) AS n FROM receipts WHERE tenant_id = ? AND kind = 'authorization' GROUP BY outcome ORDER BY outcome",
+      )
       .bind(s.tenant_id)
       .all<{ outcome: string; n: number }>();
     expect(rows.results).toEqual([
@@ -192,13 +193,15 @@ describe('POST /v1/authorize', () => {
   it('an expired run is run_expired', async () => {
     const s = await seedTenant();
     const run = await createRun(s);
-    await env.DB.prepare('DROP TRIGGER runs_envelope_immutable').run();
+    await tenantD1(s).prepare('DROP TRIGGER runs_envelope_immutable').run();
     try {
-      await env.DB.prepare('UPDATE runs SET deadline_unix_ms = 1 WHERE run_id = ?').bind(run).run();
+      await tenantD1(s).prepare('UPDATE runs SET deadline_unix_ms = 1 WHERE run_id = ?').bind(run).run();
     } finally {
-      await env.DB.prepare(
-        "CREATE TRIGGER `runs_envelope_immutable` BEFORE UPDATE OF `tenant_id`, `principal_id`, `run_envelope_sha256`, `envelope`, `max_calls`, `max_external_writes`, `deadline_unix_ms` ON `runs` BEGIN SELECT RAISE(ABORT, 'run_immutable'); END",
-      ).run();
+      await tenantD1(s)
+        .prepare(
+          "CREATE TRIGGER `runs_envelope_immutable` BEFORE UPDATE OF `tenant_id`, `principal_id`, `run_envelope_sha256`, `envelope`, `max_calls`, `max_external_writes`, `deadline_unix_ms` ON `runs` BEGIN SELECT RAISE(ABORT, 'run_immutable'); END",
+        )
+        .run();
     }
     const r = await authorize(s, {
       tool_contract_sha256: s.read_contract_sha256,

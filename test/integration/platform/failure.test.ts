@@ -5,12 +5,15 @@
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { ROLLBACK_CONTRACT } from '../../../scripts/seed.js';
-import { call, seedTenant } from './harness.js';
+import { call, seedTenant, d1Of } from './harness.js';
 
 const LIMIT = Number(env.WRIT_MAX_BODY_BYTES);
 
 async function contractCount(tenant_id: string): Promise<number> {
-  const r = await env.DB.prepare('SELECT count(*) AS n FROM contracts WHERE tenant_id = ?')
+  const r = await (
+    await d1Of(tenant_id)
+  )
+    .prepare('SELECT count(*) AS n FROM contracts WHERE tenant_id = ?')
     .bind(tenant_id)
     .first<{ n: number }>();
   return r?.n ?? -1;

@@ -2,8 +2,10 @@
  * Black-box harness for the platform tests: every call goes through the Worker's own `fetch`
  * (its default export, `exports.default`) against real D1 in workerd, exactly as a curl would.
  */
-import { exports } from 'cloudflare:workers';
+import { env, exports } from 'cloudflare:workers';
 import { seedDemo, type Seeded } from '../../../scripts/seed.js';
+import { parseApiKey } from '../../../src/core/identity/identity.js';
+import { type TenantRef, shardBinding } from '../../../src/platform/shards.js';
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789abcdef0123456789abcdef';
 export const BASE = 'https://writ.test';
@@ -121,4 +123,36 @@ export function authorizeBody(
 
 export function authorize(s: Seeded, body: Record<string, unknown>): Promise<Reply> {
   return call('POST', '/v1/authorize', { key: s.agent.api_key, body });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Shards: the tests run with two D1 shards (wrangler.toml), so a seeded tenant may live on either.
+
+/** The shard a seeded tenant lives on, as its keys name it. */
+export function shardOf(s: Seeded): number {
+  const route = parseApiKey(s.admin.api_key);
+  if (route === null) throw new Error('seeded admin key does not parse');
+  return route.shard;
+}
+
+/** The tenant-scoped handle arguments for `tenantStore(env, ...)`. */
+export function tenantRef(s: Seeded): TenantRef {
+  return { tenant_id: s.tenant_id, shard: shardOf(s) };
+}
+
+/** The raw D1 binding holding a seeded tenant's rows (for tests that inspect or corrupt rows). */
+export function tenantD1(s: Seeded): D1Database {
+  const d1 = shardBinding(env, shardOf(s));
+  if (d1 === null) throw new Error(`shard ${shardOf(s)} is not configured`);
+  return d1;
+}
+
+/** The raw D1 binding holding `tenant_id`'s rows, found in the shard directory (shard 0). */
+export async function d1Of(tenant_id: string): Promise<D1Database> {
+  const row = await env.DB.prepare('SELECT shard FROM tenant_shards WHERE tenant_id = ?')
+    .bind(tenant_id)
+    .first<{ shard: number }>();
+  const d1 = shardBinding(env, row?.shard ?? 0);
+  if (d1 === null) throw new Error(`tenant ${tenant_id} is on an unconfigured shard`);
+  return d1;
 }

@@ -4,7 +4,7 @@
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { apiKeyDigest } from '../../../src/core/identity/identity.js';
-import { ADMIN_TOKEN, call, seedTenant, uniqueName } from './harness.js';
+import { ADMIN_TOKEN, call, seedTenant, uniqueName, d1Of } from './harness.js';
 
 describe('POST /v1/tenants (platform admin)', () => {
   it('creates a tenant, its default policy and its first admin, whose key is shown once', async () => {
@@ -13,15 +13,18 @@ describe('POST /v1/tenants (platform admin)', () => {
     expect(r.status).toBe(201);
     expect(r.body.tenant).toMatchObject({ name, tenant_id: expect.stringMatching(/^ten-[a-z2-7]{26}$/) });
     expect(r.body.tenant.policy_sha256).toMatch(/^[0-9a-f]{64}$/);
-    expect(r.body.admin.api_key).toMatch(/^writ_[A-Za-z0-9_-]{43}$/);
+    expect(r.body.admin.api_key).toMatch(/^writ_(0|1)_[A-Za-z0-9_-]{43}$/);
     expect(r.body.admin.roles).toEqual(['tenant_admin']);
 
     // Only the key's SHA-256 is stored.
-    const row = await env.DB.prepare('SELECT key_sha256 FROM principals WHERE principal_id = ?')
+    const d1 = await d1Of(r.body.tenant.tenant_id);
+    const row = await d1
+      .prepare('SELECT key_sha256 FROM principals WHERE principal_id = ?')
       .bind(r.body.admin.principal_id)
       .first<{ key_sha256: string }>();
     expect(row?.key_sha256).toBe(apiKeyDigest(r.body.admin.api_key));
-    const dump = await env.DB.prepare('SELECT * FROM principals WHERE tenant_id = ?')
+    const dump = await d1
+      .prepare('SELECT * FROM principals WHERE tenant_id = ?')
       .bind(r.body.tenant.tenant_id)
       .all();
     expect(JSON.stringify(dump.results)).not.toContain(r.body.admin.api_key);
@@ -38,10 +41,20 @@ describe('POST /v1/tenants (platform admin)', () => {
     const again = await call('POST', '/v1/tenants', { key: ADMIN_TOKEN, body: { name } });
     expect(again.status).toBe(409);
     expect(again.body.error.code).toBe('conflict');
-    const n = await env.DB.prepare('SELECT count(*) AS n FROM tenants WHERE name = ?')
+    // One tenant of that name over every shard, and one directory row.
+    let n = 0;
+    for (const d1 of [env.DB, env.DB_SHARD_1]) {
+      const row = await d1
+        .prepare('SELECT count(*) AS n FROM tenants WHERE name = ?')
+        .bind(name)
+        .first<{ n: number }>();
+      n += row?.n ?? 0;
+    }
+    expect(n).toBe(1);
+    const dir = await env.DB.prepare('SELECT count(*) AS n FROM tenant_shards WHERE name = ?')
       .bind(name)
       .first<{ n: number }>();
-    expect(n?.n).toBe(1);
+    expect(dir?.n).toBe(1);
   });
 
   it('refuses a missing or wrong admin token, and a principal key', async () => {
@@ -126,10 +139,12 @@ describe('principals', () => {
     });
     expect(r.status).toBe(403);
     expect(r.body.error.code).toBe('tenant_mismatch');
-    const n = await env.DB.prepare("SELECT count(*) AS n FROM principals WHERE name = 'sneaky'").first<{
-      n: number;
-    }>();
-    expect(n?.n).toBe(0);
+    for (const d1 of [env.DB, env.DB_SHARD_1]) {
+      const n = await d1.prepare("SELECT count(*) AS n FROM principals WHERE name = 'sneaky'").first<{
+        n: number;
+      }>();
+      expect(n?.n).toBe(0);
+    }
   });
 
   it('only a tenant admin manages principals (403 forbidden_role)', async () => {

@@ -20,6 +20,9 @@ import {
   createRun,
   READ_INPUT,
   seedTenant,
+  tenantD1,
+  tenantRef,
+  d1Of,
 } from './harness.js';
 
 /**
@@ -27,7 +30,7 @@ import {
  * function that commits this (soon stale) decision and answers which race it lost, if any.
  */
 async function staleAuthorization(s: Seeded, body: AuthorizeRequest) {
-  const store = tenantStore(env, s.tenant_id);
+  const store = tenantStore(env, tenantRef(s));
   const now = Date.now();
   const state = await store.loadAuthorizationState(s.agent.principal_id, body);
   const decided = decideAuthorization(body, state, { invocation_id: newId('invocation') }, now);
@@ -44,7 +47,10 @@ async function staleAuthorization(s: Seeded, body: AuthorizeRequest) {
 }
 
 async function receiptExists(tenant_id: string, sha256: string): Promise<boolean> {
-  const row = await env.DB.prepare('SELECT 1 AS x FROM receipts WHERE tenant_id = ? AND sha256 = ?')
+  const row = await (
+    await d1Of(tenant_id)
+  )
+    .prepare('SELECT 1 AS x FROM receipts WHERE tenant_id = ? AND sha256 = ?')
     .bind(tenant_id, sha256)
     .first();
   return row !== null;
@@ -132,31 +138,32 @@ describe('append-only and single-use rules live in SQLite', () => {
     const r = await authorize(s, readBody(s, run));
     const sha = r.body.receipt.sha256 as string;
     await expect(
-      env.DB.prepare("UPDATE receipts SET outcome = 'denied' WHERE sha256 = ?").bind(sha).run(),
+      tenantD1(s).prepare("UPDATE receipts SET outcome = 'denied' WHERE sha256 = ?").bind(sha).run(),
     ).rejects.toThrow(/receipt_immutable/);
-    await expect(env.DB.prepare('DELETE FROM receipts WHERE sha256 = ?').bind(sha).run()).rejects.toThrow(
-      /receipt_immutable/,
-    );
+    await expect(
+      tenantD1(s).prepare('DELETE FROM receipts WHERE sha256 = ?').bind(sha).run(),
+    ).rejects.toThrow(/receipt_immutable/);
   });
 
   it('an approval is never deleted, never re-opened, and its binding never changes', async () => {
     const s = await seedTenant();
     const id = await approvedApproval(s);
     await expect(
-      env.DB.prepare('DELETE FROM approvals WHERE approval_id = ?').bind(id).run(),
+      tenantD1(s).prepare('DELETE FROM approvals WHERE approval_id = ?').bind(id).run(),
     ).rejects.toThrow(/approval_immutable/);
     await expect(
-      env.DB.prepare("UPDATE approvals SET status = 'pending' WHERE approval_id = ?").bind(id).run(),
+      tenantD1(s).prepare("UPDATE approvals SET status = 'pending' WHERE approval_id = ?").bind(id).run(),
     ).rejects.toThrow(/approval_transition/);
     await expect(
-      env.DB.prepare("UPDATE approvals SET input_sha256 = 'x' WHERE approval_id = ?").bind(id).run(),
+      tenantD1(s).prepare("UPDATE approvals SET input_sha256 = 'x' WHERE approval_id = ?").bind(id).run(),
     ).rejects.toThrow(/approval_immutable/);
   });
 
   it('a pinned contract is never updated in place', async () => {
     const s = await seedTenant();
     await expect(
-      env.DB.prepare("UPDATE contracts SET document = '{}' WHERE tool_contract_sha256 = ?")
+      tenantD1(s)
+        .prepare("UPDATE contracts SET document = '{}' WHERE tool_contract_sha256 = ?")
         .bind(s.rollback_contract_sha256)
         .run(),
     ).rejects.toThrow(/contract_immutable/);
@@ -165,13 +172,18 @@ describe('append-only and single-use rules live in SQLite', () => {
   it('a failing statement rolls back the whole batch', async () => {
     const s = await seedTenant();
     const id = await approvedApproval(s);
-    await env.DB.prepare("UPDATE approvals SET status = 'consumed' WHERE approval_id = ?").bind(id).run();
+    await tenantD1(s)
+      .prepare("UPDATE approvals SET status = 'consumed' WHERE approval_id = ?")
+      .bind(id)
+      .run();
     await expect(
-      env.DB.batch([
-        env.DB.prepare(
-          "INSERT INTO receipts (tenant_id, sha256, kind, receipt, outcome, created_at_unix_ms) VALUES (?, ?, 'authorization', '{}', 'authorized', 0)",
-        ).bind(s.tenant_id, 'b'.repeat(64)),
-        env.DB.prepare("UPDATE approvals SET status = 'consumed' WHERE approval_id = ?").bind(id),
+      tenantD1(s).batch([
+        tenantD1(s)
+          .prepare(
+            "INSERT INTO receipts (tenant_id, sha256, kind, receipt, outcome, created_at_unix_ms) VALUES (?, ?, 'authorization', '{}', 'authorized', 0)",
+          )
+          .bind(s.tenant_id, 'b'.repeat(64)),
+        tenantD1(s).prepare("UPDATE approvals SET status = 'consumed' WHERE approval_id = ?").bind(id),
       ]),
     ).rejects.toThrow(/approval_unusable/);
     expect(await receiptExists(s.tenant_id, 'b'.repeat(64))).toBe(false);
@@ -184,11 +196,15 @@ describe('internal failure', () => {
     const run = await createRun(s);
     // Put a corrupt policy in force: the service must fail closed, not guess.
     const bogus = 'c'.repeat(64);
-    await env.DB.batch([
-      env.DB.prepare(
-        'INSERT INTO policies (tenant_id, policy_sha256, document, created_at_unix_ms) VALUES (?, ?, ?, 0)',
-      ).bind(s.tenant_id, bogus, '{"broken":'),
-      env.DB.prepare('UPDATE tenants SET policy_sha256 = ? WHERE tenant_id = ?').bind(bogus, s.tenant_id),
+    await tenantD1(s).batch([
+      tenantD1(s)
+        .prepare(
+          'INSERT INTO policies (tenant_id, policy_sha256, document, created_at_unix_ms) VALUES (?, ?, ?, 0)',
+        )
+        .bind(s.tenant_id, bogus, '{"broken":'),
+      tenantD1(s)
+        .prepare('UPDATE tenants SET policy_sha256 = ? WHERE tenant_id = ?')
+        .bind(bogus, s.tenant_id),
     ]);
     const r = await authorize(s, readBody(s, run));
     expect(r.status).toBe(500);
@@ -196,11 +212,13 @@ describe('internal failure', () => {
     expect(r.body.error.request_id).toMatch(/^req-[a-z2-7]{26}$/);
     expect(r.headers.get('x-request-id')).toBe(r.body.error.request_id);
     expect(r.body.error.message).not.toMatch(/policy|json|sql/i);
-    const n = await env.DB.prepare('SELECT count(*) AS n FROM receipts WHERE tenant_id = ?')
+    const n = await tenantD1(s)
+      .prepare('SELECT count(*) AS n FROM receipts WHERE tenant_id = ?')
       .bind(s.tenant_id)
       .first<{ n: number }>();
     expect(n?.n).toBe(0);
-    const runAfter = await env.DB.prepare('SELECT calls_used FROM runs WHERE run_id = ?')
+    const runAfter = await tenantD1(s)
+      .prepare('SELECT calls_used FROM runs WHERE run_id = ?')
       .bind(run)
       .first<{ calls_used: number }>();
     expect(runAfter?.calls_used).toBe(0);

@@ -9,14 +9,21 @@ import { describe, expect, it } from 'vitest';
 import { operationsPort, tenantStore } from '../../../src/platform/bindings.js';
 import { authorize as authorizeService } from '../../../src/services/authorize.js';
 import type { TenantStore } from '../../../src/services/ports.js';
-import { ROLLBACK_INPUT, approvedApproval, createRun, seedTenant } from '../platform/harness.js';
+import {
+  ROLLBACK_INPUT,
+  approvedApproval,
+  createRun,
+  seedTenant,
+  shardOf,
+  tenantRef,
+} from '../platform/harness.js';
 
 describe('approver revocation during an authorization', () => {
   it('a revocation committing between the read and the commit aborts the commit; the retry is denied', async () => {
     const s = await seedTenant('apr-flight');
     const run = await createRun(s);
     const approval_id = await approvedApproval(s);
-    const store = tenantStore(env, s.tenant_id);
+    const store = tenantStore(env, tenantRef(s));
     let revoked = false;
     // The approver's key is revoked right after the authorization read its state.
     const racing = new Proxy(store, {
@@ -47,7 +54,8 @@ describe('approver revocation during an authorization', () => {
           executor_release: agent.executor_release,
         },
         store: racing,
-        operations: operationsPort(env),
+        operations: operationsPort(env, shardOf(s)),
+        shard: shardOf(s),
         now: Date.now(),
         log: (fields) => log.push(fields),
       },

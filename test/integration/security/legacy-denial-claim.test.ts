@@ -3,17 +3,19 @@
  * 500 ("stored authorization receipt does not verify"). A denial is never treated as corruption:
  * the claim refuses it as a denial (403 `authorization_denied`).
  */
-import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { authorizeToolCall } from '../../../src/core/authorization/authorize.js';
 import { canonicalize, canonicalBytes, digestOf, sha256Hex } from '../../../src/core/canonical/canonical.js';
 import type { ToolContract, ToolGrant, ToolInvocation } from '../../../src/core/model.js';
-import { ROLLBACK_INPUT, call, seedTenant } from '../platform/harness.js';
+import { ROLLBACK_INPUT, call, seedTenant, d1Of } from '../platform/harness.js';
 
 async function storeV1(tenant_id: string, receipt: { sha256: string; body: object }) {
-  await env.DB.prepare(
-    'INSERT INTO receipts (tenant_id, sha256, kind, receipt, evidence, outcome, principal_id, created_at_unix_ms) VALUES (?, ?, ?, ?, NULL, ?, NULL, ?)',
+  await (
+    await d1Of(tenant_id)
   )
+    .prepare(
+      'INSERT INTO receipts (tenant_id, sha256, kind, receipt, evidence, outcome, principal_id, created_at_unix_ms) VALUES (?, ?, ?, ?, NULL, ?, NULL, ?)',
+    )
     .bind(tenant_id, receipt.sha256, 'authorization', canonicalize(receipt), 'denied', Date.now())
     .run();
 }

@@ -8,14 +8,23 @@ import { digestOf } from '../../../src/core/canonical/canonical.js';
 import type { ToolGrant } from '../../../src/core/model.js';
 import { tenantStore } from '../../../src/platform/bindings.js';
 import { MAX_LIVE_GRANTS } from '../../../src/services/ports.js';
-import { authorize, authorizeBody, call, createRun, READ_INPUT, seedTenant } from '../platform/harness.js';
+import {
+  authorize,
+  authorizeBody,
+  call,
+  createRun,
+  READ_INPUT,
+  seedTenant,
+  tenantD1,
+  tenantRef,
+} from '../platform/harness.js';
 
 const SLOW_MS = 60_000;
 
 describe('grant evaluation', { timeout: SLOW_MS }, () => {
   it('authorizes with the one live grant behind 70 revoked ones', async () => {
     const s = await seedTenant('grants-revoked');
-    const store = tenantStore(env, s.tenant_id);
+    const store = tenantStore(env, tenantRef(s));
     const live = await store.getGrant(s.grant_id);
     if (live === null) throw new Error('seeded grant missing');
     // Ids below the live grant's (`grt-` + base32 letters/digits 2-7 sort after `0`), so an
@@ -54,7 +63,7 @@ describe('grant evaluation', { timeout: SLOW_MS }, () => {
 
   it(`refuses a grant beyond ${MAX_LIVE_GRANTS} live ones per principal with 409, and counts only live ones`, async () => {
     const s = await seedTenant('grants-bound');
-    const store = tenantStore(env, s.tenant_id);
+    const store = tenantStore(env, tenantRef(s));
     const live = await store.getGrant(s.grant_id);
     if (live === null) throw new Error('seeded grant missing');
     for (let k = 1; k < MAX_LIVE_GRANTS; k++) {
@@ -78,9 +87,8 @@ describe('grant evaluation', { timeout: SLOW_MS }, () => {
     const refused = await call('POST', '/v1/grants', { key: s.admin.api_key, body });
     expect(refused.status).toBe(409);
     expect(refused.body.error.message).toContain(`${MAX_LIVE_GRANTS} unrevoked grants`);
-    const count = await env.DB.prepare(
-      'SELECT count(*) AS n FROM grants WHERE tenant_id = ? AND principal_id = ?',
-    )
+    const count = await tenantD1(s)
+      .prepare('SELECT count(*) AS n FROM grants WHERE tenant_id = ? AND principal_id = ?')
       .bind(s.tenant_id, s.agent.principal_id)
       .first<{ n: number }>();
     expect(count?.n).toBe(MAX_LIVE_GRANTS);

@@ -14,13 +14,14 @@ import {
 } from '../../../src/core/observation/index.js';
 import { AuthorizationReceipt, ExecutionReceipt, ToolExecutionObservation } from '../../../src/core/model.js';
 import { tenantStore } from '../../../src/platform/bindings.js';
+import { tenantRef } from '../platform/harness.js';
 import type { Seeded } from '../../../scripts/seed.js';
 import { seedTenant } from '../executions/helpers.js';
 import { type Executed, executed, postObservation, rawOutput } from './observation-helpers.js';
 
 /** Record `raw` as the service did before receipt version 2: a version 1 receipt and its evidence. */
 async function recordV1(s: Seeded, e: Executed, raw: RawToolObservation) {
-  const store = tenantStore(env, s.tenant_id);
+  const store = tenantStore(env, tenantRef(s));
   const [exec, inForce, pinned] = await Promise.all([
     store.getReceipt(e.execution.sha256),
     store.currentPolicy(),

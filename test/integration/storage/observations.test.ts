@@ -27,6 +27,7 @@ import {
   uniqueName,
 } from '../executions/helpers.js';
 import { operationsPort } from '../../../src/platform/bindings.js';
+import { tenantD1, tenantRef, d1Of, shardOf } from '../platform/harness.js';
 
 const SLOW_MS = 60_000;
 const OUTPUT = '{"generation":8,"status":"rolled_back"}';
@@ -70,9 +71,12 @@ function post(s: Seeded, observation: RawToolObservation, key = s.executor.api_k
 }
 
 async function holders(tenant_id: string, observation_id: string): Promise<number> {
-  const row = await env.DB.prepare(
-    "SELECT count(*) AS n FROM receipts WHERE tenant_id = ? AND kind = 'observation' AND observation_claim = ?",
+  const row = await (
+    await d1Of(tenant_id)
   )
+    .prepare(
+      "SELECT count(*) AS n FROM receipts WHERE tenant_id = ? AND kind = 'observation' AND observation_claim = ?",
+    )
     .bind(tenant_id, observation_id)
     .first<{ n: number }>();
   return row?.n ?? 0;
@@ -104,7 +108,7 @@ describe('observation storage', { timeout: SLOW_MS }, () => {
     expect((await post(s, first)).status).toBe(201);
 
     // The second request read the id as free before the first committed (a stale read), then writes.
-    const store = tenantStore(env, s.tenant_id);
+    const store = tenantStore(env, tenantRef(s));
     let stale = true;
     const staleRecords: TenantStore['observationRecords'] = async (kind, id, raw) => {
       if (stale) {
@@ -131,7 +135,8 @@ describe('observation storage', { timeout: SLOW_MS }, () => {
           executor_release: principal.executor_release,
         },
         store: racing,
-        operations: operationsPort(env),
+        operations: operationsPort(env, shardOf(s)),
+        shard: shardOf(s),
         now: Date.now(),
         log: () => undefined,
       },
@@ -168,9 +173,10 @@ describe('observation storage', { timeout: SLOW_MS }, () => {
     expect(r.body.violations).toContain('payload_too_large');
     const sha = r.body.receipt.sha256 as string;
 
-    const row = await env.DB.prepare(
-      'SELECT length(receipt) + coalesce(length(evidence), evidence_bytes) AS bytes, evidence, evidence_sha256 FROM receipts WHERE tenant_id = ? AND sha256 = ?',
-    )
+    const row = await tenantD1(s)
+      .prepare(
+        'SELECT length(receipt) + coalesce(length(evidence), evidence_bytes) AS bytes, evidence, evidence_sha256 FROM receipts WHERE tenant_id = ? AND sha256 = ?',
+      )
       .bind(s.tenant_id, sha)
       .first<{ bytes: number; evidence: string | null; evidence_sha256: string | null }>();
     if (row === null) throw new Error('receipt not stored');
@@ -188,7 +194,7 @@ describe('observation storage', { timeout: SLOW_MS }, () => {
     });
 
     // Replay from what is stored, with the upstream receipts and contract from storage.
-    const store = tenantStore(env, s.tenant_id);
+    const store = tenantStore(env, tenantRef(s));
     const [exec, auth, pinned] = await Promise.all([
       store.getReceipt(e.execution.sha256),
       store.getReceipt(e.authorization.sha256),

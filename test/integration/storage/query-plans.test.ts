@@ -19,6 +19,7 @@ import {
   createRun,
   READ_INPUT,
   seedTenant,
+  tenantD1,
 } from '../platform/harness.js';
 
 interface Logged {
@@ -28,8 +29,7 @@ interface Logged {
 }
 
 /** The D1 binding, recording every statement drizzle prepares (batches included) with its parameters. */
-function loggingDb(log: Logged[]) {
-  const d1 = env.DB;
+function loggingDb(log: Logged[], d1: D1Database) {
   const recording = new Proxy(d1, {
     get(target, p) {
       if (p === 'prepare') {
@@ -74,7 +74,7 @@ describe('query plans of request paths', { timeout: 60_000 }, () => {
     const grant_sha = ok.body.receipt.body.grant_sha256 as string;
 
     const log: Logged[] = [];
-    const db = loggingDb(log);
+    const db = loggingDb(log, tenantD1(s));
     const store = d1TenantStore(db, s.tenant_id);
     const platform = d1PlatformStore(db);
     const now = Date.now();

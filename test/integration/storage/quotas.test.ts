@@ -21,6 +21,9 @@ import {
   READ_INPUT,
   ROLLBACK_INPUT,
   seedTenant,
+  tenantD1,
+  tenantRef,
+  d1Of,
 } from '../platform/harness.js';
 
 const SLOW_MS = 60_000;
@@ -33,7 +36,10 @@ function setQuotas(tenant_id: string, quotas: Partial<Quotas>, token = ADMIN_TOK
 }
 
 async function count(table: 'runs' | 'approvals' | 'receipts', tenant_id: string): Promise<number> {
-  const row = await env.DB.prepare(`SELECT count(*) AS n FROM ${table} WHERE tenant_id = ?`)
+  const row = await (
+    await d1Of(tenant_id)
+  )
+    .prepare(`SELECT count(*) AS n FROM ${table} WHERE tenant_id = ?`)
     .bind(tenant_id)
     .first<{ n: number }>();
   return row?.n ?? 0;
@@ -126,12 +132,12 @@ describe('tenant quotas', { timeout: SLOW_MS }, () => {
     for (let k = 0; k < 40 && last === 200; k++) last = (await authorize(s, readBody(s, run))).status;
     expect(last).toBe(429);
     const receipts = await count('receipts', s.tenant_id);
-    const runRow = await tenantStore(env, s.tenant_id).getRun(run);
+    const runRow = await tenantStore(env, tenantRef(s)).getRun(run);
     const again = await authorize(s, readBody(s, run));
     expect(again.status).toBe(429);
     expect(again.body.error.code).toBe('quota_exceeded');
     expect(await count('receipts', s.tenant_id)).toBe(receipts);
-    expect((await tenantStore(env, s.tenant_id).getRun(run))?.calls_used).toBe(runRow?.calls_used);
+    expect((await tenantStore(env, tenantRef(s)).getRun(run))?.calls_used).toBe(runRow?.calls_used);
   });
 
   it('refuses receipts over the daily quota with Retry-After until the UTC day ends', async () => {
@@ -165,9 +171,10 @@ describe('authorization receipt evidence', { timeout: SLOW_MS }, () => {
     expect(Object.keys(got.body.evidence).sort()).toEqual(['evidence_version', 'trusted_state']);
     expect(got.body.replay).toEqual({ ok: true, differences: [] });
 
-    const row = await env.DB.prepare(
-      'SELECT length(CAST(receipt AS BLOB)) + length(CAST(evidence AS BLOB)) AS bytes FROM receipts WHERE tenant_id = ? AND sha256 = ?',
-    )
+    const row = await tenantD1(s)
+      .prepare(
+        'SELECT length(CAST(receipt AS BLOB)) + length(CAST(evidence AS BLOB)) AS bytes FROM receipts WHERE tenant_id = ? AND sha256 = ?',
+      )
       .bind(s.tenant_id, sha)
       .first<{ bytes: number }>();
     // Measured and stated in docs/storage.md ("Bytes per receipt").
@@ -201,7 +208,7 @@ describe('authorization receipt evidence', { timeout: SLOW_MS }, () => {
     expect(dr.body.replay).toEqual({ ok: true, differences: [] });
 
     // A receipt stored before 0002, whose evidence embeds the grant, still replays.
-    const store = tenantStore(env, s.tenant_id);
+    const store = tenantStore(env, tenantRef(s));
     const body: AuthorizeRequest = {
       tool_contract_sha256: s.read_contract_sha256,
       input: READ_INPUT,

@@ -1,0 +1,185 @@
+/**
+ * D1 shards: which binding is shard N, where a new tenant goes, and the shard directory.
+ *
+ * Guarantees: shard 0 is the `DB` binding, shard N >= 1 is `DB_SHARD_N`, and `WRIT_D1_SHARDS`
+ * says how many exist; the list is explicit (never discovered by enumerating `env`). A shard
+ * number outside the configured range, or one whose binding is missing, opens nothing (`null`):
+ * the caller fails closed. A tenant is placed once, at creation, on the shard that holds the
+ * fewest tenants (ties go to the lowest number), and stays there until an operator moves it.
+ * Tenant requests find their shard from the API key (src/core/identity/identity.ts) and touch
+ * only that shard. Only platform-admin operations read the directory (on shard 0) or visit every
+ * shard.
+ * Never: routes a tenant by hashing its id (adding a shard would silently move tenants), or
+ * falls back to another shard when the named one is missing.
+ */
+import { count, eq } from 'drizzle-orm';
+import { MAX_SHARDS } from '../core/identity/identity.js';
+import { type Db, database } from '../db/client.js';
+import { tenantShards } from '../db/schema.js';
+
+/** A tenant and the shard holding it: what every tenant-scoped storage handle is opened for. */
+export interface TenantRef {
+  readonly tenant_id: string;
+  readonly shard: number;
+}
+
+/** The configured number of shards, or null when `WRIT_D1_SHARDS` is not a number in 1..MAX_SHARDS. */
+export function shardCount(env: Env): number | null {
+  const raw = (env as { WRIT_D1_SHARDS?: string }).WRIT_D1_SHARDS ?? '1';
+  if (!/^[1-9][0-9]{0,3}$/.test(raw)) return null;
+  const n = Number(raw);
+  return n <= MAX_SHARDS ? n : null;
+}
+
+/** The D1 binding of shard `n`, or null when `n` is not a configured shard. */
+export function shardBinding(env: Env, n: number): D1Database | null {
+  const total = shardCount(env);
+  if (total === null || !Number.isSafeInteger(n) || n < 0 || n >= total) return null;
+  const name = n === 0 ? 'DB' : `DB_SHARD_${n}`;
+  const d1 = (env as unknown as Record<string, unknown>)[name];
+  // A declared-but-unbound shard is a deployment error: nothing is read from anywhere else.
+  if (typeof d1 !== 'object' || d1 === null || typeof (d1 as D1Database).prepare !== 'function') return null;
+  return d1 as D1Database;
+}
+
+/** The drizzle handle over shard `n`; throws when the shard is not configured (an internal error). */
+export function shardDb(env: Env, n: number): Db {
+  const d1 = shardBinding(env, n);
+  if (d1 === null) throw new Error(`D1 shard ${n} is not configured`);
+  return database({ DB: d1 });
+}
+
+/** Every configured shard, in order: for platform-admin operations that must see all tenants. */
+export function allShards(env: Env): number[] {
+  const total = shardCount(env);
+  if (total === null) throw new Error('WRIT_D1_SHARDS is not a shard count');
+  return Array.from({ length: total }, (_, i) => i);
+}
+
+/**
+ * The placement rule: the shard with the fewest tenants, the lowest number among equals.
+ * Deterministic, and fills a newly added (empty) shard first.
+ */
+export function placementShard(tenantsPerShard: readonly number[]): number {
+  if (tenantsPerShard.length === 0) throw new RangeError('no shard to place a tenant on');
+  let best = 0;
+  for (let i = 1; i < tenantsPerShard.length; i++) {
+    if ((tenantsPerShard[i] as number) < (tenantsPerShard[best] as number)) best = i;
+  }
+  return best;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The shard directory (table `tenant_shards` on shard 0)
+
+export interface ShardDirectory {
+  /** The shard holding `tenant_id`, or null for an unknown tenant. */
+  shardOf(tenant_id: string): Promise<number | null>;
+  nameTaken(name: string): Promise<boolean>;
+  /** Tenants per shard for shards 0..total-1 (shards without tenants count 0). */
+  tenantsPerShard(total: number): Promise<number[]>;
+  /** Record a new tenant's shard; `name_taken` when the name exists on any shard. */
+  reserve(t: {
+    tenant_id: string;
+    name: string;
+    shard: number;
+    now: number;
+  }): Promise<'reserved' | 'name_taken'>;
+  /** Forget a reservation whose tenant was never written. */
+  release(tenant_id: string): Promise<void>;
+  /** Point a tenant at another shard (after an import there); false for an unknown tenant. */
+  move(tenant_id: string, shard: number, now: number): Promise<boolean>;
+  /** Record a tenant imported from another deployment; `name_taken` as for `reserve`. */
+  adopt(t: {
+    tenant_id: string;
+    name: string;
+    shard: number;
+    now: number;
+    created_at_unix_ms: number;
+  }): Promise<'adopted' | 'name_taken' | 'exists'>;
+}
+
+export function shardDirectory(env: Env): ShardDirectory {
+  const db = shardDb(env, 0);
+  const isNameRace = (e: unknown) =>
+    e instanceof Error &&
+    /UNIQUE constraint failed: tenant_shards\.name/.test(`${e.message} ${String(e.cause)}`);
+  return {
+    async shardOf(tenant_id) {
+      const row = await db
+        .select({ shard: tenantShards.shard })
+        .from(tenantShards)
+        .where(eq(tenantShards.tenant_id, tenant_id))
+        .get();
+      return row?.shard ?? null;
+    },
+    async nameTaken(name) {
+      const row = await db
+        .select({ id: tenantShards.tenant_id })
+        .from(tenantShards)
+        .where(eq(tenantShards.name, name))
+        .get();
+      return row !== undefined;
+    },
+    async tenantsPerShard(total) {
+      const rows = await db
+        .select({ shard: tenantShards.shard, n: count() })
+        .from(tenantShards)
+        .groupBy(tenantShards.shard)
+        .all();
+      const out = Array.from({ length: total }, () => 0);
+      for (const r of rows) if (r.shard < total) out[r.shard] = r.n;
+      return out;
+    },
+    async reserve(t) {
+      try {
+        await db
+          .insert(tenantShards)
+          .values({
+            tenant_id: t.tenant_id,
+            name: t.name,
+            shard: t.shard,
+            created_at_unix_ms: t.now,
+            updated_at_unix_ms: t.now,
+          })
+          .run();
+        return 'reserved';
+      } catch (e) {
+        // Two creations of one name racing, on whatever shards: the unique index decides.
+        if (isNameRace(e)) return 'name_taken';
+        throw e;
+      }
+    },
+    async release(tenant_id) {
+      await db.delete(tenantShards).where(eq(tenantShards.tenant_id, tenant_id)).run();
+    },
+    async move(tenant_id, shard, now) {
+      const r = await db
+        .update(tenantShards)
+        .set({ shard, updated_at_unix_ms: now })
+        .where(eq(tenantShards.tenant_id, tenant_id))
+        .run();
+      return r.meta.changes > 0;
+    },
+    async adopt(t) {
+      const existing = await this.shardOf(t.tenant_id);
+      if (existing !== null) return 'exists';
+      try {
+        await db
+          .insert(tenantShards)
+          .values({
+            tenant_id: t.tenant_id,
+            name: t.name,
+            shard: t.shard,
+            created_at_unix_ms: t.created_at_unix_ms,
+            updated_at_unix_ms: t.now,
+          })
+          .run();
+        return 'adopted';
+      } catch (e) {
+        if (isNameRace(e)) return 'name_taken';
+        throw e;
+      }
+    },
+  };
+}

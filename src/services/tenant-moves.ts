@@ -1,0 +1,253 @@
+/**
+ * Moving a tenant between D1 shards (platform admin): export its rows as canonical JSON lines,
+ * import them on another shard. docs/scaling.md ("Shards") gives the operator's procedure.
+ *
+ * Format: one line per table row, `{"row":{...every column...},"table":"<name>"}` in RFC 8785
+ * canonical form (src/core/canonical), lines separated by `\n`. Nothing else: the file can be
+ * diffed, hashed and re-verified line by line.
+ *
+ * Guarantees: an import verifies every line before anything is written, and any problem refuses
+ * the whole import with nothing written: a line that is not canonical JSON of that shape; an
+ * unknown table or column, or a missing column; a row of another tenant; other than exactly one
+ * `tenants` and one `tenant_quotas` row; a receipt whose stored text is not canonical, whose body
+ * does not hash to its digest or whose digest is not the row's key; a policy, contract or grant
+ * document that does not hash to its key. The rows are then written in one D1 batch on the
+ * target shard (all or nothing). An API key names its shard (src/core/identity), so a move
+ * re-keys the tenant: every principal that was live gets a new key naming the target shard,
+ * returned once by the import; keys issued before the move keep failing (the old copy is frozen:
+ * every principal revoked, by a freezing export or at the latest by the import).
+ * Never: deletes the old copy (receipts are append-only; a frozen copy is an archive), or lets
+ * an import overwrite a tenant already on the target shard.
+ */
+import { z } from 'zod';
+import { canonicalize, digestOf } from '../core/canonical/canonical.js';
+import { decodeJsonText, type JsonValue } from '../core/canonical/json.js';
+import { quoted } from '../core/errors.js';
+import { apiKeyDigest } from '../core/identity/identity.js';
+import { Identifier } from '../core/schema.js';
+import { newApiKey } from '../db/ids.js';
+import type { LogFields } from './context.js';
+import { ServiceError, notFound } from './errors.js';
+import type { TenantMovePort, TenantRow } from './ports.js';
+
+/** Bounds on an import: it is written in one D1 batch. */
+export const MAX_IMPORT_BYTES = 32 * 1024 * 1024;
+export const MAX_IMPORT_ROWS = 20_000;
+/** A stored document is at most 16 MiB (src/db/documents.ts); a line holds one row. */
+const MAX_LINE_BYTES = 17 * 1024 * 1024;
+
+const ExportRequest = z.strictObject({
+  /** Revoke every live principal of the tenant first, so nothing changes the copy after it is read. */
+  freeze: z.boolean().optional(),
+});
+export { ExportRequest as TenantExportRequest };
+
+/**
+ * The tenant's rows as canonical JSON lines (each ends with `\n`). With `freeze`, every live
+ * principal is revoked first, so no key changes the copy while (or after) it is read; the export
+ * shows those principals as they were just before the freeze, so the import re-keys them.
+ */
+export async function* exportTenant(
+  port: TenantMovePort,
+  tenant_id: string,
+  options: { readonly freeze?: boolean | undefined },
+  now: number,
+  log: (fields: LogFields) => void,
+): AsyncGenerator<string> {
+  const shard = Identifier.safeParse(tenant_id).success ? await port.shardOf(tenant_id) : null;
+  if (shard === null) throw notFound('tenant');
+  const frozen = new Set(options.freeze === true ? await port.freeze(shard, tenant_id, now) : []);
+  log({ tenant_id, shard, frozen_principals: frozen.size });
+  for await (const r of port.exportRows(shard, tenant_id)) {
+    const row =
+      r.table === 'principals' && frozen.has(String(r.row.principal_id))
+        ? { ...r.row, revoked_at_unix_ms: null }
+        : r.row;
+    yield `${canonicalize({ row, table: r.table })}\n`;
+  }
+}
+
+const refuse = (line: number, message: string) =>
+  new ServiceError('invalid_request', `import refused, nothing written: line ${line}: ${message}`, [
+    { path: `line ${line}`, message },
+  ]);
+
+/** Parse and verify every line; throws (nothing written) on the first problem. */
+export function verifyExport(
+  port: Pick<TenantMovePort, 'columnsOf'>,
+  text: string,
+): {
+  readonly tenant_id: string;
+  readonly name: string;
+  readonly created_at_unix_ms: number;
+  readonly rows: TenantRow[];
+} {
+  const lines = text.split('\n');
+  // One trailing newline ends the last line; an empty line anywhere else is not a row.
+  if (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
+  if (lines.length === 0) throw refuse(0, 'the export is empty');
+  if (lines.length > MAX_IMPORT_ROWS) throw refuse(MAX_IMPORT_ROWS + 1, `more than ${MAX_IMPORT_ROWS} rows`);
+  const rows: TenantRow[] = [];
+  let tenant: { tenant_id: string; name: string; created_at_unix_ms: number } | null = null;
+  let quotas = 0;
+  for (const [i, line] of lines.entries()) {
+    const n = i + 1;
+    const decoded = decodeJsonText(line, { maxBytes: MAX_LINE_BYTES, maxDepth: 4 });
+    if (!decoded.ok) throw refuse(n, `not json (${decoded.error.reason})`);
+    // Canonical form only: a line re-serialized differently is not what an export wrote.
+    if (canonicalize(decoded.value) !== line) throw refuse(n, 'not in canonical form (RFC 8785)');
+    const row = parseRow(port, n, decoded.value);
+    if (row.table === 'tenants') {
+      if (tenant !== null) throw refuse(n, 'a second tenants row');
+      tenant = {
+        tenant_id: String(row.row.tenant_id),
+        name: String(row.row.name),
+        created_at_unix_ms: Number(row.row.created_at_unix_ms),
+      };
+    }
+    if (row.table === 'tenant_quotas') quotas += 1;
+    verifyDocuments(n, row);
+    rows.push(row);
+  }
+  if (tenant === null) throw refuse(lines.length, 'no tenants row');
+  if (quotas !== 1) throw refuse(lines.length, 'exactly one tenant_quotas row is required');
+  const owner = tenant.tenant_id;
+  for (const [i, r] of rows.entries()) {
+    // Rows of two tenants in one file would plant one tenant's rows under another's move.
+    if (r.row.tenant_id !== owner) throw refuse(i + 1, `row of another tenant than ${quoted(owner)}`);
+  }
+  return { ...tenant, rows };
+}
+
+function parseRow(port: Pick<TenantMovePort, 'columnsOf'>, n: number, v: JsonValue): TenantRow {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw refuse(n, 'not an object');
+  const keys = Object.keys(v);
+  if (keys.length !== 2 || !('table' in v) || !('row' in v))
+    throw refuse(n, 'expected exactly "row" and "table"');
+  const { table, row } = v;
+  if (typeof table !== 'string') throw refuse(n, '"table" is not a string');
+  const columns = port.columnsOf(table);
+  // An unknown table could be one this version does not know how to verify: refuse, never skip.
+  if (columns === null) throw refuse(n, `unknown table ${quoted(table)}`);
+  if (typeof row !== 'object' || row === null || Array.isArray(row))
+    throw refuse(n, '"row" is not an object');
+  for (const k of Object.keys(row)) {
+    if (!columns.includes(k)) throw refuse(n, `unknown column ${quoted(k)} of ${table}`);
+  }
+  const out: Record<string, string | number | null> = {};
+  for (const c of columns) {
+    if (!Object.hasOwn(row, c)) throw refuse(n, `missing column ${quoted(c)} of ${table}`);
+    const value = row[c];
+    if (!(
+      value === null ||
+      typeof value === 'string' ||
+      (typeof value === 'number' && Number.isSafeInteger(value))
+    )) {
+      throw refuse(n, `column ${quoted(c)} is not text, an integer or null`);
+    }
+    out[c] = value as string | number | null;
+  }
+  if (typeof out.tenant_id !== 'string') throw refuse(n, 'tenant_id is not text');
+  return { table, row: out };
+}
+
+/** Every digest a row is keyed by is recomputed from the bytes the row holds. */
+function verifyDocuments(n: number, r: TenantRow): void {
+  const text = (column: string): JsonValue => {
+    const raw = r.row[column];
+    if (typeof raw !== 'string') throw refuse(n, `${r.table}.${column} is not text`);
+    const decoded = decodeJsonText(raw, { maxBytes: MAX_LINE_BYTES, maxDepth: 64 });
+    if (!decoded.ok) throw refuse(n, `${r.table}.${column} is not json`);
+    if (canonicalize(decoded.value) !== raw) throw refuse(n, `${r.table}.${column} is not canonical`);
+    return decoded.value;
+  };
+  const expect = (ok: boolean, what: string) => {
+    if (!ok) throw refuse(n, `${what} does not match its digest`);
+  };
+  switch (r.table) {
+    case 'receipts': {
+      const stored = text('receipt');
+      if (typeof stored !== 'object' || stored === null || Array.isArray(stored))
+        throw refuse(n, 'receipt is not an object');
+      const keys = Object.keys(stored).sort();
+      if (keys.join(',') !== 'body,sha256') throw refuse(n, 'receipt is not {body, sha256}');
+      // The receipt's identity is its body's digest, and the row is keyed by that identity.
+      expect(
+        typeof stored.sha256 === 'string' &&
+          digestOf(stored.body) === stored.sha256 &&
+          stored.sha256 === r.row.sha256,
+        `receipt ${quoted(String(r.row.sha256))}`,
+      );
+      if (r.row.evidence !== null) text('evidence');
+      return;
+    }
+    case 'policies':
+      expect(digestOf(text('document')) === r.row.policy_sha256, 'policy');
+      return;
+    case 'contracts':
+      expect(digestOf(text('document')) === r.row.tool_contract_sha256, 'contract');
+      return;
+    case 'grants':
+      expect(digestOf(text('document')) === r.row.grant_sha256, 'grant');
+      return;
+    default:
+      return;
+  }
+}
+
+/**
+ * Verify an export and write it on `shard`, re-keyed, then point the directory there and freeze
+ * the copy the tenant came from (if it was on another shard of this deployment). Returns each
+ * live principal's new key, once.
+ */
+export async function importTenant(
+  port: TenantMovePort,
+  shard: number,
+  text: string,
+  now: number,
+  log: (fields: LogFields) => void,
+) {
+  if (!port.shardExists(shard)) throw new ServiceError('invalid_request', `shard ${shard} is not configured`);
+  const verified = verifyExport(port, text);
+  const { tenant_id, name } = verified;
+  const previous = await port.shardOf(tenant_id);
+  if (previous === shard)
+    throw new ServiceError('conflict', `tenant ${quoted(tenant_id)} is already on shard ${shard}`);
+  // A tenant new to this deployment must not take a name another tenant holds.
+  if (previous === null && (await port.nameTaken(name))) {
+    throw new ServiceError('conflict', `tenant ${quoted(name)} already exists`);
+  }
+  const keys: { principal_id: string; name: string; roles: JsonValue; api_key: string }[] = [];
+  const rows = verified.rows.map((r): TenantRow => {
+    if (r.table !== 'principals' || r.row.revoked_at_unix_ms !== null) return r;
+    // A key names its shard: the old key cannot reach the new copy, so the principal gets a new
+    // one. The row is inserted, never updated, so the key digest is set once, as at creation.
+    const api_key = newApiKey(shard);
+    keys.push({
+      principal_id: String(r.row.principal_id),
+      name: String(r.row.name),
+      roles: JSON.parse(String(r.row.roles)) as JsonValue,
+      api_key,
+    });
+    return { table: r.table, row: { ...r.row, key_sha256: apiKeyDigest(api_key) } };
+  });
+  const written = await port.importRows(shard, tenant_id, rows, now);
+  if (written === 'exists')
+    throw new ServiceError('conflict', `tenant ${quoted(tenant_id)} already has rows on shard ${shard}`);
+  const recorded = await port.record({
+    tenant_id,
+    name,
+    shard,
+    created_at_unix_ms: verified.created_at_unix_ms,
+    now,
+  });
+  if (recorded === 'name_taken') {
+    // Lost a race for the name after the check above: the copy is written but the directory
+    // does not point at it; the keys below still reach it. Reported, not hidden.
+    throw new ServiceError('conflict', `another tenant took the name ${quoted(name)} during the import`);
+  }
+  // The copy left behind must not take writes any more: no key of it authenticates.
+  const frozen = previous === null ? [] : await port.freeze(previous, tenant_id, now);
+  log({ tenant_id, shard, previous_shard: previous, rows: rows.length, frozen_principals: frozen.length });
+  return { tenant_id, name, shard, previous_shard: previous, rows: rows.length, keys };
+}

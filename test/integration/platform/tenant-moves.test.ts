@@ -1,0 +1,241 @@
+/**
+ * Moving a tenant between shards (src/services/tenant-moves.ts): export as canonical JSON lines,
+ * import on the other shard re-keyed, every receipt digest re-verified; any bad line refuses the
+ * whole import with nothing written.
+ */
+import { env } from 'cloudflare:workers';
+import { describe, expect, it } from 'vitest';
+import { canonicalize } from '../../../src/core/canonical/canonical.js';
+import { parseApiKey } from '../../../src/core/identity/identity.js';
+import type { Seeded } from '../../../scripts/seed.js';
+import {
+  ADMIN_TOKEN,
+  BASE,
+  READ_INPUT,
+  type Reply,
+  authorize,
+  call,
+  createRun,
+  seedTenant,
+  shardOf,
+  workerFetch,
+} from './harness.js';
+
+async function exportOf(tenant_id: string, freeze = false): Promise<{ status: number; text: string }> {
+  const res = await workerFetch(`${BASE}/v1/tenants/${tenant_id}/export`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ freeze }),
+  });
+  return { status: res.status, text: await res.text() };
+}
+
+async function importTo(shard: number, text: string): Promise<Reply> {
+  return call('POST', `/v1/tenants/import?shard=${shard}`, {
+    key: ADMIN_TOKEN,
+    raw: text,
+    headers: { 'content-type': 'application/x-ndjson' },
+  });
+}
+
+function d1(shard: number): D1Database {
+  return shard === 0 ? env.DB : env.DB_SHARD_1;
+}
+
+async function rowsOn(shard: number, tenant_id: string): Promise<number> {
+  let n = 0;
+  for (const t of [
+    'tenants',
+    'tenant_quotas',
+    'policies',
+    'principals',
+    'contracts',
+    'grants',
+    'runs',
+    'receipts',
+  ]) {
+    const r = await d1(shard)
+      .prepare(`SELECT count(*) AS n FROM ${t} WHERE tenant_id = ?`)
+      .bind(tenant_id)
+      .first<{ n: number }>();
+    n += r?.n ?? 0;
+  }
+  return n;
+}
+
+/** A tenant with a run and one stored authorization receipt. */
+async function busyTenant(prefix: string): Promise<{ s: Seeded; receipt: string }> {
+  const s = await seedTenant(prefix);
+  const run = await createRun(s);
+  const r = await authorize(s, {
+    tool_contract_sha256: s.read_contract_sha256,
+    input: READ_INPUT,
+    run_id: run,
+  });
+  expect(r.status).toBe(200);
+  return { s, receipt: r.body.receipt.sha256 as string };
+}
+
+/** Rewrite the first line of `table` with `f`, keeping every line canonical. */
+function tamper(
+  text: string,
+  table: string,
+  f: (row: Record<string, unknown>) => Record<string, unknown>,
+): string {
+  let done = false;
+  return text
+    .split('\n')
+    .map((line) => {
+      if (done || line === '') return line;
+      const v = JSON.parse(line) as { table: string; row: Record<string, unknown> };
+      if (v.table !== table) return line;
+      done = true;
+      return canonicalize({ row: f(v.row), table: v.table });
+    })
+    .join('\n');
+}
+
+describe('tenant export', () => {
+  it('is one canonical JSON line per row, of that tenant only', async () => {
+    const { s } = await busyTenant('export');
+    const e = await exportOf(s.tenant_id);
+    expect(e.status).toBe(200);
+    const lines = e.text.split('\n');
+    expect(lines.pop()).toBe('');
+    expect(lines.length).toBe(await rowsOn(shardOf(s), s.tenant_id));
+    for (const line of lines) {
+      const v = JSON.parse(line) as { table: string; row: { tenant_id: string } };
+      expect(canonicalize(v)).toBe(line);
+      expect(v.row.tenant_id).toBe(s.tenant_id);
+    }
+  });
+
+  it('of an unknown tenant is a 404; without the platform admin token a 401', async () => {
+    expect((await exportOf('ten-nobody')).status).toBe(404);
+    const s = await seedTenant('export-auth');
+    const r = await call('POST', `/v1/tenants/${s.tenant_id}/export`, { key: s.admin.api_key, body: {} });
+    expect(r.status).toBe(401);
+  });
+});
+
+describe('moving a tenant to the other shard', () => {
+  it('keeps its receipts, re-keys its principals and freezes the old copy', async () => {
+    const { s, receipt } = await busyTenant('move');
+    const from = shardOf(s);
+    const to = 1 - from;
+    const before = await call('GET', `/v1/receipts/${receipt}`, { key: s.admin.api_key });
+    expect(before.status).toBe(200);
+
+    const e = await exportOf(s.tenant_id, true);
+    expect(e.status).toBe(200);
+    // Frozen: no key of the old copy authenticates any more.
+    expect((await call('GET', '/v1/policy', { key: s.admin.api_key })).status).toBe(401);
+
+    const imported = await importTo(to, e.text);
+    expect(imported.status).toBe(201);
+    expect(imported.body).toMatchObject({ tenant_id: s.tenant_id, shard: to, previous_shard: from });
+    const keys = imported.body.keys as { principal_id: string; api_key: string }[];
+    expect(keys.map((k) => k.principal_id).sort()).toEqual(
+      [s.admin, s.agent, s.approver, s.executor].map((p) => p.principal_id).sort(),
+    );
+    for (const k of keys) expect(parseApiKey(k.api_key)?.shard).toBe(to);
+    const admin = keys.find((k) => k.principal_id === s.admin.principal_id)?.api_key as string;
+    const agent = keys.find((k) => k.principal_id === s.agent.principal_id)?.api_key as string;
+
+    // The same receipt, byte for byte, now served from the other shard.
+    const after = await call('GET', `/v1/receipts/${receipt}`, { key: admin });
+    expect(after.status).toBe(200);
+    expect(after.body.receipt).toEqual(before.body.receipt);
+    // Grants and runs came along: the agent (same principal, new key) is authorized again.
+    const run = await call('POST', '/v1/runs', {
+      key: agent,
+      body: { max_calls: 5, max_external_writes: 1, max_duration_ms: 600_000 },
+    });
+    expect(run.status).toBe(201);
+    const again = await call('POST', '/v1/authorize', {
+      key: agent,
+      body: { tool_contract_sha256: s.read_contract_sha256, input: READ_INPUT, run_id: run.body.run_id },
+    });
+    expect(again.status).toBe(200);
+    // The directory points at the new shard; old keys still fail.
+    const dir = await env.DB.prepare('SELECT shard FROM tenant_shards WHERE tenant_id = ?')
+      .bind(s.tenant_id)
+      .first<{ shard: number }>();
+    expect(dir?.shard).toBe(to);
+    expect((await call('GET', '/v1/policy', { key: s.agent.api_key })).status).toBe(401);
+    // Importing it again onto the same shard is refused.
+    expect((await importTo(to, e.text)).status).toBe(409);
+  });
+});
+
+describe('an import is refused whole, writing nothing', () => {
+  const cases: [string, (text: string) => string][] = [
+    [
+      'a receipt whose body no longer hashes to its digest',
+      (t) =>
+        tamper(t, 'receipts', (row) => {
+          const stored = JSON.parse(String(row.receipt)) as { sha256: string; body: Record<string, unknown> };
+          return {
+            ...row,
+            receipt: canonicalize({ ...stored, body: { ...stored.body, outcome: 'denied' } }),
+          };
+        }),
+    ],
+    [
+      'a receipt filed under another digest',
+      (t) => tamper(t, 'receipts', (row) => ({ ...row, sha256: 'f'.repeat(64) })),
+    ],
+    [
+      'a grant document changed',
+      (t) => tamper(t, 'grants', (row) => ({ ...row, grant_sha256: '0'.repeat(64) })),
+    ],
+    ['an unknown column', (t) => tamper(t, 'runs', (row) => ({ ...row, extra: 1 }))],
+    [
+      'a missing column',
+      (t) =>
+        tamper(t, 'runs', (row) => {
+          const { writes_used: _dropped, ...rest } = row;
+          return rest;
+        }),
+    ],
+    ['an unknown table', (t) => `${t}${canonicalize({ row: { tenant_id: 'x' }, table: 'secrets' })}\n`],
+    [
+      'a row of another tenant',
+      (t) => tamper(t, 'runs', (row) => ({ ...row, tenant_id: 'ten-someoneelse' })),
+    ],
+    ['a line not in canonical form', (t) => t.replace(/^\{"row":\{/, '{ "row":{')],
+    ['a line that is not json', (t) => `${t}{"row":\n`],
+    [
+      'no tenants row',
+      (t) =>
+        t
+          .split('\n')
+          .filter((l) => !l.endsWith('"table":"tenants"}'))
+          .join('\n'),
+    ],
+  ];
+
+  for (const [what, change] of cases) {
+    it(what, async () => {
+      const { s } = await busyTenant('refuse');
+      const to = 1 - shardOf(s);
+      const e = await exportOf(s.tenant_id);
+      const bad = change(e.text);
+      expect(bad).not.toBe(e.text);
+      const r = await importTo(to, bad);
+      expect(r.status).toBe(400);
+      expect(r.body.error.message).toMatch(/^import refused, nothing written/);
+      expect(await rowsOn(to, s.tenant_id)).toBe(0);
+      // The tenant still lives where it was, and its keys still work.
+      expect((await call('GET', '/v1/policy', { key: s.admin.api_key })).status).toBe(200);
+    });
+  }
+
+  it('onto an unconfigured shard, or without the ndjson media type', async () => {
+    const { s } = await busyTenant('refuse-shard');
+    const e = await exportOf(s.tenant_id);
+    expect((await importTo(7, e.text)).status).toBe(400);
+    const wrongType = await call('POST', '/v1/tenants/import?shard=0', { key: ADMIN_TOKEN, raw: e.text });
+    expect(wrongType.status).toBe(415);
+  });
+});
