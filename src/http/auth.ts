@@ -9,10 +9,11 @@
  * Never: stores or logs a key (only its SHA-256 is looked up), or caches a principal across
  * requests (a revocation takes effect on the very next call).
  */
+import type { Context } from 'hono';
 import { createMiddleware } from 'hono/factory';
 import { API_KEY_PATTERN, apiKeyDigest, type Role, secretsEqual } from '../core/identity/identity.js';
 import { operationsPort, platformStore, tenantStore } from '../platform/bindings.js';
-import { type Caller, requireRole as requireCallerRole } from '../services/context.js';
+import { type Caller, type TenantContext, requireRole as requireCallerRole } from '../services/context.js';
 import { ServiceError } from '../services/errors.js';
 import { type AdminTokenProblem, adminTokenProblem } from './admin-token.js';
 import type { AppEnv } from './env.js';
@@ -35,19 +36,34 @@ function bearer(header: string | undefined): string | null {
 
 const unauthenticated = () => new ServiceError('unauthenticated', 'a valid api key is required');
 
-/** Establish `c.var.principal` from the bearer key, and the caller's service context. */
-export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
+/** The digest of the request's bearer API key; a missing or malformed key is a 401. */
+export function bearerKeyDigest(c: Context<AppEnv>): string {
   const key = bearer(c.req.header('authorization'));
   if (key === null || !API_KEY_PATTERN.test(key)) throw unauthenticated();
-  const row = await platformStore(c.env).principalByKeyDigest(apiKeyDigest(key));
+  return apiKeyDigest(key);
+}
+
+/** Establish `c.var.principal` from the bearer key, and the caller's service context. */
+export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
+  await authenticateRequest(c);
+  await next();
+});
+
+/** What `authenticate` does, for a door that authenticates inside its handler. */
+export async function authenticateRequest(c: Context<AppEnv>): Promise<void> {
+  const row = await platformStore(c.env).principalByKeyDigest(bearerKeyDigest(c));
   // A revoked key is indistinguishable from an unknown one.
   if (row === null || row.revoked_at_unix_ms !== null) throw unauthenticated();
-  const caller: Caller = {
+  establishCaller(c, {
     principal_id: row.principal_id,
     tenant_id: row.tenant_id,
     roles: row.roles,
     executor_release: row.executor_release,
-  };
+  });
+}
+
+/** Record the authenticated caller and open its service context (tenant store, operations, log). */
+export function establishCaller(c: Context<AppEnv>, caller: Caller): TenantContext {
   c.set('principal', caller);
   c.set('log', { ...c.var.log, tenant_id: caller.tenant_id, principal_id: caller.principal_id });
   c.set('tenant', {
@@ -57,8 +73,8 @@ export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
     now: c.var.now,
     log: (fields) => c.set('log', { ...c.var.log, ...fields }),
   });
-  await next();
-});
+  return c.var.tenant;
+}
 
 /** 403 `forbidden_role` unless the principal holds one of `roles`, checked before the body is read. */
 export function requireRole(roles: readonly Role[]) {

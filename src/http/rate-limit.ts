@@ -13,6 +13,7 @@
  * `Retry-After: 1`, never a pass. The limiter protects storage; letting writes through while it
  * is down would remove the protection exactly when a flood overloads it (SECURITY.md).
  */
+import type { Context } from 'hono';
 import { createMiddleware } from 'hono/factory';
 import { rateLimitPort } from '../platform/bindings.js';
 import { ServiceError } from '../services/errors.js';
@@ -25,6 +26,12 @@ export const UNAVAILABLE_RETRY_AFTER_SECONDS = 1;
 
 export const rateLimitWrites = createMiddleware<AppEnv>(async (c, next) => {
   if (!WRITE_METHODS.has(c.req.method)) return next();
+  await takeWriteToken(c);
+  await next();
+});
+
+/** Take one token for the authenticated principal's write, or throw `rate_limited`. */
+export async function takeWriteToken(c: Context<AppEnv>): Promise<void> {
   const { tenant_id, principal_id } = c.var.principal;
   let decision;
   try {
@@ -47,8 +54,7 @@ export const rateLimitWrites = createMiddleware<AppEnv>(async (c, next) => {
       decision.retry_after_seconds,
     );
   }
-  await next();
-});
+}
 
 function errorName(e: unknown): string {
   return e instanceof Error ? e.name : typeof e;
