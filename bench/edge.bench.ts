@@ -9,7 +9,8 @@
  * continent than the primary, a replica nearby). Nothing in src/ knows about it.
  *
  * For each route (authorize allowed, authorize denied, claim, report) it sends `BENCH_REQUESTS`
- * sequential requests with replicas on, then the same with replicas off, and prints the primary
+ * sequential requests with replicas on, then with replicas off, then with replicas on and no
+ * injected latency (this machine's processing time), and prints the primary
  * and replica round trips per request (as the Worker counted them) and p50 / p99 latency seen by
  * the client. Set-up traffic (seeding, approvals) skips the injected latency.
  *
@@ -30,7 +31,12 @@ const PRIMARY_MS = Math.max(0, Number(process.env.PRIMARY_MS ?? 80));
 const REPLICA_MS = Math.max(0, Number(process.env.REPLICA_MS ?? 5));
 const REQUESTS = Math.min(500, Math.max(5, Number(process.env.BENCH_REQUESTS ?? 40)));
 
-type Mode = 'on' | 'off';
+/**
+ * `on`: read replication, latency injected; `off`: every round trip to the primary, latency
+ * injected; `local`: read replication without injected latency, the Worker's own processing time
+ * on this machine (what the injected latency is added to).
+ */
+type Mode = 'on' | 'off' | 'local';
 
 interface Sample {
   readonly ms: number;
@@ -53,6 +59,8 @@ function percentile(sorted: readonly number[], p: number): number {
 async function main(): Promise<void> {
   const state = mkdtempSync(path.join(os.tmpdir(), 'writ-bench-edge-'));
   const adminToken = randomBytes(32).toString('hex');
+  // wrangler looks the required secret up in the environment too; the binding below is what counts.
+  process.env.WRIT_ADMIN_TOKEN ??= adminToken;
   const env = { ...process.env, CI: 'true', WRANGLER_SEND_METRICS: 'false' };
   const migrate = spawnSync(
     path.join(ROOT, 'node_modules', '.bin', 'wrangler'),
@@ -85,8 +93,8 @@ async function main(): Promise<void> {
     const api = async (key: string, method: string, p: string, body?: unknown, mode?: Mode) => {
       const headers: Record<string, string> = { authorization: `Bearer ${key}` };
       if (body !== undefined) headers['content-type'] = 'application/json';
-      if (mode === undefined) headers['writ-bench-latency'] = 'off';
-      else headers['writ-bench-replicas'] = mode;
+      if (mode === undefined || mode === 'local') headers['writ-bench-latency'] = 'off';
+      if (mode === 'off') headers['writ-bench-replicas'] = 'off';
       const init: RequestInit = { method, headers };
       if (body !== undefined) init.body = JSON.stringify(body);
       const t0 = performance.now();
@@ -99,7 +107,11 @@ async function main(): Promise<void> {
 
     const policy = {
       ...DEMO_POLICY,
-      run_budget_limits: { ...DEMO_POLICY.run_budget_limits, max_calls: 100_000 },
+      run_budget_limits: {
+        ...DEMO_POLICY.run_budget_limits,
+        max_calls: 100_000,
+        max_external_writes: 10_000,
+      },
     };
     const s: Seeded = await seedDemo({
       baseUrl: base,
@@ -115,6 +127,7 @@ async function main(): Promise<void> {
       max_external_writes: 10_000,
       max_duration_ms: 3_600_000,
     });
+    if (run.sample.status !== 201) throw new Error(`set-up run: ${JSON.stringify(run.json)}`);
     const run_id = run.json.run_id as string;
     const readCall = {
       tool_contract_sha256: s.read_contract_sha256,
@@ -157,7 +170,7 @@ async function main(): Promise<void> {
     };
 
     console.log(`${REQUESTS} sequential requests per route and mode ...`);
-    for (const mode of ['on', 'off'] as const) {
+    for (const mode of ['on', 'off', 'local'] as const) {
       await measure(
         'authorize (allowed)',
         mode,
@@ -205,7 +218,8 @@ async function main(): Promise<void> {
         async () => {
           const c = claims[reported++];
           if (c === undefined) throw new Error('out of claims');
-          const started = c.receipt.body.evaluated_at_unix_ms as number;
+          // Started after its claim (an effect that began before the claim is not the owner's).
+          const started = Date.now() - 10;
           const observation = {
             observation_id: `obs-bench-${process.pid}-${(n += 1)}`,
             authorization_receipt_sha256: c.receipt.sha256,
@@ -267,17 +281,23 @@ async function main(): Promise<void> {
         ].join('  '),
       );
     }
-    const allowed = rows.find((r) => r.route === 'authorize (allowed)' && r.mode === 'on');
-    if (allowed !== undefined) {
-      const p50 = percentile(
-        allowed.samples.map((x) => x.ms).sort((a, b) => a - b),
-        50,
-      );
-      const goal = PRIMARY_MS + 15;
-      console.log(
-        `\ngoal: authorize p50 <= one primary round trip + 15 ms = ${goal} ms: ${p50.toFixed(1)} ms, ${p50 <= goal ? 'met' : 'NOT met'}`,
-      );
-    }
+    const p50 = (route: string, mode: Mode) => {
+      const row = rows.find((r) => r.route === route && r.mode === mode);
+      return row === undefined
+        ? NaN
+        : percentile(
+            row.samples.map((x) => x.ms).sort((a, b) => a - b),
+            50,
+          );
+    };
+    const goal = PRIMARY_MS + 15;
+    const on = p50('authorize (allowed)', 'on');
+    const local = p50('authorize (allowed)', 'local');
+    console.log(
+      `\ngoal: authorize p50 <= one primary round trip + 15 ms = ${goal} ms: ${on.toFixed(1)} ms ` +
+        `(${on <= goal ? 'met' : 'not met'}); of which ${local.toFixed(1)} ms is this machine's processing ` +
+        `without injected latency, and ${(on - local).toFixed(1)} ms waiting on storage`,
+    );
   } finally {
     await worker.dispose();
     rmSync(state, { recursive: true, force: true });
