@@ -9,8 +9,8 @@
  * continent than the primary, a replica nearby). Nothing in src/ knows about it.
  *
  * For each route (authorize allowed, authorize denied, claim, report) it sends `BENCH_REQUESTS`
- * sequential requests with replicas on, then with replicas off, then with replicas on and no
- * injected latency (this machine's processing time), and prints the primary
+ * sequential requests in each of three modes, interleaved: replicas on, replicas off, and
+ * replicas on without injected latency (this machine's processing time); it prints the primary
  * and replica round trips per request (as the Worker counted them) and p50 / p99 latency seen by
  * the client. Set-up traffic (seeding, approvals) skips the injected latency.
  *
@@ -157,100 +157,86 @@ async function main(): Promise<void> {
     };
 
     const rows: Row[] = [];
-    const measure = async (route: string, mode: Mode, one: () => Promise<Sample>, expect: number) => {
-      await one(); // warm
-      const samples: Sample[] = [];
+    const MODES = ['on', 'off', 'local'] as const;
+    /**
+     * `REQUESTS` rounds of one request per mode, the modes in rotating order, so a change in the
+     * machine's load during the run weighs on every mode alike.
+     */
+    const measure = async (route: string, expect: number, one: (mode: Mode) => Promise<Sample>) => {
+      const samples = new Map<Mode, Sample[]>(MODES.map((m) => [m, []]));
+      for (const m of MODES) await one(m); // warm
       for (let i = 0; i < REQUESTS; i++) {
-        const sample = await one();
-        if (sample.status !== expect)
-          throw new Error(`${route}: answered ${sample.status}, expected ${expect}`);
-        samples.push(sample);
+        for (let k = 0; k < MODES.length; k++) {
+          const mode = MODES[(i + k) % MODES.length] as Mode;
+          const sample = await one(mode);
+          if (sample.status !== expect)
+            throw new Error(`${route} (${mode}): answered ${sample.status}, expected ${expect}`);
+          samples.get(mode)?.push(sample);
+        }
       }
-      rows.push({ route, mode, samples });
+      for (const m of MODES) rows.push({ route, mode: m, samples: samples.get(m) ?? [] });
     };
 
-    console.log(`${REQUESTS} sequential requests per route and mode ...`);
-    for (const mode of ['on', 'off', 'local'] as const) {
-      await measure(
-        'authorize (allowed)',
+    console.log(`${REQUESTS} sequential requests per route and mode, modes interleaved ...`);
+    await measure('authorize (allowed)', 200, async (mode) => {
+      return (await api(agent, 'POST', '/v1/authorize', readCall, mode)).sample;
+    });
+    await measure('authorize (denied)', 403, async (mode) => {
+      return (await api(agent, 'POST', '/v1/authorize', writeCall(), mode)).sample;
+    });
+    // Claim and report each need an operation of their own, prepared without latency.
+    type Receipt = { sha256: string; body: Record<string, unknown> };
+    const receipts = new Map<Mode, Receipt[]>(MODES.map((m) => [m, []]));
+    for (const m of MODES) for (let i = 0; i <= REQUESTS; i++) receipts.get(m)?.push(await authorized());
+    const claims = new Map<Mode, { operation_id: string; fencing_token: string; receipt: Receipt }[]>(
+      MODES.map((m) => [m, []]),
+    );
+    await measure('claim', 200, async (mode) => {
+      const receipt = receipts.get(mode)?.shift();
+      if (receipt === undefined) throw new Error('out of receipts');
+      const c = await api(
+        s.executor.api_key,
+        'POST',
+        '/v1/executions/claim',
+        { authorization_receipt_sha256: receipt.sha256 },
         mode,
-        async () => (await api(agent, 'POST', '/v1/authorize', readCall, mode)).sample,
-        200,
       );
-      await measure(
-        'authorize (denied)',
+      claims.get(mode)?.push({
+        operation_id: c.json.operation_id as string,
+        fencing_token: c.json.fencing_token as string,
+        receipt,
+      });
+      return c.sample;
+    });
+    await measure('report', 200, async (mode) => {
+      const c = claims.get(mode)?.shift();
+      if (c === undefined) throw new Error('out of claims');
+      // Started after its claim (an effect that began before the claim is not the owner's).
+      const started = Date.now() - 10;
+      const observation = {
+        observation_id: `obs-bench-${process.pid}-${(n += 1)}`,
+        authorization_receipt_sha256: c.receipt.sha256,
+        invocation_sha256: c.receipt.body.invocation_sha256,
+        executor_release: DEMO_EXECUTOR_RELEASE,
+        outcome: 'indeterminate',
+        started_at_unix_ms: started,
+        completed_at_unix_ms: started + 5,
+        output_sha256: null,
+        output_bytes: 0,
+        effect_id: null,
+        before_state_sha256: null,
+        after_state_sha256: null,
+        idempotency_key: c.receipt.body.idempotency_key,
+      };
+      const r = await api(
+        s.executor.api_key,
+        'POST',
+        '/v1/executions/report',
+        { operation_id: c.operation_id, fencing_token: c.fencing_token, observation },
         mode,
-        async () => (await api(agent, 'POST', '/v1/authorize', writeCall(), mode)).sample,
-        403,
       );
-      // Claim and report each need an operation of their own, prepared without latency.
-      const receipts: { sha256: string; body: Record<string, unknown> }[] = [];
-      for (let i = 0; i <= REQUESTS; i++) receipts.push(await authorized());
-      const claims: { operation_id: string; fencing_token: string; receipt: (typeof receipts)[number] }[] =
-        [];
-      let next = 0;
-      await measure(
-        'claim',
-        mode,
-        async () => {
-          const receipt = receipts[next++];
-          if (receipt === undefined) throw new Error('out of receipts');
-          const c = await api(
-            s.executor.api_key,
-            'POST',
-            '/v1/executions/claim',
-            { authorization_receipt_sha256: receipt.sha256 },
-            mode,
-          );
-          claims.push({
-            operation_id: c.json.operation_id as string,
-            fencing_token: c.json.fencing_token as string,
-            receipt,
-          });
-          return c.sample;
-        },
-        200,
-      );
-      let reported = 0;
-      await measure(
-        'report',
-        mode,
-        async () => {
-          const c = claims[reported++];
-          if (c === undefined) throw new Error('out of claims');
-          // Started after its claim (an effect that began before the claim is not the owner's).
-          const started = Date.now() - 10;
-          const observation = {
-            observation_id: `obs-bench-${process.pid}-${(n += 1)}`,
-            authorization_receipt_sha256: c.receipt.sha256,
-            invocation_sha256: c.receipt.body.invocation_sha256,
-            executor_release: DEMO_EXECUTOR_RELEASE,
-            outcome: 'indeterminate',
-            started_at_unix_ms: started,
-            completed_at_unix_ms: started + 5,
-            output_sha256: null,
-            output_bytes: 0,
-            effect_id: null,
-            before_state_sha256: null,
-            after_state_sha256: null,
-            idempotency_key: c.receipt.body.idempotency_key,
-          };
-          const r = await api(
-            s.executor.api_key,
-            'POST',
-            '/v1/executions/report',
-            {
-              operation_id: c.operation_id,
-              fencing_token: c.fencing_token,
-              observation,
-            },
-            mode,
-          );
-          return r.sample;
-        },
-        200,
-      );
-    }
+      return r.sample;
+    });
 
     const fmt = (x: number) => x.toFixed(1).padStart(8);
     console.log('');
@@ -259,9 +245,15 @@ async function main(): Promise<void> {
         `${REQUESTS} sequential requests per row; ${os.cpus().length} cores`,
     );
     console.log(
-      ['route'.padEnd(22), 'replicas', 'primary', 'replica', 'p50 ms'.padStart(8), 'p99 ms'.padStart(8)].join(
-        '  ',
-      ),
+      [
+        'route'.padEnd(22),
+        'mode'.padEnd(8),
+        'primary',
+        'replica',
+        'wait ms'.padStart(8),
+        'p50 ms'.padStart(8),
+        'p99 ms'.padStart(8),
+      ].join('  '),
     );
     for (const r of rows) {
       const sorted = r.samples.map((x) => x.ms).sort((a, b) => a - b);
@@ -276,6 +268,10 @@ async function main(): Promise<void> {
           avg((x) => x.replica)
             .toFixed(2)
             .padStart(7),
+          // The injected latency a request waits for: its round trips times their cost.
+          fmt(
+            r.mode === 'local' ? 0 : avg((x) => x.primary) * PRIMARY_MS + avg((x) => x.replica) * REPLICA_MS,
+          ),
           fmt(percentile(sorted, 50)),
           fmt(percentile(sorted, 99)),
         ].join('  '),
