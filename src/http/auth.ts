@@ -6,8 +6,11 @@
  * admin token is compared in constant time and only ever admits `POST /v1/tenants`, and a
  * configured token that is an example value or guessable admits nothing (`adminTokenProblem`); a role check
  * runs per route, before the body is read (the service checks the same roles again).
+ * `POST /v1/authorize` looks its key up in its handler, in one batch with the authorization
+ * state (src/http/routes/authorize.ts); it answers the same 401 and 403 in the same order.
  * Never: stores or logs a key (only its SHA-256 is looked up), or caches a principal across
- * requests (a revocation takes effect on the very next call).
+ * requests (a revocation binds the very next write or authorization; a `GET` served by a lagging
+ * replica may still see the key for as long as the replica lags, SECURITY.md).
  */
 import type { Context } from 'hono';
 import { createMiddleware } from 'hono/factory';
