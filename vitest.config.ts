@@ -41,6 +41,8 @@ export default defineConfig({
           cloudflareTest(async () => ({
             wrangler: { configPath: './wrangler.toml' },
             miniflare: {
+              // Test-only: the stale snapshot a lagging read replica serves (test/support/d1-routing.ts).
+              d1Databases: { DB_STALE_REPLICA: 'writ-stale-replica' },
               bindings: {
                 // Read here (Node side), applied by test/setup/apply-migrations.ts.
                 TEST_MIGRATIONS: await readD1Migrations(path.join(import.meta.dirname, 'migrations')),

@@ -110,9 +110,11 @@ function labScenario(id: string, f: ToolLoopFixture): { scenario: Scenario; viol
         violations: expected,
       };
     case 'tenant_drift':
+      // The service never lets a named tenant into the invocation (it stays the caller's); the
+      // difference is its own violation, recorded beside the trusted one (decide.ts).
       return {
         scenario: { ...base, body: { ...base.body, tenant_id: mutated.invocation.tenant_id } },
-        violations: expected,
+        violations: ['named_tenant_mismatch'],
       };
     case 'contract_drift':
       // The store looks a contract up by the digest the request names, so a request can only

@@ -5,6 +5,8 @@ declare global {
   namespace Cloudflare {
     interface Env {
       TEST_MIGRATIONS: D1Migration[];
+      /** Only for test/support/d1-routing.ts: a stale snapshot of `DB` (vitest.config.ts). */
+      DB_STALE_REPLICA: D1Database;
     }
   }
 }

@@ -6,8 +6,10 @@
  * Guarantees: a tenant, its quota row (defaults), its first policy and its first admin are written
  * in one batch; a name race is decided by the unique index (the loser wrote nothing).
  */
-import { asc, eq, gt } from 'drizzle-orm';
+import { asc, eq, gt, sql } from 'drizzle-orm';
+import type { AuthorizeRequest } from '../core/authorization/decide.js';
 import type {
+  KeyedAuthorizationRead,
   NewPrincipal,
   PlatformStore,
   PrincipalRow,
@@ -15,14 +17,21 @@ import type {
   RetentionWindow,
 } from '../services/ports.js';
 import type { TenantPolicy } from '../core/policy.js';
-import type { Db } from './client.js';
+import { type Db, atPrimary } from './client.js';
 import { toCanonicalText } from './documents.js';
 import { principals, policies, tenantQuotas, tenants } from './schema.js';
-import { principalValues, toPrincipalRow } from './tenant-store.js';
+import {
+  authorizationStateQueries,
+  principalValues,
+  toAuthorizationState,
+  toPrincipalRow,
+} from './tenant-store.js';
 
 /** One shard's part of the platform store. */
 export interface ShardPlatformStore {
   principalByKeyDigest(key_sha256: string): ReturnType<PlatformStore['principalByKeyDigest']>;
+  /** The key's principal and its authorization state in one batch (see `PlatformStore`). */
+  authorizationByKey(key_sha256: string, request: AuthorizeRequest): Promise<KeyedAuthorizationRead | null>;
   tenantNameTaken(name: string): Promise<boolean>;
   createTenant(
     t: Omit<Parameters<PlatformStore['createTenant']>[0], 'shard'>,
@@ -41,6 +50,15 @@ export function d1PlatformStore(db: Db): ShardPlatformStore {
     async principalByKeyDigest(key_sha256: string) {
       const row = await db.select().from(principals).where(eq(principals.key_sha256, key_sha256)).get();
       return row === undefined ? null : { ...toPrincipalRow(row), key_sha256: row.key_sha256 };
+    },
+
+    async authorizationByKey(key_sha256: string, request: AuthorizeRequest) {
+      // Near the caller first; a key the replica has not seen yet (created a moment ago) is
+      // looked up again at the primary before it is called unknown.
+      return (
+        (await keyedAuthorizationRead(db, key_sha256, request)) ??
+        keyedAuthorizationRead(atPrimary(db), key_sha256, request)
+      );
     },
 
     async tenantNameTaken(name: string) {
@@ -126,3 +144,25 @@ export function d1PlatformStore(db: Db): ShardPlatformStore {
 }
 
 export type { PrincipalRow };
+
+/**
+ * The key's principal and its authorization state in one batch: every state query is keyed by
+ * subqueries on the key digest, so it reads only the key's own tenant and principal, and reads
+ * nothing when no principal has the key (the subqueries yield NULL, which matches no row).
+ */
+async function keyedAuthorizationRead(
+  db: Db,
+  key_sha256: string,
+  request: AuthorizeRequest,
+): Promise<KeyedAuthorizationRead | null> {
+  const tenant = sql`(select ${principals.tenant_id} from ${principals} where ${principals.key_sha256} = ${key_sha256})`;
+  const principal = sql`(select ${principals.principal_id} from ${principals} where ${principals.key_sha256} = ${key_sha256})`;
+  const [keyRows, ...stateRows] = await db.batch([
+    db.select().from(principals).where(eq(principals.key_sha256, key_sha256)),
+    ...authorizationStateQueries(db, tenant, principal, request),
+  ]);
+  const row = keyRows[0];
+  if (row === undefined) return null;
+  const found = toPrincipalRow(row);
+  return { principal: found, state: toAuthorizationState(stateRows, found.tenant_id, found.principal_id) };
+}

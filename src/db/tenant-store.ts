@@ -46,6 +46,7 @@ import type { ToolContract, ToolGrant } from '../core/model.js';
 import type { TenantPolicy } from '../core/policy.js';
 import type {
   ApprovalDecision,
+  AuthorizationRead,
   ApprovalListFilter,
   FirstApproval,
   ApprovalRow,
@@ -74,7 +75,7 @@ import type {
   WebhookDeliveryClaim,
   WebhookSecretRow,
 } from '../services/ports.js';
-import { type Db, invariantViolation } from './client.js';
+import { type Db, atPrimary, invariantViolation } from './client.js';
 import { parseStored, parseStoredJson, StoredDocumentError, toCanonicalText } from './documents.js';
 import { contractCache, grantCache, policyCache } from './caches.js';
 import { DAY_MS, hasTriggerMessage, quotaChecked, throwIfQuota, utcDay } from './quotas.js';
@@ -469,108 +470,29 @@ class D1TenantStore implements TenantStore, RetentionStore {
 
   // -- Authorization --------------------------------------------------------------------------
 
-  async loadAuthorizationState(principal_id: string, request: AuthorizeRequest): Promise<AuthorizationState> {
-    const t = this.tenant_id;
-    const db = this.db;
-    const approvalId = request.approval_id ?? null;
-    const [policyRows, contractRows, principalRows, runRows, approvalRows, grantRows, revokedRows] =
-      await db.batch([
-        this.#currentPolicyQuery(),
-        this.#contractQuery(request.tool_contract_sha256),
-        db
-          .select({ revoked_at_unix_ms: principals.revoked_at_unix_ms })
-          .from(principals)
-          .where(and(eq(principals.tenant_id, t), eq(principals.principal_id, principal_id))),
-        db
-          .select()
-          .from(runs)
-          .where(and(eq(runs.tenant_id, t), eq(runs.run_id, request.run_id))),
-        db
-          .select({
-            ...getTableColumns(approvals),
-            // An approval is only as good as its approver: a revoked approver's approvals stop working.
-            approver_revoked_at_unix_ms: sql<
-              number | null
-            >`(select p.revoked_at_unix_ms from principals p where p.tenant_id = ${approvals.tenant_id} and p.principal_id = ${approvals.decided_by})`,
-            // Both approvers of an irreversible call: revoking either voids it (issue 14).
-            first_approver_revoked_at_unix_ms: sql<
-              number | null
-            >`(select p.revoked_at_unix_ms from principals p where p.tenant_id = ${approvals.tenant_id} and p.principal_id = ${approvals.first_approved_by})`,
-          })
-          .from(approvals)
-          // No approval named: a primary-key lookup of an id no row has (never a table scan).
-          .where(and(eq(approvals.tenant_id, t), eq(approvals.approval_id, approvalId ?? NO_ID))),
-        // Every unrevoked grant, never a window of them: a live grant must not fall out of view
-        // behind revoked ones. Their number is bounded when grants are created (MAX_LIVE_GRANTS).
-        db
-          .select()
-          .from(grants)
-          .where(
-            request.grant_id === undefined
-              ? and(
-                  eq(grants.tenant_id, t),
-                  eq(grants.principal_id, principal_id),
-                  isNull(grants.revoked_at_unix_ms),
-                )
-              : and(eq(grants.tenant_id, t), eq(grants.grant_id, request.grant_id)),
-          )
-          .orderBy(asc(grants.grant_id)),
-        // One revoked grant, used only when none is live, so the denial says `grant_revoked`.
-        db
-          .select()
-          .from(grants)
-          .where(
-            request.grant_id === undefined
-              ? and(
-                  eq(grants.tenant_id, t),
-                  eq(grants.principal_id, principal_id),
-                  isNotNull(grants.revoked_at_unix_ms),
-                )
-              : and(eq(grants.tenant_id, t), eq(grants.grant_id, NO_ID)),
-          )
-          .orderBy(asc(grants.grant_id))
-          .limit(1),
-      ]);
-    const contractRow = contractRows[0];
-    const approvalRow = approvalRows[0];
-    return {
-      caller: {
-        tenant_id: t,
-        principal_id,
-        revoked: (principalRows[0]?.revoked_at_unix_ms ?? null) !== null,
-      },
-      policy: toPolicyRecord(policyRows[0]),
-      contract:
-        contractRow === undefined
-          ? null
-          : {
-              tool_contract_sha256: contractRow.tool_contract_sha256,
-              contract: contractCache.get(contractRow.tool_contract_sha256, contractRow.document),
-              quarantined: contractRow.quarantined_at_unix_ms !== null,
-            },
-      run: runRows[0] ?? null,
-      approval:
-        approvalRow === undefined
-          ? null
-          : toApprovalRecord(
-              approvalRow,
-              approvalRow.approver_revoked_at_unix_ms !== null ||
-                approvalRow.first_approver_revoked_at_unix_ms !== null,
-            ),
-      grants: (grantRows.length > 0 ? grantRows : revokedRows).map((g) => ({
-        grant: grantCache.get(g.grant_sha256, g.document),
-        revoked: g.revoked_at_unix_ms !== null,
-      })),
-    };
+  async loadAuthorizationState(
+    principal_id: string,
+    request: AuthorizeRequest,
+    options?: { readonly at: 'primary' },
+  ): Promise<AuthorizationState> {
+    const db = options?.at === 'primary' ? atPrimary(this.db) : this.db;
+    const rows = await db.batch(authorizationStateQueries(db, this.tenant_id, principal_id, request));
+    return toAuthorizationState(rows, this.tenant_id, principal_id);
   }
 
   async commitAuthorization(
     d: AuthorizationDecision,
     principal_id: string,
     now: number,
+    read?: AuthorizationRead,
   ): Promise<CommitResult> {
     const db = this.db;
     const t = this.tenant_id;
+    // Before the effects: it compares the rows as the decision read them, not as this batch leaves them.
+    const freshness =
+      read === undefined
+        ? null
+        : abortIfChanged(db, t, principal_id, changedSinceRead(t, principal_id, read.request, read.state));
     const [insert] = insertReceiptStatements(db, {
       tenant_id: t,
       kind: 'authorization',
@@ -584,7 +506,10 @@ class D1TenantStore implements TenantStore, RetentionStore {
     const e = d.effects;
     try {
       if (e === null) {
-        await insert.run();
+        // A denial read from a stale replica is not stored: the freshness guard sends it back to
+        // be decided on the primary's state (a grant or approval may have appeared meanwhile).
+        if (freshness === null) await insert.run();
+        else await db.batch([insert, freshness]);
         return { ok: true };
       }
       // Guards: each touches its row only if it was revoked or quarantined meanwhile, and the
@@ -669,10 +594,13 @@ class D1TenantStore implements TenantStore, RetentionStore {
           })
           .where(and(eq(runs.tenant_id, t), eq(runs.run_id, e.charge_run.run_id))),
       );
-      await db.batch([insert, ...statements]);
+      await db.batch([insert, ...(freshness === null ? [] : [freshness]), ...statements]);
       return { ok: true };
     } catch (err) {
       throwIfQuota(err, now);
+      if (freshness !== null && hasTriggerMessage(err, 'principal_immutable')) {
+        return { ok: false, lost: 'state_changed' };
+      }
       const lost = invariantViolation(err);
       // The 0007 approval triggers guard decisions, never this commit: anything else is internal.
       if (lost === null || lost === 'approval_second_approver' || lost === 'approval_first_approval')
@@ -1347,4 +1275,189 @@ function toApprovalRecord(a: typeof approvals.$inferSelect, approver_revoked: bo
     approval: toToolApproval(a),
     approver_revoked,
   };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Authorization state: the reads `decideAuthorization` needs, and the commit's freshness guard.
+// The reads are keyed by a tenant and principal given as ids, or as subqueries on an API key's
+// digest, so `POST /v1/authorize` reads key and state in one batch (src/db/platform-store.ts).
+
+/** A tenant or principal id, or a scalar subquery that yields it (NULL matches no row). */
+type Key = string | SQL;
+
+export function authorizationStateQueries(db: Db, t: Key, principal: Key, request: AuthorizeRequest) {
+  const approvalId = request.approval_id ?? null;
+  return [
+    db
+      .select({ policy_sha256: tenants.policy_sha256, document: policies.document })
+      .from(tenants)
+      .innerJoin(
+        policies,
+        and(eq(policies.tenant_id, tenants.tenant_id), eq(policies.policy_sha256, tenants.policy_sha256)),
+      )
+      .where(eq(tenants.tenant_id, t)),
+    db
+      .select()
+      .from(contracts)
+      .where(
+        and(eq(contracts.tenant_id, t), eq(contracts.tool_contract_sha256, request.tool_contract_sha256)),
+      ),
+    db
+      .select({ revoked_at_unix_ms: principals.revoked_at_unix_ms })
+      .from(principals)
+      .where(and(eq(principals.tenant_id, t), eq(principals.principal_id, principal))),
+    db
+      .select()
+      .from(runs)
+      .where(and(eq(runs.tenant_id, t), eq(runs.run_id, request.run_id))),
+    db
+      .select({
+        ...getTableColumns(approvals),
+        // An approval is only as good as its approver: a revoked approver's approvals stop working.
+        approver_revoked_at_unix_ms: sql<
+          number | null
+        >`(select p.revoked_at_unix_ms from principals p where p.tenant_id = ${approvals.tenant_id} and p.principal_id = ${approvals.decided_by})`,
+        // Both approvers of an irreversible call: revoking either voids it (issue 14).
+        first_approver_revoked_at_unix_ms: sql<
+          number | null
+        >`(select p.revoked_at_unix_ms from principals p where p.tenant_id = ${approvals.tenant_id} and p.principal_id = ${approvals.first_approved_by})`,
+      })
+      .from(approvals)
+      // No approval named: a primary-key lookup of an id no row has (never a table scan).
+      .where(and(eq(approvals.tenant_id, t), eq(approvals.approval_id, approvalId ?? NO_ID))),
+    // Every unrevoked grant, never a window of them: a live grant must not fall out of view
+    // behind revoked ones. Their number is bounded when grants are created (MAX_LIVE_GRANTS).
+    db
+      .select()
+      .from(grants)
+      .where(
+        request.grant_id === undefined
+          ? and(
+              eq(grants.tenant_id, t),
+              eq(grants.principal_id, principal),
+              isNull(grants.revoked_at_unix_ms),
+            )
+          : and(eq(grants.tenant_id, t), eq(grants.grant_id, request.grant_id)),
+      )
+      .orderBy(asc(grants.grant_id)),
+    // One revoked grant, used only when none is live, so the denial says `grant_revoked`.
+    db
+      .select()
+      .from(grants)
+      .where(
+        request.grant_id === undefined
+          ? and(
+              eq(grants.tenant_id, t),
+              eq(grants.principal_id, principal),
+              isNotNull(grants.revoked_at_unix_ms),
+            )
+          : and(eq(grants.tenant_id, t), eq(grants.grant_id, NO_ID)),
+      )
+      .orderBy(asc(grants.grant_id))
+      .limit(1),
+  ] as const;
+}
+
+type StateQueries = ReturnType<typeof authorizationStateQueries>;
+type AwaitedEach<T> = { readonly [K in keyof T]: Awaited<T[K]> };
+export type AuthorizationStateRows = AwaitedEach<StateQueries>;
+
+export function toAuthorizationState(
+  rows: AuthorizationStateRows,
+  tenant_id: string,
+  principal_id: string,
+): AuthorizationState {
+  const [policyRows, contractRows, principalRows, runRows, approvalRows, grantRows, revokedRows] = rows;
+  const contractRow = contractRows[0];
+  const approvalRow = approvalRows[0];
+  return {
+    caller: {
+      tenant_id,
+      principal_id,
+      revoked: (principalRows[0]?.revoked_at_unix_ms ?? null) !== null,
+    },
+    policy: toPolicyRecord(policyRows[0]),
+    contract:
+      contractRow === undefined
+        ? null
+        : {
+            tool_contract_sha256: contractRow.tool_contract_sha256,
+            contract: contractCache.get(contractRow.tool_contract_sha256, contractRow.document),
+            quarantined: contractRow.quarantined_at_unix_ms !== null,
+          },
+    run: runRows[0] ?? null,
+    approval:
+      approvalRow === undefined
+        ? null
+        : toApprovalRecord(
+            approvalRow,
+            approvalRow.approver_revoked_at_unix_ms !== null ||
+              approvalRow.first_approver_revoked_at_unix_ms !== null,
+          ),
+    grants: (grantRows.length > 0 ? grantRows : revokedRows).map((g) => ({
+      grant: grantCache.get(g.grant_sha256, g.document),
+      revoked: g.revoked_at_unix_ms !== null,
+    })),
+  };
+}
+
+/**
+ * The commit's freshness guard: true at the primary when a row the decision was made from has
+ * changed in a way that could change the decision. Revocations, quarantine, consumption and
+ * spending have guards and triggers of their own; this covers what can move the other way or
+ * is not guarded elsewhere: the policy in force, an approval's status or its approver's
+ * revocation, a run or a live grant that appeared. Everything else the state holds is immutable.
+ */
+function changedSinceRead(
+  t: string,
+  principal_id: string,
+  request: AuthorizeRequest,
+  read: AuthorizationState,
+): SQL {
+  const conditions: SQL[] = [
+    sql`(select ${tenants.policy_sha256} from ${tenants} where ${tenants.tenant_id} = ${t}) is not ${read.policy.policy_sha256}`,
+  ];
+  if (read.run === null) {
+    conditions.push(
+      sql`exists (select 1 from ${runs} where ${runs.tenant_id} = ${t} and ${runs.run_id} = ${request.run_id})`,
+    );
+  }
+  const approvalId = request.approval_id ?? null;
+  if (approvalId !== null) {
+    conditions.push(
+      sql`(select ${approvals.status} from ${approvals} where ${approvals.tenant_id} = ${t} and ${approvals.approval_id} = ${approvalId}) is not ${read.approval?.status ?? null}`,
+    );
+    if (read.approval !== null && !read.approval.approver_revoked) {
+      conditions.push(
+        sql`(select p.revoked_at_unix_ms from ${principals} p where p.tenant_id = ${t} and p.principal_id = (select ${approvals.decided_by} from ${approvals} where ${approvals.tenant_id} = ${t} and ${approvals.approval_id} = ${approvalId})) is not null`,
+      );
+      // The first of two approvers (irreversible effects, issue 14) counts the same.
+      conditions.push(
+        sql`(select p.revoked_at_unix_ms from ${principals} p where p.tenant_id = ${t} and p.principal_id = (select ${approvals.first_approved_by} from ${approvals} where ${approvals.tenant_id} = ${t} and ${approvals.approval_id} = ${approvalId})) is not null`,
+      );
+    }
+  }
+  if (request.grant_id === undefined) {
+    const seen = read.grants.filter((g) => !g.revoked).map((g) => g.grant.grant_id);
+    // The ids seen, as one space-delimited parameter rather than one parameter each (D1 binds
+    // at most 100 per statement); identifiers never contain a space.
+    const seenList = ` ${seen.join(' ')} `;
+    conditions.push(
+      sql`exists (select 1 from ${grants} where ${grants.tenant_id} = ${t} and ${grants.principal_id} = ${principal_id} and ${grants.revoked_at_unix_ms} is null and instr(${seenList}, ' ' || ${grants.grant_id} || ' ') = 0)`,
+    );
+  }
+  // Parenthesized: the caller ANDs it with the row key, and AND binds tighter than OR.
+  return sql`(${sql.join(conditions, sql` or `)})`;
+}
+
+/**
+ * A statement that aborts the batch when `changed` holds: it names the caller's own row in an
+ * update of `roles`, which the `principals_identity_immutable` trigger refuses whatever the value
+ * (migrations/0001_invariants.sql). Were the trigger gone, it would set `roles` to itself.
+ */
+function abortIfChanged(db: Db, t: string, principal_id: string, changed: SQL) {
+  return db
+    .update(principals)
+    .set({ roles: sql`${principals.roles}` })
+    .where(and(eq(principals.tenant_id, t), eq(principals.principal_id, principal_id), changed));
 }

@@ -11,6 +11,7 @@ import { Hono } from 'hono';
 import { matchedRoutes } from 'hono/route';
 import { newId } from '../db/ids.js';
 import { authenticate } from './auth.js';
+import { d1Session } from './d1-session.js';
 import type { AppEnv } from './env.js';
 import { errorResponse, onError } from './errors.js';
 import { rateLimitWrites } from './rate-limit.js';
@@ -67,11 +68,16 @@ export function createApp(): Hono<AppEnv> {
     );
   });
 
+  // One D1 session per request; its bookmark answers in `Writ-D1-Bookmark` (src/http/d1-session.ts).
+  app.use('*', d1Session);
+
   const v1 = new Hono<AppEnv>();
   v1.get('/healthz', (c) => c.json({ status: 'ok' }));
   v1.route('/', tenantRoutes);
   // Signed webhooks authenticate by their Standard Webhooks signature, not a bearer key.
   v1.route('/', webhookRoutes);
+  // Authenticates in its handler: key and state are one read (src/http/routes/authorize.ts).
+  v1.route('/', authorizeRoutes);
   v1.use('*', authenticate);
   // Every write of an authenticated principal takes a token first (src/http/rate-limit.ts).
   v1.use('*', rateLimitWrites);
@@ -81,7 +87,6 @@ export function createApp(): Hono<AppEnv> {
   v1.route('/', grantRoutes);
   v1.route('/', approvalRoutes);
   v1.route('/', runRoutes);
-  v1.route('/', authorizeRoutes);
   v1.route('/', receiptRoutes);
   v1.route('/', executionRoutes);
   v1.route('/', reconciliationRoutes);

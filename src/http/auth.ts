@@ -8,13 +8,17 @@
  * runs per route, before the body is read (the service checks the same roles again).
  * Shards: the key's routing part picks the one D1 shard that is asked (src/core/identity);
  * a key naming an unconfigured shard is a 401 like any other miss.
+ * `POST /v1/authorize` looks its key up in its handler, in one batch with the authorization
+ * state (src/http/routes/authorize.ts); it answers the same 401 and 403 in the same order.
  * Never: stores or logs a key (only its SHA-256 is looked up), or caches a principal across
- * requests (a revocation takes effect on the very next call).
+ * requests (a revocation binds the very next write or authorization; a `GET` served by a lagging
+ * replica may still see the key for as long as the replica lags, SECURITY.md).
  */
+import type { Context } from 'hono';
 import { createMiddleware } from 'hono/factory';
-import { type Role, parseApiKey, secretsEqual } from '../core/identity/identity.js';
+import { type ApiKeyRoute, type Role, parseApiKey, secretsEqual } from '../core/identity/identity.js';
 import { classifierPort, operationsPort, platformStore, tenantStore } from '../platform/bindings.js';
-import { type Caller, requireRole as requireCallerRole } from '../services/context.js';
+import { type Caller, type TenantContext, requireRole as requireCallerRole } from '../services/context.js';
 import { ServiceError } from '../services/errors.js';
 import { type AdminTokenProblem, adminTokenProblem } from './admin-token.js';
 import type { AppEnv } from './env.js';
@@ -37,23 +41,42 @@ function bearer(header: string | undefined): string | null {
 
 const unauthenticated = () => new ServiceError('unauthenticated', 'a valid api key is required');
 
-/** Establish `c.var.principal` from the bearer key, and the caller's service context. */
-export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
+/** The request's bearer API key: its shard and digest; a missing or malformed key is a 401. */
+export function bearerKeyRoute(c: Context<AppEnv>): ApiKeyRoute {
   const key = bearer(c.req.header('authorization'));
   // The key's routing part names the one shard to look in (src/platform/shards.ts); the digest
   // covers it, so a key pointed at another shard finds nothing there.
   const route = key === null ? null : parseApiKey(key);
   if (route === null) throw unauthenticated();
-  const { shard } = route;
-  const row = await platformStore(c.env).principalByKeyDigest(shard, route.key_sha256);
+  return route;
+}
+
+/** Establish `c.var.principal` from the bearer key, and the caller's service context. */
+export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
+  await authenticateRequest(c);
+  await next();
+});
+
+/** What `authenticate` does, for a door that authenticates inside its handler. */
+export async function authenticateRequest(c: Context<AppEnv>): Promise<void> {
+  const { shard, key_sha256 } = bearerKeyRoute(c);
+  const row = await platformStore(c.env).principalByKeyDigest(shard, key_sha256);
   // A revoked key is indistinguishable from an unknown one.
   if (row === null || row.revoked_at_unix_ms !== null) throw unauthenticated();
-  const caller: Caller = {
-    principal_id: row.principal_id,
-    tenant_id: row.tenant_id,
-    roles: row.roles,
-    executor_release: row.executor_release,
-  };
+  establishCaller(
+    c,
+    {
+      principal_id: row.principal_id,
+      tenant_id: row.tenant_id,
+      roles: row.roles,
+      executor_release: row.executor_release,
+    },
+    shard,
+  );
+}
+
+/** Record the authenticated caller and open its service context (tenant store, operations, log). */
+export function establishCaller(c: Context<AppEnv>, caller: Caller, shard: number): TenantContext {
   c.set('principal', caller);
   c.set('log', { ...c.var.log, tenant_id: caller.tenant_id, principal_id: caller.principal_id });
   c.set('tenant', {
@@ -65,8 +88,8 @@ export const authenticate = createMiddleware<AppEnv>(async (c, next) => {
     now: c.var.now,
     log: (fields) => c.set('log', { ...c.var.log, ...fields }),
   });
-  await next();
-});
+  return c.var.tenant;
+}
 
 /** 403 `forbidden_role` unless the principal holds one of `roles`, checked before the body is read. */
 export function requireRole(roles: readonly Role[]) {

@@ -45,6 +45,10 @@ export function platformStore(env: Env): PlatformStore {
       if (shardBinding(env, shard) === null) return null;
       return d1PlatformStore(shardDb(env, shard)).principalByKeyDigest(key_sha256);
     },
+    async authorizationByKey(shard, key_sha256, request) {
+      if (shardBinding(env, shard) === null) return null;
+      return d1PlatformStore(shardDb(env, shard)).authorizationByKey(key_sha256, request);
+    },
     tenantNameTaken: (name) => directory().nameTaken(name),
     async placeTenant(t) {
       const dir = directory();

@@ -259,7 +259,21 @@ export type LostRace =
   | 'run_budget_spent'
   | 'contract_quarantined'
   | 'grant_revoked'
-  | 'principal_revoked';
+  | 'principal_revoked'
+  // A row the decision read (possibly at a replica) differs at the primary (src/db/tenant-store.ts).
+  | 'state_changed';
+
+/** The state a decision was made from, and the request it was read for. */
+export interface AuthorizationRead {
+  readonly request: AuthorizeRequest;
+  readonly state: AuthorizationState;
+}
+
+/** A principal found by its key digest, and the state its authorization is decided from. */
+export interface KeyedAuthorizationRead {
+  readonly principal: PrincipalRow;
+  readonly state: AuthorizationState;
+}
 
 export type CommitResult = { readonly ok: true } | { readonly ok: false; readonly lost: LostRace };
 
@@ -314,16 +328,26 @@ export interface TenantStore {
   recordFirstApproval(approval_id: string, first: FirstApproval): Promise<'recorded' | 'conflict'>;
 
   // Authorization
-  /** Everything `decideAuthorization` needs, read in one round trip. */
-  loadAuthorizationState(principal_id: string, request: AuthorizeRequest): Promise<AuthorizationState>;
+  /**
+   * Everything `decideAuthorization` needs, read in one round trip; with `at: 'primary'` the read
+   * sees every committed write (else it may be served by a replica of the request's session).
+   */
+  loadAuthorizationState(
+    principal_id: string,
+    request: AuthorizeRequest,
+    options?: { readonly at: 'primary' },
+  ): Promise<AuthorizationState>;
   /**
    * Store the receipt and, for an authorization, apply its effects under its guards, atomically;
-   * a guard or invariant that fails aborts everything and reports the lost race.
+   * a guard or invariant that fails aborts everything and reports the lost race. Given the state
+   * the decision was made from, the batch also aborts (`state_changed`) when the primary's rows
+   * differ from it in a way that could change the decision (a read served by a stale replica).
    */
   commitAuthorization(
     decision: AuthorizationDecision,
     principal_id: string,
     now: number,
+    read?: AuthorizationRead,
   ): Promise<CommitResult>;
 
   // Receipts
@@ -451,6 +475,16 @@ export interface PlatformStore {
     shard: number,
     key_sha256: string,
   ): Promise<(PrincipalRow & { readonly key_sha256: string }) | null>;
+  /**
+   * `POST /v1/authorize`: the key's principal and its authorization state in one batch on the
+   * key's shard, near the caller (a replica may serve it); a key the replica does not know yet is
+   * re-read at the primary. Null: no principal has this key there (or the shard is unknown).
+   */
+  authorizationByKey(
+    shard: number,
+    key_sha256: string,
+    request: AuthorizeRequest,
+  ): Promise<KeyedAuthorizationRead | null>;
   tenantNameTaken(name: string): Promise<boolean>;
   /**
    * Shards: choose the new tenant's shard (src/platform/shards.ts `placementShard`) and record it

@@ -105,6 +105,31 @@ describe('query plans of request paths', { timeout: 60_000 }, () => {
     await step('commitAuthorization (guards, run charge)', () =>
       store.commitAuthorization(decided.value, s.agent.principal_id, now),
     );
+    // POST /v1/authorize: key and state in one batch, keyed by subqueries on the key digest.
+    await step('authorizationByKey', () => platform.authorizationByKey(apiKeyDigest(s.agent.api_key), body));
+    await step('authorizationByKey (named grant and approval)', () =>
+      platform.authorizationByKey(apiKeyDigest(s.agent.api_key), {
+        ...body,
+        grant_id: s.grant_id,
+        approval_id,
+      }),
+    );
+    const again = decideAuthorization(body, state, { invocation_id: newId('invocation') }, now);
+    if (!again.ok) throw new Error(again.error.message);
+    await step('commitAuthorization (freshness guard)', () =>
+      store.commitAuthorization(again.value, s.agent.principal_id, now, { request: body, state }),
+    );
+    // Named grant and approval (here a denial: the approval is for another contract).
+    const named: AuthorizeRequest = { ...body, grant_id: s.grant_id, approval_id };
+    const namedState = await store.loadAuthorizationState(s.agent.principal_id, named);
+    const namedDecision = decideAuthorization(named, namedState, { invocation_id: newId('invocation') }, now);
+    if (!namedDecision.ok) throw new Error(namedDecision.error.message);
+    await step('commitAuthorization (freshness guard, named grant and approval)', () =>
+      store.commitAuthorization(namedDecision.value, s.agent.principal_id, now, {
+        request: named,
+        state: namedState,
+      }),
+    );
     await step('loadDispatchState', () =>
       store.loadDispatchState({
         tool_contract_sha256: s.rollback_contract_sha256,
@@ -199,6 +224,7 @@ describe('query plans of request paths', { timeout: 60_000 }, () => {
     expectIndex('observationRecords', 'receipts_observation_claim');
     expectIndex('observationRecords', 'receipts_observation_raw');
     expectIndex('loadAuthorizationState', 'grants_live');
+    expectIndex('authorizationByKey', 'grants_live');
     expectIndex('loadDispatchState', 'grants_digest');
     expectIndex('grantByDigest', 'grants_digest');
     expectIndex('usage', 'runs_open');

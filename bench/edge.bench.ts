@@ -1,0 +1,306 @@
+/**
+ * `npm run bench:edge`: what an agent far from the D1 primary pays per call, with and without
+ * read replication, in one run.
+ *
+ * Starts the Worker in workerd (wrangler's `unstable_startWorker`, local D1 and Durable Objects,
+ * a throwaway state directory) through the bench-only entry bench/edge-worker.ts, which routes
+ * the D1 binding as read replication would and sleeps before each round trip: `PRIMARY_MS` for
+ * one to the primary, `REPLICA_MS` for one to a replica (defaults 80 and 5: an agent on another
+ * continent than the primary, a replica nearby). Nothing in src/ knows about it.
+ *
+ * For each route (authorize allowed, authorize denied, claim, report) it sends `BENCH_REQUESTS`
+ * sequential requests in each of three modes, interleaved: replicas on, replicas off, and
+ * replicas on without injected latency (this machine's processing time); it prints the primary
+ * and replica round trips per request (as the Worker counted them) and p50 / p99 latency seen by
+ * the client. Set-up traffic (seeding, approvals) skips the injected latency.
+ *
+ * Environment: PRIMARY_MS (80), REPLICA_MS (5), BENCH_REQUESTS (40, max 500).
+ * Not part of `npm test`: numbers depend on the machine, and local workerd is not production.
+ */
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { unstable_startWorker } from 'wrangler';
+import { DEMO_EXECUTOR_RELEASE, DEMO_POLICY, seedDemo, type Seeded } from '../scripts/seed.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const PRIMARY_MS = Math.max(0, Number(process.env.PRIMARY_MS ?? 80));
+const REPLICA_MS = Math.max(0, Number(process.env.REPLICA_MS ?? 5));
+const REQUESTS = Math.min(500, Math.max(5, Number(process.env.BENCH_REQUESTS ?? 40)));
+
+/**
+ * `on`: read replication, latency injected; `off`: every round trip to the primary, latency
+ * injected; `local`: read replication without injected latency, the Worker's own processing time
+ * on this machine (what the injected latency is added to).
+ */
+type Mode = 'on' | 'off' | 'local';
+
+interface Sample {
+  readonly ms: number;
+  readonly primary: number;
+  readonly replica: number;
+  readonly status: number;
+}
+
+interface Row {
+  readonly route: string;
+  readonly mode: Mode;
+  readonly samples: readonly Sample[];
+}
+
+function percentile(sorted: readonly number[], p: number): number {
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i] ?? NaN;
+}
+
+async function main(): Promise<void> {
+  const state = mkdtempSync(path.join(os.tmpdir(), 'writ-bench-edge-'));
+  const adminToken = randomBytes(32).toString('hex');
+  // wrangler looks the required secret up in the environment too; the binding below is what counts.
+  process.env.WRIT_ADMIN_TOKEN ??= adminToken;
+  const env = { ...process.env, CI: 'true', WRANGLER_SEND_METRICS: 'false' };
+  const migrate = spawnSync(
+    path.join(ROOT, 'node_modules', '.bin', 'wrangler'),
+    ['d1', 'migrations', 'apply', 'DB', '--local', '--persist-to', state],
+    { cwd: ROOT, env, encoding: 'utf8' },
+  );
+  if (migrate.status !== 0) throw new Error(`migrations failed:\n${migrate.stdout}\n${migrate.stderr}`);
+  console.log(`starting the Worker in workerd (state in ${state}) ...`);
+  const worker = await unstable_startWorker({
+    config: path.join(ROOT, 'wrangler.toml'),
+    entrypoint: path.join(ROOT, 'bench', 'edge-worker.ts'),
+    bindings: {
+      WRIT_ADMIN_TOKEN: { type: 'plain_text', value: adminToken },
+      WRIT_BENCH_PRIMARY_MS: { type: 'plain_text', value: String(PRIMARY_MS) },
+      WRIT_BENCH_REPLICA_MS: { type: 'plain_text', value: String(REPLICA_MS) },
+      // Every request of the bench comes from one agent: the write limit is not what is measured.
+      WRIT_RATE_LIMIT_PER_SECOND: { type: 'plain_text', value: '100000' },
+      WRIT_RATE_LIMIT_BURST: { type: 'plain_text', value: '100000' },
+    },
+    dev: { server: { hostname: '127.0.0.1', port: 0 }, inspector: false, persist: state, logLevel: 'warn' },
+  });
+  try {
+    await worker.ready;
+    const base = (await worker.url).href.replace(/\/$/, '');
+    const setupFetch: typeof fetch = (input, init) => {
+      const headers = new Headers(init?.headers);
+      headers.set('writ-bench-latency', 'off');
+      return fetch(input, { ...init, headers });
+    };
+    const api = async (key: string, method: string, p: string, body?: unknown, mode?: Mode) => {
+      const headers: Record<string, string> = { authorization: `Bearer ${key}` };
+      if (body !== undefined) headers['content-type'] = 'application/json';
+      if (mode === undefined || mode === 'local') headers['writ-bench-latency'] = 'off';
+      if (mode === 'off') headers['writ-bench-replicas'] = 'off';
+      const init: RequestInit = { method, headers };
+      if (body !== undefined) init.body = JSON.stringify(body);
+      const t0 = performance.now();
+      const res = await fetch(`${base}${p}`, init);
+      const json = (await res.json()) as Record<string, unknown>;
+      const ms = performance.now() - t0;
+      const [primary, replica] = (res.headers.get('writ-bench-trips') ?? 'NaN,NaN').split(',').map(Number);
+      return { json, sample: { ms, primary: primary ?? NaN, replica: replica ?? NaN, status: res.status } };
+    };
+
+    const policy = {
+      ...DEMO_POLICY,
+      run_budget_limits: {
+        ...DEMO_POLICY.run_budget_limits,
+        max_calls: 100_000,
+        max_external_writes: 10_000,
+      },
+    };
+    const s: Seeded = await seedDemo({
+      baseUrl: base,
+      adminToken,
+      fetch: setupFetch,
+      now: Date.now(),
+      name: 'bench-edge',
+      policy,
+    });
+    const agent = s.agent.api_key;
+    const run = await api(agent, 'POST', '/v1/runs', {
+      max_calls: 100_000,
+      max_external_writes: 10_000,
+      max_duration_ms: 3_600_000,
+    });
+    if (run.sample.status !== 201) throw new Error(`set-up run: ${JSON.stringify(run.json)}`);
+    const run_id = run.json.run_id as string;
+    const readCall = {
+      tool_contract_sha256: s.read_contract_sha256,
+      input: { service: 'api', environment: 'production' },
+      run_id,
+    };
+    const rollback = { service: 'api', environment: 'production', from_version: 'v42', to_version: 'v41' };
+    let n = 0;
+    const writeCall = (extra: Record<string, unknown> = {}) => ({
+      tool_contract_sha256: s.rollback_contract_sha256,
+      input: rollback,
+      idempotency_key: `bench-${process.pid}-${(n += 1)}`,
+      run_id,
+      ...extra,
+    });
+    /** An approved rollback authorized without injected latency: what a claim starts from. */
+    const authorized = async () => {
+      const req = await api(agent, 'POST', '/v1/approval-requests', {
+        tool_contract_sha256: s.rollback_contract_sha256,
+        input: rollback,
+      });
+      const approval_id = req.json.approval_id as string;
+      await api(s.approver.api_key, 'POST', `/v1/approval-requests/${approval_id}/approve`);
+      const a = await api(agent, 'POST', '/v1/authorize', writeCall({ approval_id }));
+      if (a.sample.status !== 200) throw new Error(`set-up authorization: ${JSON.stringify(a.json)}`);
+      return a.json.receipt as { sha256: string; body: Record<string, unknown> };
+    };
+
+    const rows: Row[] = [];
+    const MODES = ['on', 'off', 'local'] as const;
+    /**
+     * `REQUESTS` rounds of one request per mode, the modes in rotating order, so a change in the
+     * machine's load during the run weighs on every mode alike.
+     */
+    const measure = async (route: string, expect: number, one: (mode: Mode) => Promise<Sample>) => {
+      const samples = new Map<Mode, Sample[]>(MODES.map((m) => [m, []]));
+      for (const m of MODES) await one(m); // warm
+      for (let i = 0; i < REQUESTS; i++) {
+        for (let k = 0; k < MODES.length; k++) {
+          const mode = MODES[(i + k) % MODES.length] as Mode;
+          const sample = await one(mode);
+          if (sample.status !== expect)
+            throw new Error(`${route} (${mode}): answered ${sample.status}, expected ${expect}`);
+          samples.get(mode)?.push(sample);
+        }
+      }
+      for (const m of MODES) rows.push({ route, mode: m, samples: samples.get(m) ?? [] });
+    };
+
+    console.log(`${REQUESTS} sequential requests per route and mode, modes interleaved ...`);
+    await measure('authorize (allowed)', 200, async (mode) => {
+      return (await api(agent, 'POST', '/v1/authorize', readCall, mode)).sample;
+    });
+    await measure('authorize (denied)', 403, async (mode) => {
+      return (await api(agent, 'POST', '/v1/authorize', writeCall(), mode)).sample;
+    });
+    // Claim and report each need an operation of their own, prepared without latency.
+    type Receipt = { sha256: string; body: Record<string, unknown> };
+    const receipts = new Map<Mode, Receipt[]>(MODES.map((m) => [m, []]));
+    for (const m of MODES) for (let i = 0; i <= REQUESTS; i++) receipts.get(m)?.push(await authorized());
+    const claims = new Map<Mode, { operation_id: string; fencing_token: string; receipt: Receipt }[]>(
+      MODES.map((m) => [m, []]),
+    );
+    await measure('claim', 200, async (mode) => {
+      const receipt = receipts.get(mode)?.shift();
+      if (receipt === undefined) throw new Error('out of receipts');
+      const c = await api(
+        s.executor.api_key,
+        'POST',
+        '/v1/executions/claim',
+        { authorization_receipt_sha256: receipt.sha256 },
+        mode,
+      );
+      claims.get(mode)?.push({
+        operation_id: c.json.operation_id as string,
+        fencing_token: c.json.fencing_token as string,
+        receipt,
+      });
+      return c.sample;
+    });
+    await measure('report', 200, async (mode) => {
+      const c = claims.get(mode)?.shift();
+      if (c === undefined) throw new Error('out of claims');
+      // Started after its claim (an effect that began before the claim is not the owner's).
+      const started = Date.now() - 10;
+      const observation = {
+        observation_id: `obs-bench-${process.pid}-${(n += 1)}`,
+        authorization_receipt_sha256: c.receipt.sha256,
+        invocation_sha256: c.receipt.body.invocation_sha256,
+        executor_release: DEMO_EXECUTOR_RELEASE,
+        outcome: 'indeterminate',
+        started_at_unix_ms: started,
+        completed_at_unix_ms: started + 5,
+        output_sha256: null,
+        output_bytes: 0,
+        effect_id: null,
+        before_state_sha256: null,
+        after_state_sha256: null,
+        idempotency_key: c.receipt.body.idempotency_key,
+      };
+      const r = await api(
+        s.executor.api_key,
+        'POST',
+        '/v1/executions/report',
+        { operation_id: c.operation_id, fencing_token: c.fencing_token, observation },
+        mode,
+      );
+      return r.sample;
+    });
+
+    const fmt = (x: number) => x.toFixed(1).padStart(8);
+    console.log('');
+    console.log(
+      `injected latency: ${PRIMARY_MS} ms per primary round trip, ${REPLICA_MS} ms per replica round trip; ` +
+        `${REQUESTS} sequential requests per row; ${os.cpus().length} cores`,
+    );
+    console.log(
+      [
+        'route'.padEnd(22),
+        'mode'.padEnd(8),
+        'primary',
+        'replica',
+        'wait ms'.padStart(8),
+        'p50 ms'.padStart(8),
+        'p99 ms'.padStart(8),
+      ].join('  '),
+    );
+    for (const r of rows) {
+      const sorted = r.samples.map((x) => x.ms).sort((a, b) => a - b);
+      const avg = (f: (x: Sample) => number) => r.samples.reduce((t, x) => t + f(x), 0) / r.samples.length;
+      console.log(
+        [
+          r.route.padEnd(22),
+          r.mode.padEnd(8),
+          avg((x) => x.primary)
+            .toFixed(2)
+            .padStart(7),
+          avg((x) => x.replica)
+            .toFixed(2)
+            .padStart(7),
+          // The injected latency a request waits for: its round trips times their cost.
+          fmt(
+            r.mode === 'local' ? 0 : avg((x) => x.primary) * PRIMARY_MS + avg((x) => x.replica) * REPLICA_MS,
+          ),
+          fmt(percentile(sorted, 50)),
+          fmt(percentile(sorted, 99)),
+        ].join('  '),
+      );
+    }
+    const p50 = (route: string, mode: Mode) => {
+      const row = rows.find((r) => r.route === route && r.mode === mode);
+      return row === undefined
+        ? NaN
+        : percentile(
+            row.samples.map((x) => x.ms).sort((a, b) => a - b),
+            50,
+          );
+    };
+    const goal = PRIMARY_MS + 15;
+    const on = p50('authorize (allowed)', 'on');
+    const local = p50('authorize (allowed)', 'local');
+    console.log(
+      `\ngoal: authorize p50 <= one primary round trip + 15 ms = ${goal} ms: ${on.toFixed(1)} ms ` +
+        `(${on <= goal ? 'met' : 'not met'}); of which ${local.toFixed(1)} ms is this machine's processing ` +
+        `without injected latency, and ${(on - local).toFixed(1)} ms waiting on storage`,
+    );
+  } finally {
+    await worker.dispose();
+    rmSync(state, { recursive: true, force: true });
+  }
+}
+
+main().catch((e: unknown) => {
+  console.error(e instanceof Error ? (e.stack ?? e.message) : e);
+  process.exit(1);
+});

@@ -1,0 +1,328 @@
+/**
+ * Issue 10, "reads near the agent, writes once": round trips per request, the D1 bookmark
+ * header, and what a stale replica read can and cannot do.
+ *
+ * Requests go through the Worker's own handler with a routed D1 binding (test/support/d1-routing.ts)
+ * that counts each round trip as D1 would route it (primary or replica) and, for the stale-read
+ * tests, answers replica reads from a snapshot of the database taken before the change under test.
+ */
+import { applyD1Migrations, createExecutionContext, waitOnExecutionContext } from 'cloudflare:test';
+import { env } from 'cloudflare:workers';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { DEMO_POLICY, type Seeded } from '../../../scripts/seed.js';
+import worker from '../../../src/worker.js';
+import { MAX_BOOKMARK_LENGTH } from '../../../src/db/client.js';
+import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
+import {
+  type TripCounts,
+  counting,
+  dropTriggers,
+  routedD1,
+  snapshotDatabase,
+} from '../../support/d1-routing.js';
+import { authorizedRollback, observe } from '../executions/helpers.js';
+import {
+  BASE,
+  type Reply,
+  approvedApproval,
+  authorizeBody,
+  call,
+  createRun,
+  READ_INPUT,
+  seedTenant,
+  uniqueName,
+} from '../platform/harness.js';
+
+const SLOW_MS = 60_000;
+const BOOKMARK = /^[0-9a-f]{8}-[0-9a-f]{8}-[0-9a-f]{8}-[0-9a-f]{32}$/;
+
+interface Sent extends Reply {
+  readonly trips: TripCounts;
+}
+
+/** One request through the Worker's handler, its D1 binding routed (and counted) as D1 would. */
+async function send(
+  method: string,
+  path: string,
+  key: string,
+  body?: unknown,
+  o: { headers?: Record<string, string>; replicas?: boolean; stale?: boolean } = {},
+): Promise<Sent> {
+  const trips: TripCounts = { primary: 0, replica: 0, stale: 0 };
+  const routed = routedD1(env.DB, {
+    onRoundTrip: counting(trips),
+    ...(o.replicas === undefined ? {} : { replicas: o.replicas }),
+    ...(o.stale === true ? { staleReplica: env.DB_STALE_REPLICA } : {}),
+  });
+  const headers: Record<string, string> = { authorization: `Bearer ${key}`, ...o.headers };
+  const init: RequestInit = { method, headers };
+  if (body !== undefined) {
+    headers['content-type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const ctx = createExecutionContext();
+  const res = await worker.fetch(new Request(`${BASE}${path}`, init), { ...env, DB: routed }, ctx);
+  await waitOnExecutionContext(ctx);
+  const text = await res.text();
+  return { status: res.status, body: text.length > 0 ? JSON.parse(text) : null, headers: res.headers, trips };
+}
+
+const readBody = (s: Seeded, run_id: string) => ({
+  tool_contract_sha256: s.read_contract_sha256,
+  input: READ_INPUT,
+  run_id,
+});
+
+describe('round trips per request', { timeout: SLOW_MS }, () => {
+  it('authorize: one replica read and one primary commit, allowed or denied', async () => {
+    const s = await seedTenant('rt');
+    const run = await createRun(s);
+    const allow = await send('POST', '/v1/authorize', s.agent.api_key, readBody(s, run));
+    expect(allow.status).toBe(200);
+    expect(allow.trips).toEqual({ primary: 1, replica: 1, stale: 0 });
+    // A write without approval: a stored denial, the same two round trips.
+    const deny = await send('POST', '/v1/authorize', s.agent.api_key, authorizeBody(s, run));
+    expect(deny.status).toBe(403);
+    expect(deny.trips).toEqual({ primary: 1, replica: 1, stale: 0 });
+    // With an approval, consumed in the commit batch: still one primary round trip.
+    const approval_id = await approvedApproval(s);
+    const approved = await send(
+      'POST',
+      '/v1/authorize',
+      s.agent.api_key,
+      authorizeBody(s, run, { approval_id }),
+    );
+    expect(approved.status).toBe(200);
+    expect(approved.trips).toEqual({ primary: 1, replica: 1, stale: 0 });
+  });
+
+  it('authorize with read replication disabled: every round trip is a primary one', async () => {
+    const s = await seedTenant('rt');
+    const run = await createRun(s);
+    const r = await send('POST', '/v1/authorize', s.agent.api_key, readBody(s, run), { replicas: false });
+    expect(r.status).toBe(200);
+    expect(r.trips).toEqual({ primary: 2, replica: 0, stale: 0 });
+  });
+
+  it('claim, report and observation: the key lookup at the primary, then reads near the caller', async () => {
+    const s = await seedTenant('rt');
+    const a = await authorizedRollback(s);
+    const c = await send('POST', '/v1/executions/claim', s.executor.api_key, {
+      authorization_receipt_sha256: a.sha256,
+    });
+    expect(c.status).toBe(200);
+    const r = await send('POST', '/v1/executions/report', s.executor.api_key, {
+      operation_id: c.body.operation_id,
+      fencing_token: c.body.fencing_token,
+      observation: observe(a.receipt, 'succeeded'),
+    });
+    expect(r.status).toBe(200);
+    const execution = r.body.execution_receipt;
+    const at = execution.body.completed_at_unix_ms as number;
+    const payload = '{"generation":8,"status":"rolled_back"}';
+    const o = await send('POST', '/v1/observations', s.executor.api_key, {
+      kind: 'output',
+      observation: {
+        observation_id: uniqueName('obs'),
+        tenant_id: s.tenant_id,
+        policy_sha256: s.policy_sha256,
+        tool_contract_sha256: s.rollback_contract_sha256,
+        invocation_sha256: a.receipt.body.invocation_sha256,
+        execution_receipt_sha256: execution.sha256,
+        source_release: 'deploy-api 2026.11.3',
+        source_generation: 8,
+        source_as_of_unix_ms: at,
+        media_type: 'application/json',
+        payload,
+        artifact: null,
+        payload_sha256: sha256HexOfText(payload),
+        payload_bytes: new TextEncoder().encode(payload).byteLength,
+        locators: [],
+        observed_at_unix_ms: at,
+      },
+    });
+    expect(o.status).toBe(201);
+    expect({ claim: c.trips, report: r.trips, observation: o.trips }).toEqual(EXECUTION_TRIPS);
+  });
+});
+
+// Measured, then pinned: a change that adds a round trip to these paths fails here.
+const EXECUTION_TRIPS: Record<'claim' | 'report' | 'observation', TripCounts> = {
+  claim: { primary: 1, replica: 2, stale: 0 },
+  report: { primary: 1, replica: 3, stale: 0 },
+  observation: { primary: 2, replica: 5, stale: 0 },
+};
+
+describe('Writ-D1-Bookmark', { timeout: SLOW_MS }, () => {
+  it('every response that touched D1 carries the session bookmark; sent back, it is accepted', async () => {
+    const s = await seedTenant('bm');
+    const run = await createRun(s);
+    const a = await send('POST', '/v1/authorize', s.agent.api_key, readBody(s, run));
+    const bookmark = a.headers.get('writ-d1-bookmark');
+    expect(bookmark).toMatch(BOOKMARK);
+    const g = await send('GET', `/v1/runs/${run}`, s.agent.api_key, undefined, {
+      headers: { 'writ-d1-bookmark': bookmark ?? '' },
+    });
+    expect(g.status).toBe(200);
+    expect(g.body.calls_used).toBe(1);
+    expect(g.headers.get('writ-d1-bookmark')).toMatch(BOOKMARK);
+    // GET reads near the caller: the key lookup and the run are replica reads.
+    expect(g.trips.primary).toBe(0);
+  });
+
+  it('a malformed bookmark is a 400 invalid_request before storage is touched, and nothing is written', async () => {
+    const s = await seedTenant('bm');
+    const bad = [
+      'x'.repeat(MAX_BOOKMARK_LENGTH + 1),
+      '0'.repeat(MAX_BOOKMARK_LENGTH + 1),
+      'garbage',
+      '00000000-00000003-00000000-0000000000000000000000000000000G',
+      '00000000-00000003-00000000',
+      "00000000-00000003-00000000-00000000000000000000000000000000'; --",
+      '',
+    ];
+    for (const value of bad) {
+      const r = await send(
+        'POST',
+        '/v1/runs',
+        s.agent.api_key,
+        { max_calls: 1, max_external_writes: 0, max_duration_ms: 60_000 },
+        {
+          headers: { 'writ-d1-bookmark': value },
+        },
+      );
+      expect([value, r.status, r.body.error.code]).toEqual([value, 400, 'invalid_request']);
+      expect(r.trips).toEqual({ primary: 0, replica: 0, stale: 0 });
+    }
+  });
+});
+
+/**
+ * The race tests of test/integration/platform/storage.test.ts, with the read deliberately stale:
+ * the snapshot the replica serves is taken before the change, so the request decides from state
+ * that no longer holds. The commit's guards run at the primary, so the change still wins.
+ */
+describe('a stale replica read never outruns a change committed at the primary', { timeout: SLOW_MS }, () => {
+  beforeAll(async () => {
+    await applyD1Migrations(env.DB_STALE_REPLICA, env.TEST_MIGRATIONS);
+    await dropTriggers(env.DB_STALE_REPLICA);
+  });
+
+  const snapshot = () => snapshotDatabase(env.DB, env.DB_STALE_REPLICA);
+  const stale = (s: Seeded, body: unknown) =>
+    send('POST', '/v1/authorize', s.agent.api_key, body, { stale: true });
+
+  it('a consumed approval', async () => {
+    const s = await seedTenant('st');
+    const run = await createRun(s);
+    const approval_id = await approvedApproval(s);
+    await snapshot();
+    expect(
+      (
+        await call('POST', '/v1/authorize', {
+          key: s.agent.api_key,
+          body: authorizeBody(s, run, { approval_id }),
+        })
+      ).status,
+    ).toBe(200);
+    const r = await stale(s, authorizeBody(s, run, { approval_id }));
+    expect(r.trips.stale).toBe(1);
+    expect(r.status).toBe(403);
+    expect(r.body.violations).toEqual(['approval_unusable']);
+  });
+
+  it('a spent run budget', async () => {
+    const s = await seedTenant('st');
+    const run = await createRun(s, { max_calls: 1 });
+    await snapshot();
+    expect(
+      (await call('POST', '/v1/authorize', { key: s.agent.api_key, body: readBody(s, run) })).status,
+    ).toBe(200);
+    const r = await stale(s, readBody(s, run));
+    expect(r.trips.stale).toBe(1);
+    expect(r.status).toBe(403);
+    expect(r.body.violations).toContain('run_call_budget_spent');
+  });
+
+  it('a revoked grant', async () => {
+    const s = await seedTenant('st');
+    const run = await createRun(s);
+    await snapshot();
+    expect((await call('POST', `/v1/grants/${s.grant_id}/revoke`, { key: s.admin.api_key })).status).toBe(
+      200,
+    );
+    const r = await stale(s, readBody(s, run));
+    expect(r.trips.stale).toBe(1);
+    expect(r.status).toBe(403);
+    expect(r.body.receipt.body.decision).toBe('denied');
+  });
+
+  it('a quarantined contract', async () => {
+    const s = await seedTenant('st');
+    const run = await createRun(s);
+    await snapshot();
+    await call('POST', `/v1/contracts/${s.read_contract_sha256}/quarantine`, { key: s.admin.api_key });
+    const r = await stale(s, readBody(s, run));
+    expect(r.trips.stale).toBe(1);
+    expect(r.status).toBe(403);
+    expect(r.body.receipt.body.decision).toBe('denied');
+  });
+
+  it('a revoked agent: never authorized', async () => {
+    const s = await seedTenant('st');
+    const run = await createRun(s);
+    await snapshot();
+    await call('POST', `/v1/principals/${s.agent.principal_id}/revoke`, { key: s.admin.api_key });
+    const r = await stale(s, readBody(s, run));
+    expect(r.trips.stale).toBe(1);
+    expect([401, 403]).toContain(r.status);
+    expect(r.body.receipt?.body.decision ?? 'no receipt').not.toBe('authorized');
+  });
+
+  it('a revoked approver', async () => {
+    const s = await seedTenant('st');
+    const run = await createRun(s);
+    const approval_id = await approvedApproval(s);
+    await snapshot();
+    await call('POST', `/v1/principals/${s.approver.principal_id}/revoke`, { key: s.admin.api_key });
+    const r = await stale(s, authorizeBody(s, run, { approval_id }));
+    expect(r.trips.stale).toBe(1);
+    expect(r.status).toBe(403);
+    expect(r.body.violations).toEqual(['approval_unusable']);
+  });
+
+  it('a changed policy: the decision is taken under the policy in force', async () => {
+    const s = await seedTenant('st');
+    const run = await createRun(s);
+    await snapshot();
+    const put = await call('PUT', '/v1/policy', {
+      key: s.admin.api_key,
+      body: { ...DEMO_POLICY, approval_required_effects: ['external_write', 'irreversible', 'read_only'] },
+    });
+    expect(put.status).toBe(200);
+    const r = await stale(s, readBody(s, run));
+    expect(r.trips.stale).toBe(1);
+    expect(r.status).toBe(403);
+    expect(r.body.receipt.body.policy_sha256).toBe(put.body.policy_sha256);
+  });
+
+  it('what the replica has not seen yet is read at the primary: a new key, run and approval', async () => {
+    const s = await seedTenant('st');
+    await snapshot();
+    // Created after the snapshot: the replica knows none of them.
+    const run = await createRun(s);
+    const approval_id = await approvedApproval(s);
+    const agent = await call('POST', '/v1/principals', {
+      key: s.admin.api_key,
+      body: { name: uniqueName('agent'), roles: ['agent'] },
+    });
+    expect(agent.status).toBe(201);
+    const r = await stale(s, authorizeBody(s, run, { approval_id }));
+    expect(r.trips.stale).toBe(1);
+    expect(r.status).toBe(200);
+    // A key created a moment ago authenticates (its lookup falls back to the primary).
+    const k = await send('POST', '/v1/authorize', agent.body.api_key, readBody(s, run), { stale: true });
+    expect(k.status).toBe(403); // its own run is another principal's: run_unknown, a stored denial
+    expect(k.body.violations).toContain('run_unknown');
+  });
+});
