@@ -58,6 +58,7 @@ import type {
   PolicyRecord,
   PrincipalRow,
   RunRow,
+  SignatureRow,
   StoredReceipt,
   TenantStore,
   Usage,
@@ -66,7 +67,14 @@ import { type Db, invariantViolation } from './client.js';
 import { parseStored, StoredDocumentError, toCanonicalText } from './documents.js';
 import { contractCache, grantCache, policyCache } from './caches.js';
 import { hasTriggerMessage, quotaChecked, throwIfQuota, utcDay } from './quotas.js';
-import { getReceiptRow, insertReceiptStatements, invocationFromReceiptBody } from './receipts.js';
+import {
+  getReceiptRow,
+  insertReceiptStatements,
+  invocationFromReceiptBody,
+  type ReceiptSigner,
+  signatureRowOf,
+  signatureRowsAfter,
+} from './receipts.js';
 import {
   approvals,
   contracts,
@@ -90,14 +98,23 @@ const KEY_OPERATIONS_LIMIT = 32;
 /** An id no row has (ids are never empty): a lookup that must find nothing still uses its key. */
 const NO_ID = '';
 
-export function d1TenantStore(db: Db, tenant_id: string): TenantStore {
-  return new D1TenantStore(db, tenant_id);
+/** Issue 11: how the store signs the receipts it writes, and whom it tells once they committed. */
+export interface ReceiptHooks {
+  /** Throws (nothing is written) when the deployment has no usable key ring. */
+  readonly sign: ReceiptSigner;
+  /** After a batch that stored receipts committed: kick the tenant's log sequencer (never awaited). */
+  readonly committed: () => void;
+}
+
+export function d1TenantStore(db: Db, tenant_id: string, hooks: ReceiptHooks): TenantStore {
+  return new D1TenantStore(db, tenant_id, hooks);
 }
 
 class D1TenantStore implements TenantStore {
   constructor(
     readonly db: Db,
     readonly tenant_id: string,
+    readonly hooks: ReceiptHooks,
   ) {}
 
   // -- Policy ---------------------------------------------------------------------------------
@@ -488,7 +505,7 @@ class D1TenantStore implements TenantStore {
   ): Promise<CommitResult> {
     const db = this.db;
     const t = this.tenant_id;
-    const [insert] = insertReceiptStatements(db, {
+    const inserts = insertReceiptStatements(db, this.hooks.sign, {
       tenant_id: t,
       kind: 'authorization',
       receipt: d.receipt,
@@ -497,11 +514,13 @@ class D1TenantStore implements TenantStore {
       evidence: authorizationEvidence(d),
       created_at_unix_ms: now,
     });
+    const [insert, ...signature] = inserts;
     if (insert === undefined) throw new Error('no receipt statement');
     const e = d.effects;
     try {
       if (e === null) {
-        await insert.run();
+        await db.batch([insert, ...signature]);
+        this.hooks.committed();
         return { ok: true };
       }
       // Guards: each touches its row only if it was revoked or quarantined meanwhile, and the
@@ -566,7 +585,8 @@ class D1TenantStore implements TenantStore {
           })
           .where(and(eq(runs.tenant_id, t), eq(runs.run_id, e.charge_run.run_id))),
       );
-      await db.batch([insert, ...statements]);
+      await db.batch([insert, ...signature, ...statements]);
+      this.hooks.committed();
       return { ok: true };
     } catch (err) {
       throwIfQuota(err, now);
@@ -583,9 +603,23 @@ class D1TenantStore implements TenantStore {
   }
 
   async insertReceipt(r: NewReceipt): Promise<void> {
-    const [insert] = insertReceiptStatements(this.db, { ...r, tenant_id: this.tenant_id });
+    const [insert, ...signature] = insertReceiptStatements(this.db, this.hooks.sign, {
+      ...r,
+      tenant_id: this.tenant_id,
+    });
     if (insert === undefined) throw new Error('no receipt statement');
-    await quotaChecked(insert.run(), r.created_at_unix_ms);
+    await quotaChecked(this.db.batch([insert, ...signature]), r.created_at_unix_ms);
+    this.hooks.committed();
+  }
+
+  // -- Receipt signatures and the log (issue 11) ---------------------------------------------
+
+  async receiptSignature(sha256: string): Promise<SignatureRow | null> {
+    return signatureRowOf(this.db, this.tenant_id, sha256);
+  }
+
+  async signaturesAfter(after_seq: number, limit: number): Promise<readonly SignatureRow[]> {
+    return signatureRowsAfter(this.db, this.tenant_id, after_seq, limit);
   }
 
   async grantByDigest(grant_sha256: string): Promise<ToolGrant | null> {
@@ -821,7 +855,7 @@ class D1TenantStore implements TenantStore {
       readonly holds_id: boolean;
     },
   ): Promise<'stored' | 'taken'> {
-    const [insert] = insertReceiptStatements(this.db, {
+    const [insert, ...signature] = insertReceiptStatements(this.db, this.hooks.sign, {
       ...r,
       tenant_id: this.tenant_id,
       observation: {
@@ -833,8 +867,10 @@ class D1TenantStore implements TenantStore {
     if (insert === undefined) throw new Error('no receipt statement');
     // `ON CONFLICT DO NOTHING` covers the unique observation indexes too: no change means another
     // observation took the id (or stored this content) first, and the caller re-decides.
-    const result = await quotaChecked(insert.run(), r.created_at_unix_ms);
-    return result.meta.changes > 0 ? 'stored' : 'taken';
+    const [result] = await quotaChecked(this.db.batch([insert, ...signature]), r.created_at_unix_ms);
+    if (result.meta.changes === 0) return 'taken';
+    this.hooks.committed();
+    return 'stored';
   }
 
   // -- Quotas ---------------------------------------------------------------------------------

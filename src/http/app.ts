@@ -32,6 +32,8 @@ import { mcpRoutes } from './mcp/routes.js';
 import { docsRoutes } from './docs-page.js';
 import { usageRoutes } from './routes/usage.js';
 import { consoleRoutes } from './console/routes.js';
+import { logRoutes } from './routes/log.js';
+import { wellKnownRoutes } from './routes/well-known.js';
 
 export function createApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -85,7 +87,11 @@ export function createApp(): Hono<AppEnv> {
   // Public, before `/v1`'s authentication: the API reference holds no tenant data.
   app.route('/', docsRoutes);
   v1.route('/', usageRoutes);
+  // Issue 11: checkpoints, tiles, proofs and bundles of the tenant's log (authenticated).
+  v1.route('/', logRoutes);
   app.route('/v1', v1);
+  // Issue 11: the issuer's public keys (public).
+  app.route('/', wellKnownRoutes);
   // The approval console: its own session cookie instead of a bearer key (src/http/console).
   app.route('/console', consoleRoutes);
   app.route('/', authzenRoutes);

@@ -19,6 +19,7 @@ import type { JsonValue } from '../core/canonical/json.js';
 import type { Role } from '../core/identity/identity.js';
 import type { ToolContract, ToolGrant } from '../core/model.js';
 import type { TenantPolicy } from '../core/policy.js';
+import type { PublicKeySet } from '../core/receipts/keys.js';
 import type {
   ClaimRequest,
   ClaimResult,
@@ -154,6 +155,14 @@ export interface StoredReceipt {
   readonly outcome: string;
   readonly principal_id: string | null;
   readonly created_at_unix_ms: number;
+}
+
+/** Issue 11: one receipt's signature envelope, in the order the tenant's log takes them (`seq`). */
+export interface SignatureRow {
+  readonly seq: number;
+  readonly receipt_sha256: string;
+  /** RFC 8785 canonical envelope text: the log leaf's bytes (UTF-8). */
+  readonly envelope: string;
 }
 
 export interface OperationRow {
@@ -350,6 +359,12 @@ export interface TenantStore {
   grantByDigest(grant_sha256: string): Promise<ToolGrant | null>;
   /** Usage against quotas at `now` (open runs are those whose deadline has not passed). */
   usage(now: number): Promise<Usage>;
+
+  // Receipt signatures and the transparency log (issue 11)
+  /** The signature envelope stored with the receipt, or null. */
+  receiptSignature(sha256: string): Promise<SignatureRow | null>;
+  /** Signature rows after `after_seq`, in `seq` order (the log sequencer's drain). */
+  signaturesAfter(after_seq: number, limit: number): Promise<readonly SignatureRow[]>;
 }
 
 /** Storage that is not one tenant's: key lookup and tenant creation. */
@@ -375,6 +390,35 @@ export interface OperationsPort {
   report(operation_id: string, req: ReportRequest): Promise<ReportResult>;
   reconcile(operation_id: string, req: ReconcileRequest): Promise<ReconcileResult>;
   read(operation_id: string, tenant_id: string): Promise<OperationSnapshot | null>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 11: the tenant's transparency log (the sequencer Durable Object and the R2 tiles) and the
+// published receipt keys. Adapter: src/platform/bindings.ts `receiptLogPort`.
+
+export type InclusionAnswer =
+  | { readonly status: 'included'; readonly index: number; readonly size: number; readonly proof: string }
+  | { readonly status: 'not_logged' };
+
+export type ConsistencyAnswer =
+  | { readonly ok: true; readonly size: number; readonly proof: readonly string[] }
+  | { readonly ok: false; readonly reason: 'out_of_range' | 'missing_node'; readonly message: string };
+
+export interface ReceiptLogPort {
+  /** The latest signed checkpoint of the tenant's log and its size. */
+  checkpoint(): Promise<{ readonly size: number; readonly checkpoint: string }>;
+  /** The receipt's C2SP tlog-proof against the latest checkpoint, or `not_logged`. */
+  inclusion(receipt_sha256: string): Promise<InclusionAnswer>;
+  /** Drain committed receipts into the log now (bounded), instead of waiting for the alarm. */
+  drain(): Promise<void>;
+  consistency(from: number, to: number): Promise<ConsistencyAnswer>;
+  /** A published tile, entry bundle (path already validated), or null. */
+  object(path: string): Promise<Uint8Array | null>;
+}
+
+/** The issuer's published receipt keys; throws `signing_unavailable` without a usable key ring. */
+export interface KeysPort {
+  publicKeys(now: number): PublicKeySet;
 }
 
 /** The outcome of one rate-limit check: admitted, or when to retry. */

@@ -17,6 +17,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { legacyOperationId } from '../../../src/core/execution/idempotency.js';
 import { database } from '../../../src/db/client.js';
 import { d1TenantStore } from '../../../src/db/tenant-store.js';
+import { receiptHooks } from '../../../src/platform/bindings.js';
 import { unresolvedAttemptFor } from '../../../src/services/executions.js';
 import {
   ROLLBACK_INPUT,
@@ -74,7 +75,7 @@ describe('one logical operation per tenant, tool and key', { timeout: SLOW_MS },
     expect(blocked.body.error.message).toContain(opA);
     expect(blocked.body.error.issues).toEqual([{ path: 'operation_id', message: opA }]);
     // What the approval view shows an approver of a retry with this key.
-    const store = d1TenantStore(database(env), s.tenant_id);
+    const store = d1TenantStore(database(env), s.tenant_id, receiptHooks(env, s.tenant_id));
     expect(await unresolvedAttemptFor(store, 'execute_rollback', a.idempotency_key)).toMatchObject({
       operation_id: opA,
       status: 'reconciliation_required',
