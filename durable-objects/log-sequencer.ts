@@ -111,12 +111,20 @@ export class LogSequencerObject extends DurableObject<Env> {
     if (due === null) await this.ctx.storage.setAlarm(Date.now());
   }
 
-  /** Drain now: at most `DRAIN_MAX_BATCHES` batches; the alarm takes any rest. */
-  async drain(tenant_id: string, batch: number = DRAIN_BATCH): Promise<DrainReport> {
+  /** Drain now: at most `batches` batches of `batch` leaves; the alarm takes any rest. */
+  async drain(
+    tenant_id: string,
+    batch: number = DRAIN_BATCH,
+    batches: number = DRAIN_MAX_BATCHES,
+  ): Promise<DrainReport> {
     this.#checkTenant(tenant_id);
     if (!Number.isSafeInteger(batch) || batch < 1 || batch > DRAIN_BATCH)
       throw new Error('invalid batch size');
-    return this.#serialized(tenant_id, batch, DRAIN_MAX_BATCHES);
+    if (!Number.isSafeInteger(batches) || batches < 1 || batches > DRAIN_MAX_BATCHES)
+      throw new Error('invalid batch count');
+    const r = await this.#serialized(tenant_id, batch, batches);
+    if (r.more) await this.ctx.storage.setAlarm(Date.now());
+    return r;
   }
 
   /** The latest signed checkpoint (the empty log's, signed now, before the first receipt). */
