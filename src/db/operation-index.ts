@@ -68,5 +68,6 @@ export async function mirrorOperation(
   op: Operation,
   receipts: readonly TenantReceipt[],
 ): Promise<void> {
-  await db.batch([upsertOperationStatement(db, op), ...insertReceiptStatements(db, sign, ...receipts)]);
+  const inserts = await insertReceiptStatements(db, sign, ...receipts);
+  await db.batch([upsertOperationStatement(db, op), ...inserts]);
 }

@@ -21,7 +21,10 @@ import { receipts, receiptSignatures } from './schema.js';
  * then writes nothing. Deterministic (Ed25519): the same receipt, key and time give the same
  * envelope, so a retried write (the idempotency object's mirror) produces the same row.
  */
-export type ReceiptSigner = (receipt: SignableReceipt, issued_at_unix_ms: number) => SignatureEnvelope;
+export type ReceiptSigner = (
+  receipt: SignableReceipt,
+  issued_at_unix_ms: number,
+) => Promise<SignatureEnvelope>;
 
 export type TenantReceipt = NewReceipt & {
   readonly tenant_id: string;
@@ -41,15 +44,21 @@ export type TenantReceipt = NewReceipt & {
  * refused by a unique index, such as an observation id another receipt holds, gets no signature
  * row and so never reaches the log), and only once per receipt.
  */
-export function insertReceiptStatements(db: Db, sign: ReceiptSigner, ...items: readonly TenantReceipt[]) {
+export async function insertReceiptStatements(
+  db: Db,
+  sign: ReceiptSigner,
+  ...items: readonly TenantReceipt[]
+) {
   // Sign everything before building any statement: a signer failure leaves nothing to run.
-  const signed = items.map((r) => ({
-    r,
-    envelope: sign(
-      { sha256: r.receipt.sha256, body: r.receipt.body as SignableReceipt['body'] },
-      r.created_at_unix_ms,
-    ),
-  }));
+  const signed = await Promise.all(
+    items.map(async (r) => ({
+      r,
+      envelope: await sign(
+        { sha256: r.receipt.sha256, body: r.receipt.body as SignableReceipt['body'] },
+        r.created_at_unix_ms,
+      ),
+    })),
+  );
   return signed.flatMap(({ r, envelope }) => [
     insertReceiptStatement(db, r),
     insertSignatureStatement(db, r, envelope),

@@ -505,7 +505,7 @@ class D1TenantStore implements TenantStore {
   ): Promise<CommitResult> {
     const db = this.db;
     const t = this.tenant_id;
-    const inserts = insertReceiptStatements(db, this.hooks.sign, {
+    const inserts = await insertReceiptStatements(db, this.hooks.sign, {
       tenant_id: t,
       kind: 'authorization',
       receipt: d.receipt,
@@ -603,7 +603,7 @@ class D1TenantStore implements TenantStore {
   }
 
   async insertReceipt(r: NewReceipt): Promise<void> {
-    const [insert, ...signature] = insertReceiptStatements(this.db, this.hooks.sign, {
+    const [insert, ...signature] = await insertReceiptStatements(this.db, this.hooks.sign, {
       ...r,
       tenant_id: this.tenant_id,
     });
@@ -855,7 +855,7 @@ class D1TenantStore implements TenantStore {
       readonly holds_id: boolean;
     },
   ): Promise<'stored' | 'taken'> {
-    const [insert, ...signature] = insertReceiptStatements(this.db, this.hooks.sign, {
+    const [insert, ...signature] = await insertReceiptStatements(this.db, this.hooks.sign, {
       ...r,
       tenant_id: this.tenant_id,
       observation: {
