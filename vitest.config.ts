@@ -1,6 +1,7 @@
 import path from 'node:path';
 import { cloudflareTest, readD1Migrations } from '@cloudflare/vitest-plugin';
 import { defineConfig } from 'vitest/config';
+import { generateKeyRing } from './src/core/receipts/keys.js';
 
 // Two projects, one run (`npm run test:vitest`, or `vitest run --project node|workers`):
 // - node: pure tests (test/unit/**) in plain Node: no workerd to start, no migrations to apply.
@@ -17,6 +18,13 @@ const TEST_ADMIN_TOKEN = 'test-admin-token-0123456789abcdef0123456789abcdef';
 // same value through the environment is the supported way to satisfy that lookup. A developer's own
 // .dev.vars or environment value, when present, is left alone: the binding still overrides it.
 process.env.WRIT_ADMIN_TOKEN ??= TEST_ADMIN_TOKEN;
+
+/**
+ * The receipt key ring the test Worker signs with (issue 11): a fixed seed, so receipts and
+ * checkpoints are reproducible across runs; test/integration/log/keys.ts builds the same ring.
+ */
+const TEST_RECEIPT_KEYS = JSON.stringify(generateKeyRing(new Uint8Array(32).fill(7), 'writ.test', 0));
+process.env.WRIT_RECEIPT_KEYS ??= TEST_RECEIPT_KEYS;
 
 // A test's timeout is a watchdog against a hang, never a speed check (speed is measured by the
 // benchmarks). Vitest's 5 s default is met with room to spare on an idle machine, but not on a
@@ -47,6 +55,7 @@ export default defineConfig({
                 // Read here (Node side), applied by test/setup/apply-migrations.ts.
                 TEST_MIGRATIONS: await readD1Migrations(path.join(import.meta.dirname, 'migrations')),
                 WRIT_ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+                WRIT_RECEIPT_KEYS: TEST_RECEIPT_KEYS,
               },
             },
           })),

@@ -38,7 +38,9 @@ import { MAX_SHARDS } from '../src/core/identity/identity.js';
 import { parseStoredJson, toCanonicalText } from '../src/db/documents.js';
 import { mirrorOperation } from '../src/db/operation-index.js';
 import type { TenantReceipt } from '../src/db/receipts.js';
+import { receiptSigner } from '../src/platform/receipt-keys.js';
 import { shardDb } from '../src/platform/shards.js';
+import { kickLog } from './log-sequencer.js';
 import {
   ClaimRequest,
   type ClaimResult,
@@ -445,7 +447,9 @@ export class IdempotencyObject extends DurableObject<Env> {
   async #syncIndex(op: Operation): Promise<boolean> {
     try {
       const receipts = this.#receiptRows().map((r) => toTenantReceipt(op.tenant_id, r));
-      await mirrorOperation(shardDb(this.env, this.#indexShard()), op, receipts);
+      // Issue 11: the mirror signs each receipt (deterministic, so a retry writes the same row).
+      await mirrorOperation(shardDb(this.env, this.#indexShard()), receiptSigner(this.env), op, receipts);
+      if (receipts.length > 0) this.ctx.waitUntil(kickLog(this.env, op.tenant_id));
     } catch (e) {
       console.error(
         JSON.stringify({

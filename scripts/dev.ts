@@ -2,7 +2,8 @@
  * `npm run dev`: the local service, end to end.
  *
  * 1. writes `.dev.vars` with a random platform admin token if it has none, or one the Worker
- *    would refuse (src/http/admin-token.ts: e.g. the example value);
+ *    would refuse (src/http/admin-token.ts: e.g. the example value), and a freshly generated
+ *    receipt key ring (`WRIT_RECEIPT_KEYS`, issue 11) if it has no valid one;
  * 2. applies the D1 migrations to every local D1 shard (scripts/migrate.ts: `DB`, `DB_SHARD_1`, ...);
  * 3. starts `wrangler dev` (local D1 and Durable Objects) on 127.0.0.1:8787 (`PORT` overrides);
  * 4. waits for `/v1/healthz`, seeds a demo tenant (scripts/seed.ts) and prints its keys, also
@@ -19,6 +20,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { adminTokenProblem } from '../src/http/admin-token.js';
 import { parseApiKey } from '../src/core/identity/identity.js';
+import { generateKeyRing, parseKeyRing } from '../src/core/receipts/keys.js';
 import { applyMigrations } from './migrate.js';
 import { seedDemo, seedEnvLines } from './seed.js';
 
@@ -26,8 +28,9 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const WRANGLER = path.join(ROOT, 'node_modules', '.bin', 'wrangler');
 const DEV_VARS = path.join(ROOT, '.dev.vars');
 
-/** Ensure `.dev.vars` holds a `WRIT_ADMIN_TOKEN`; return the token. */
+/** Ensure `.dev.vars` holds a `WRIT_ADMIN_TOKEN` and a receipt key ring; return the token. */
 export function ensureDevVars(): string {
+  ensureReceiptKeys();
   const existing = existsSync(DEV_VARS) ? readFileSync(DEV_VARS, 'utf8') : '';
   const m = /^WRIT_ADMIN_TOKEN=(.+)$/m.exec(existing);
   // A token the Worker would refuse (the example value, a short or guessable one) is replaced.
@@ -39,6 +42,22 @@ export function ensureDevVars(): string {
   });
   console.log('wrote a new WRIT_ADMIN_TOKEN to .dev.vars');
   return token;
+}
+
+/**
+ * Ensure `.dev.vars` holds a valid `WRIT_RECEIPT_KEYS` (issue 11): without one the Worker refuses
+ * every write that issues a receipt. A missing or invalid ring is replaced by a new one-key ring
+ * (32 random bytes, issuer `writ.local`); a valid one, and so every receipt it signed, is kept.
+ */
+export function ensureReceiptKeys(): void {
+  const existing = existsSync(DEV_VARS) ? readFileSync(DEV_VARS, 'utf8') : '';
+  const m = /^WRIT_RECEIPT_KEYS=(.+)$/m.exec(existing);
+  if (m !== null && parseKeyRing((m[1] as string).trim()).ok) return;
+  const ring = JSON.stringify(generateKeyRing(randomBytes(32), 'writ.local', Date.now()));
+  const kept = existing.replace(/^WRIT_RECEIPT_KEYS=.*\n?/m, '');
+  const prefix = kept.length > 0 && !kept.endsWith('\n') ? `${kept}\n` : kept;
+  writeFileSync(DEV_VARS, `${prefix}WRIT_RECEIPT_KEYS=${ring}\n`, { mode: 0o600 });
+  console.log('wrote a new receipt key ring (WRIT_RECEIPT_KEYS) to .dev.vars');
 }
 
 export interface LocalWorker {

@@ -16,6 +16,7 @@ if (typeof hash !== 'function' || !useSha256((data) => hash('sha256', data, 'hex
 
 export { IdempotencyObject } from '../durable-objects/idempotency.js';
 export { RateLimiterObject } from '../durable-objects/rate-limiter.js';
+export { LogSequencerObject } from '../durable-objects/log-sequencer.js';
 
 export default {
   fetch: app.fetch,

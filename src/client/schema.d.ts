@@ -431,6 +431,74 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/receipts/{sha256}/proof": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** the receipt’s inclusion proof in the tenant’s log (C2SP tlog-proof with its checkpoint) */
+        get: operations["getV1ReceiptsSha256Proof"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/receipts/{sha256}/bundle": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** the receipt as an offline bundle: inputs, signature, keys, proof (`writ verify`) */
+        get: operations["getV1ReceiptsSha256Bundle"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/log/checkpoint": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** the latest checkpoint of the tenant’s log (text/plain: a C2SP signed note); tiles at /v1/log/tile/… */
+        get: operations["getV1LogCheckpoint"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/log/consistency": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** the RFC 9162 consistency proof between two sizes of the tenant’s log */
+        get: operations["getV1LogConsistency"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/executions/claim": {
         parameters: {
             query?: never;
@@ -3689,6 +3757,1074 @@ export interface operations {
             };
             /** @description error: not_found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: internal */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1ReceiptsSha256Proof: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                sha256: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the proof */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        receipt_sha256: string;
+                        /** @description the receipt’s leaf index: its sequence in the tenant’s log */
+                        index: number;
+                        tree_size: number;
+                        /** @description C2SP tlog-proof text, the signed checkpoint at its end */
+                        proof: string;
+                    };
+                };
+            };
+            /** @description error: unauthenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: internal */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: log_pending, signing_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1ReceiptsSha256Bundle: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                sha256: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the bundle */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @constant */
+                        bundle_version: 1;
+                        receipt: {
+                            sha256: string;
+                            body: {
+                                [key: string]: unknown;
+                            };
+                        };
+                        signature: {
+                            /** @constant */
+                            signature_version: 1;
+                            /** @constant */
+                            alg: "Ed25519";
+                            issuer: string;
+                            key_id: string;
+                            tenant_id: string;
+                            /** @enum {string} */
+                            receipt_kind: "authorization" | "execution" | "reconciliation" | "observation" | "error_observation" | "derived_observation";
+                            receipt_sha256: string;
+                            issued_at_unix_ms: number;
+                            signature: string;
+                        };
+                        inputs: {
+                            /** @constant */
+                            kind: "authorization";
+                            contract: {
+                                schema_version: number;
+                                contract_release: string;
+                                tool_name: string;
+                                executor_release: string;
+                                input_schema_sha256: string;
+                                output_schema_sha256: string;
+                                /** @enum {string} */
+                                effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
+                                required_capabilities: string[];
+                                /** @enum {string} */
+                                idempotency: "not_required" | "key_required";
+                                reversible: boolean;
+                                timeout_ms: number;
+                                max_input_bytes: number;
+                                max_output_bytes: number;
+                                resource: {
+                                    type: string;
+                                    attributes: {
+                                        [key: string]: string;
+                                    };
+                                };
+                            };
+                            grant: {
+                                grant_id: string;
+                                principal_id: string;
+                                tenant_id: string;
+                                policy_sha256: string;
+                                allowed_tools: string[];
+                                allowed_effects: ("read_only" | "creates_draft" | "external_write" | "irreversible")[];
+                                capabilities: {
+                                    capability: string;
+                                    resources: {
+                                        type: string;
+                                        attributes: {
+                                            [key: string]: string[];
+                                        };
+                                    }[];
+                                }[];
+                                not_before_unix_ms: number;
+                                expires_at_unix_ms: number;
+                            };
+                            invocation: {
+                                invocation_id: string;
+                                run_envelope_sha256: string;
+                                tenant_id: string;
+                                principal_id: string;
+                                policy_sha256: string;
+                                tool_contract_sha256: string;
+                                input_sha256: string;
+                                input_bytes: number;
+                                target: {
+                                    type: string;
+                                    attributes: {
+                                        [key: string]: string;
+                                    };
+                                };
+                                requested_at_unix_ms: number;
+                                idempotency_key: string | null;
+                                approval: {
+                                    approval_id: string;
+                                    approver_principal_id: string;
+                                    tenant_id: string;
+                                    policy_sha256: string;
+                                    tool_contract_sha256: string;
+                                    input_sha256: string;
+                                    /** @enum {string} */
+                                    effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
+                                    expires_at_unix_ms: number;
+                                } | null;
+                            };
+                            trusted_state: {
+                                approval_required_effects: ("read_only" | "creates_draft" | "external_write" | "irreversible")[];
+                                contract_quarantined: boolean;
+                                grant_revoked: boolean;
+                                approval_unusable: boolean;
+                                run_violations: ("run_unknown" | "run_expired" | "run_call_budget_spent" | "run_write_budget_spent")[];
+                                principal_revoked: boolean;
+                            };
+                            evaluated_at_unix_ms: number;
+                            dispatch: {
+                                dispatch_window_ms: number;
+                                executor_principal_id: string | null;
+                                named?: {
+                                    tenant_id: string | null;
+                                    principal_id: string | null;
+                                };
+                            } | null;
+                        } | {
+                            /** @constant */
+                            kind: "execution";
+                            contract: {
+                                schema_version: number;
+                                contract_release: string;
+                                tool_name: string;
+                                executor_release: string;
+                                input_schema_sha256: string;
+                                output_schema_sha256: string;
+                                /** @enum {string} */
+                                effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
+                                required_capabilities: string[];
+                                /** @enum {string} */
+                                idempotency: "not_required" | "key_required";
+                                reversible: boolean;
+                                timeout_ms: number;
+                                max_input_bytes: number;
+                                max_output_bytes: number;
+                                resource: {
+                                    type: string;
+                                    attributes: {
+                                        [key: string]: string;
+                                    };
+                                };
+                            };
+                            authorization: {
+                                sha256: string;
+                                body: {
+                                    /** @constant */
+                                    receipt_kind: "authorization";
+                                    tenant_id: string;
+                                    principal_id: string;
+                                    policy_sha256: string;
+                                    tool_contract_sha256: string;
+                                    grant_sha256: string;
+                                    invocation_sha256: string;
+                                    trusted_state_sha256: string;
+                                    invocation_id: string;
+                                    run_envelope_sha256: string;
+                                    input_sha256: string;
+                                    input_bytes: number;
+                                    /** @enum {string} */
+                                    effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
+                                    target: {
+                                        type: string;
+                                        attributes: {
+                                            [key: string]: string;
+                                        };
+                                    };
+                                    idempotency_key: string | null;
+                                    approval_id: string | null;
+                                    requested_at_unix_ms: number;
+                                    evaluated_at_unix_ms: number;
+                                    /** @enum {string} */
+                                    decision: "authorized" | "denied";
+                                    violations: ("approval_contract_mismatch" | "approval_effect_mismatch" | "approval_expired" | "approval_input_mismatch" | "approval_missing" | "approval_policy_mismatch" | "approval_self_approved" | "approval_tenant_mismatch" | "approval_unusable" | "capability_not_granted" | "contract_mismatch" | "contract_quarantined" | "effect_not_allowed" | "grant_expired" | "grant_not_yet_valid" | "grant_revoked" | "idempotency_key_missing" | "input_too_large" | "input_empty" | "named_principal_mismatch" | "named_tenant_mismatch" | "policy_mismatch" | "principal_mismatch" | "principal_revoked" | "resource_out_of_scope" | "resource_type_mismatch" | "run_call_budget_spent" | "run_expired" | "run_unknown" | "run_write_budget_spent" | "tenant_mismatch" | "tool_not_allowed")[];
+                                    /** @constant */
+                                    receipt_version: 1;
+                                } | {
+                                    /** @constant */
+                                    receipt_kind: "authorization";
+                                    tenant_id: string;
+                                    principal_id: string;
+                                    policy_sha256: string;
+                                    tool_contract_sha256: string;
+                                    grant_sha256: string;
+                                    invocation_sha256: string;
+                                    trusted_state_sha256: string;
+                                    invocation_id: string;
+                                    run_envelope_sha256: string;
+                                    input_sha256: string;
+                                    input_bytes: number;
+                                    /** @enum {string} */
+                                    effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
+                                    target: {
+                                        type: string;
+                                        attributes: {
+                                            [key: string]: string;
+                                        };
+                                    };
+                                    idempotency_key: string | null;
+                                    approval_id: string | null;
+                                    requested_at_unix_ms: number;
+                                    evaluated_at_unix_ms: number;
+                                    /** @enum {string} */
+                                    decision: "authorized" | "denied";
+                                    violations: ("approval_contract_mismatch" | "approval_effect_mismatch" | "approval_expired" | "approval_input_mismatch" | "approval_missing" | "approval_policy_mismatch" | "approval_self_approved" | "approval_tenant_mismatch" | "approval_unusable" | "capability_not_granted" | "contract_mismatch" | "contract_quarantined" | "effect_not_allowed" | "grant_expired" | "grant_not_yet_valid" | "grant_revoked" | "idempotency_key_missing" | "input_too_large" | "input_empty" | "named_principal_mismatch" | "named_tenant_mismatch" | "policy_mismatch" | "principal_mismatch" | "principal_revoked" | "resource_out_of_scope" | "resource_type_mismatch" | "run_call_budget_spent" | "run_expired" | "run_unknown" | "run_write_budget_spent" | "tenant_mismatch" | "tool_not_allowed")[];
+                                    /** @constant */
+                                    receipt_version: 2;
+                                    executor_release: string;
+                                    executor_principal_id: string | null;
+                                    dispatch_deadline_unix_ms: number;
+                                    named_principal_id: string | null;
+                                    named_tenant_id: string | null;
+                                };
+                            };
+                            observation: {
+                                observation_id: string;
+                                authorization_receipt_sha256: string;
+                                invocation_sha256: string;
+                                executor_release: string;
+                                /** @enum {string} */
+                                outcome: "succeeded" | "failed_no_effect" | "indeterminate";
+                                started_at_unix_ms: number;
+                                completed_at_unix_ms: number;
+                                output_sha256: string | null;
+                                output_bytes: number;
+                                effect_id: string | null;
+                                before_state_sha256: string | null;
+                                after_state_sha256: string | null;
+                                idempotency_key: string | null;
+                            };
+                        } | {
+                            /** @constant */
+                            kind: "reconciliation";
+                            contract: {
+                                schema_version: number;
+                                contract_release: string;
+                                tool_name: string;
+                                executor_release: string;
+                                input_schema_sha256: string;
+                                output_schema_sha256: string;
+                                /** @enum {string} */
+                                effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
+                                required_capabilities: string[];
+                                /** @enum {string} */
+                                idempotency: "not_required" | "key_required";
+                                reversible: boolean;
+                                timeout_ms: number;
+                                max_input_bytes: number;
+                                max_output_bytes: number;
+                                resource: {
+                                    type: string;
+                                    attributes: {
+                                        [key: string]: string;
+                                    };
+                                };
+                            };
+                            authorization: {
+                                sha256: string;
+                                body: {
+                                    /** @constant */
+                                    receipt_kind: "authorization";
+                                    tenant_id: string;
+                                    principal_id: string;
+                                    policy_sha256: string;
+                                    tool_contract_sha256: string;
+                                    grant_sha256: string;
+                                    invocation_sha256: string;
+                                    trusted_state_sha256: string;
+                                    invocation_id: string;
+                                    run_envelope_sha256: string;
+                                    input_sha256: string;
+                                    input_bytes: number;
+                                    /** @enum {string} */
+                                    effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
+                                    target: {
+                                        type: string;
+                                        attributes: {
+                                            [key: string]: string;
+                                        };
+                                    };
+                                    idempotency_key: string | null;
+                                    approval_id: string | null;
+                                    requested_at_unix_ms: number;
+                                    evaluated_at_unix_ms: number;
+                                    /** @enum {string} */
+                                    decision: "authorized" | "denied";
+                                    violations: ("approval_contract_mismatch" | "approval_effect_mismatch" | "approval_expired" | "approval_input_mismatch" | "approval_missing" | "approval_policy_mismatch" | "approval_self_approved" | "approval_tenant_mismatch" | "approval_unusable" | "capability_not_granted" | "contract_mismatch" | "contract_quarantined" | "effect_not_allowed" | "grant_expired" | "grant_not_yet_valid" | "grant_revoked" | "idempotency_key_missing" | "input_too_large" | "input_empty" | "named_principal_mismatch" | "named_tenant_mismatch" | "policy_mismatch" | "principal_mismatch" | "principal_revoked" | "resource_out_of_scope" | "resource_type_mismatch" | "run_call_budget_spent" | "run_expired" | "run_unknown" | "run_write_budget_spent" | "tenant_mismatch" | "tool_not_allowed")[];
+                                    /** @constant */
+                                    receipt_version: 1;
+                                } | {
+                                    /** @constant */
+                                    receipt_kind: "authorization";
+                                    tenant_id: string;
+                                    principal_id: string;
+                                    policy_sha256: string;
+                                    tool_contract_sha256: string;
+                                    grant_sha256: string;
+                                    invocation_sha256: string;
+                                    trusted_state_sha256: string;
+                                    invocation_id: string;
+                                    run_envelope_sha256: string;
+                                    input_sha256: string;
+                                    input_bytes: number;
+                                    /** @enum {string} */
+                                    effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
+                                    target: {
+                                        type: string;
+                                        attributes: {
+                                            [key: string]: string;
+                                        };
+                                    };
+                                    idempotency_key: string | null;
+                                    approval_id: string | null;
+                                    requested_at_unix_ms: number;
+                                    evaluated_at_unix_ms: number;
+                                    /** @enum {string} */
+                                    decision: "authorized" | "denied";
+                                    violations: ("approval_contract_mismatch" | "approval_effect_mismatch" | "approval_expired" | "approval_input_mismatch" | "approval_missing" | "approval_policy_mismatch" | "approval_self_approved" | "approval_tenant_mismatch" | "approval_unusable" | "capability_not_granted" | "contract_mismatch" | "contract_quarantined" | "effect_not_allowed" | "grant_expired" | "grant_not_yet_valid" | "grant_revoked" | "idempotency_key_missing" | "input_too_large" | "input_empty" | "named_principal_mismatch" | "named_tenant_mismatch" | "policy_mismatch" | "principal_mismatch" | "principal_revoked" | "resource_out_of_scope" | "resource_type_mismatch" | "run_call_budget_spent" | "run_expired" | "run_unknown" | "run_write_budget_spent" | "tenant_mismatch" | "tool_not_allowed")[];
+                                    /** @constant */
+                                    receipt_version: 2;
+                                    executor_release: string;
+                                    executor_principal_id: string | null;
+                                    dispatch_deadline_unix_ms: number;
+                                    named_principal_id: string | null;
+                                    named_tenant_id: string | null;
+                                };
+                            };
+                            original: {
+                                sha256: string;
+                                body: {
+                                    /** @constant */
+                                    receipt_kind: "execution";
+                                    /** @constant */
+                                    receipt_version: 1;
+                                    tenant_id: string;
+                                    tool_contract_sha256: string;
+                                    authorization_receipt_sha256: string;
+                                    observation_sha256: string;
+                                    invocation_sha256: string;
+                                    /** @enum {string} */
+                                    status: "verified_succeeded" | "verified_failed_no_effect" | "indeterminate" | "rejected";
+                                    reconciliation_required: boolean;
+                                    output_sha256: string | null;
+                                    output_bytes: number;
+                                    effect_id: string | null;
+                                    idempotency_key: string | null;
+                                    completed_at_unix_ms: number;
+                                    violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing")[];
+                                };
+                            } | null;
+                            observation: {
+                                observation_id: string;
+                                authorization_receipt_sha256: string;
+                                invocation_sha256: string;
+                                executor_release: string;
+                                /** @enum {string} */
+                                outcome: "succeeded" | "failed_no_effect" | "indeterminate";
+                                started_at_unix_ms: number;
+                                completed_at_unix_ms: number;
+                                output_sha256: string | null;
+                                output_bytes: number;
+                                effect_id: string | null;
+                                before_state_sha256: string | null;
+                                after_state_sha256: string | null;
+                                idempotency_key: string | null;
+                            };
+                            max_clock_skew_ms: number;
+                            operation_id: string;
+                            reconciled_by: string;
+                            reconciled_at_unix_ms: number;
+                        } | {
+                            /** @constant */
+                            kind: "observation";
+                            validation: {
+                                trusted: {
+                                    tenant_id: string;
+                                    policy_sha256: string;
+                                    observation_id_conflict: boolean;
+                                    min_source_generation: number | null;
+                                    artifact_record: {
+                                        tenant_id: string;
+                                        artifact_sha256: string;
+                                        byte_size: number;
+                                        media_type: string;
+                                    } | null;
+                                };
+                                policy: {
+                                    /** @constant */
+                                    policy_version: 1;
+                                    allowed_media_types: string[];
+                                    max_payload_bytes: number;
+                                    max_artifact_bytes: number;
+                                    max_locators: number;
+                                    max_locator_bytes: number;
+                                    require_locator: boolean;
+                                    max_age_ms: number;
+                                    max_clock_skew_ms: number;
+                                    require_source_generation: boolean;
+                                    max_inline_encoded_chars: number;
+                                };
+                                contract: {
+                                    schema_version: number;
+                                    contract_release: string;
+                                    tool_name: string;
+                                    executor_release: string;
+                                    input_schema_sha256: string;
+                                    output_schema_sha256: string;
+                                    /** @enum {string} */
+                                    effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
+                                    required_capabilities: string[];
+                                    /** @enum {string} */
+                                    idempotency: "not_required" | "key_required";
+                                    reversible: boolean;
+                                    timeout_ms: number;
+                                    max_input_bytes: number;
+                                    max_output_bytes: number;
+                                    resource: {
+                                        type: string;
+                                        attributes: {
+                                            [key: string]: string;
+                                        };
+                                    };
+                                };
+                                authorization: {
+                                    sha256: string;
+                                    body: {
+                                        /** @constant */
+                                        receipt_kind: "authorization";
+                                        tenant_id: string;
+                                        principal_id: string;
+                                        policy_sha256: string;
+                                        tool_contract_sha256: string;
+                                        grant_sha256: string;
+                                        invocation_sha256: string;
+                                        trusted_state_sha256: string;
+                                        invocation_id: string;
+                                        run_envelope_sha256: string;
+                                        input_sha256: string;
+                                        input_bytes: number;
+                                        /** @enum {string} */
+                                        effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
+                                        target: {
+                                            type: string;
+                                            attributes: {
+                                                [key: string]: string;
+                                            };
+                                        };
+                                        idempotency_key: string | null;
+                                        approval_id: string | null;
+                                        requested_at_unix_ms: number;
+                                        evaluated_at_unix_ms: number;
+                                        /** @enum {string} */
+                                        decision: "authorized" | "denied";
+                                        violations: ("approval_contract_mismatch" | "approval_effect_mismatch" | "approval_expired" | "approval_input_mismatch" | "approval_missing" | "approval_policy_mismatch" | "approval_self_approved" | "approval_tenant_mismatch" | "approval_unusable" | "capability_not_granted" | "contract_mismatch" | "contract_quarantined" | "effect_not_allowed" | "grant_expired" | "grant_not_yet_valid" | "grant_revoked" | "idempotency_key_missing" | "input_too_large" | "input_empty" | "named_principal_mismatch" | "named_tenant_mismatch" | "policy_mismatch" | "principal_mismatch" | "principal_revoked" | "resource_out_of_scope" | "resource_type_mismatch" | "run_call_budget_spent" | "run_expired" | "run_unknown" | "run_write_budget_spent" | "tenant_mismatch" | "tool_not_allowed")[];
+                                        /** @constant */
+                                        receipt_version: 1;
+                                    } | {
+                                        /** @constant */
+                                        receipt_kind: "authorization";
+                                        tenant_id: string;
+                                        principal_id: string;
+                                        policy_sha256: string;
+                                        tool_contract_sha256: string;
+                                        grant_sha256: string;
+                                        invocation_sha256: string;
+                                        trusted_state_sha256: string;
+                                        invocation_id: string;
+                                        run_envelope_sha256: string;
+                                        input_sha256: string;
+                                        input_bytes: number;
+                                        /** @enum {string} */
+                                        effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
+                                        target: {
+                                            type: string;
+                                            attributes: {
+                                                [key: string]: string;
+                                            };
+                                        };
+                                        idempotency_key: string | null;
+                                        approval_id: string | null;
+                                        requested_at_unix_ms: number;
+                                        evaluated_at_unix_ms: number;
+                                        /** @enum {string} */
+                                        decision: "authorized" | "denied";
+                                        violations: ("approval_contract_mismatch" | "approval_effect_mismatch" | "approval_expired" | "approval_input_mismatch" | "approval_missing" | "approval_policy_mismatch" | "approval_self_approved" | "approval_tenant_mismatch" | "approval_unusable" | "capability_not_granted" | "contract_mismatch" | "contract_quarantined" | "effect_not_allowed" | "grant_expired" | "grant_not_yet_valid" | "grant_revoked" | "idempotency_key_missing" | "input_too_large" | "input_empty" | "named_principal_mismatch" | "named_tenant_mismatch" | "policy_mismatch" | "principal_mismatch" | "principal_revoked" | "resource_out_of_scope" | "resource_type_mismatch" | "run_call_budget_spent" | "run_expired" | "run_unknown" | "run_write_budget_spent" | "tenant_mismatch" | "tool_not_allowed")[];
+                                        /** @constant */
+                                        receipt_version: 2;
+                                        executor_release: string;
+                                        executor_principal_id: string | null;
+                                        dispatch_deadline_unix_ms: number;
+                                        named_principal_id: string | null;
+                                        named_tenant_id: string | null;
+                                    };
+                                };
+                                execution: {
+                                    receipt: {
+                                        sha256: string;
+                                        body: {
+                                            /** @constant */
+                                            receipt_kind: "execution";
+                                            /** @constant */
+                                            receipt_version: 1;
+                                            tenant_id: string;
+                                            tool_contract_sha256: string;
+                                            authorization_receipt_sha256: string;
+                                            observation_sha256: string;
+                                            invocation_sha256: string;
+                                            /** @enum {string} */
+                                            status: "verified_succeeded" | "verified_failed_no_effect" | "indeterminate" | "rejected";
+                                            reconciliation_required: boolean;
+                                            output_sha256: string | null;
+                                            output_bytes: number;
+                                            effect_id: string | null;
+                                            idempotency_key: string | null;
+                                            completed_at_unix_ms: number;
+                                            violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing")[];
+                                        };
+                                    };
+                                    observation: {
+                                        observation_id: string;
+                                        authorization_receipt_sha256: string;
+                                        invocation_sha256: string;
+                                        executor_release: string;
+                                        /** @enum {string} */
+                                        outcome: "succeeded" | "failed_no_effect" | "indeterminate";
+                                        started_at_unix_ms: number;
+                                        completed_at_unix_ms: number;
+                                        output_sha256: string | null;
+                                        output_bytes: number;
+                                        effect_id: string | null;
+                                        before_state_sha256: string | null;
+                                        after_state_sha256: string | null;
+                                        idempotency_key: string | null;
+                                    };
+                                };
+                                now: number;
+                                observation: {
+                                    observation_id: string;
+                                    tenant_id: string;
+                                    policy_sha256: string;
+                                    tool_contract_sha256: string;
+                                    invocation_sha256: string;
+                                    execution_receipt_sha256: string;
+                                    source_release: string;
+                                    source_generation: number | null;
+                                    source_as_of_unix_ms: number;
+                                    media_type: string;
+                                    payload: string | null;
+                                    artifact: {
+                                        artifact_sha256: string;
+                                        byte_size: number;
+                                        media_type: string;
+                                        storage_tenant_id: string;
+                                        decoder_release: string | null;
+                                        media: ({
+                                            /** @constant */
+                                            kind: "image";
+                                            width_px: number;
+                                            height_px: number;
+                                        } | {
+                                            /** @constant */
+                                            kind: "audio";
+                                            duration_ms: number;
+                                        } | {
+                                            /** @constant */
+                                            kind: "video";
+                                            duration_ms: number;
+                                            width_px: number;
+                                            height_px: number;
+                                        }) | null;
+                                    } | null;
+                                    payload_sha256: string;
+                                    payload_bytes: number;
+                                    locators: ({
+                                        /** @constant */
+                                        kind: "json_pointer";
+                                        locator_id: string;
+                                        pointer: string;
+                                        source_snapshot: string;
+                                    } | {
+                                        /** @constant */
+                                        kind: "database_row";
+                                        locator_id: string;
+                                        database: string;
+                                        table: string;
+                                        primary_key: {
+                                            [key: string]: string;
+                                        };
+                                        row_version: string;
+                                    } | {
+                                        /** @constant */
+                                        kind: "log_event";
+                                        locator_id: string;
+                                        log_stream: string;
+                                        event_id: string;
+                                        start_unix_ms: number;
+                                        end_unix_ms: number;
+                                    } | {
+                                        /** @constant */
+                                        kind: "source_span";
+                                        locator_id: string;
+                                        byte_start: number;
+                                        byte_end: number;
+                                        line_start: number;
+                                        line_end: number;
+                                    } | {
+                                        /** @constant */
+                                        kind: "image_region";
+                                        locator_id: string;
+                                        region: {
+                                            x: number;
+                                            y: number;
+                                            width: number;
+                                            height: number;
+                                        };
+                                        orientation_degrees: 0 | 90 | 180 | 270;
+                                        map_id: string;
+                                    } | {
+                                        /** @constant */
+                                        kind: "media_time_range";
+                                        locator_id: string;
+                                        track: string | null;
+                                        start_ms: number;
+                                        end_ms: number;
+                                        frame_region: {
+                                            x: number;
+                                            y: number;
+                                            width: number;
+                                            height: number;
+                                        } | null;
+                                    })[];
+                                    observed_at_unix_ms: number;
+                                };
+                            };
+                        } | {
+                            /** @constant */
+                            kind: "error_observation";
+                            validation: {
+                                trusted: {
+                                    tenant_id: string;
+                                    policy_sha256: string;
+                                    observation_id_conflict: boolean;
+                                    min_source_generation: number | null;
+                                    artifact_record: {
+                                        tenant_id: string;
+                                        artifact_sha256: string;
+                                        byte_size: number;
+                                        media_type: string;
+                                    } | null;
+                                };
+                                policy: {
+                                    /** @constant */
+                                    policy_version: 1;
+                                    allowed_media_types: string[];
+                                    max_payload_bytes: number;
+                                    max_artifact_bytes: number;
+                                    max_locators: number;
+                                    max_locator_bytes: number;
+                                    require_locator: boolean;
+                                    max_age_ms: number;
+                                    max_clock_skew_ms: number;
+                                    require_source_generation: boolean;
+                                    max_inline_encoded_chars: number;
+                                };
+                                contract: {
+                                    schema_version: number;
+                                    contract_release: string;
+                                    tool_name: string;
+                                    executor_release: string;
+                                    input_schema_sha256: string;
+                                    output_schema_sha256: string;
+                                    /** @enum {string} */
+                                    effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
+                                    required_capabilities: string[];
+                                    /** @enum {string} */
+                                    idempotency: "not_required" | "key_required";
+                                    reversible: boolean;
+                                    timeout_ms: number;
+                                    max_input_bytes: number;
+                                    max_output_bytes: number;
+                                    resource: {
+                                        type: string;
+                                        attributes: {
+                                            [key: string]: string;
+                                        };
+                                    };
+                                };
+                                authorization: {
+                                    sha256: string;
+                                    body: {
+                                        /** @constant */
+                                        receipt_kind: "authorization";
+                                        tenant_id: string;
+                                        principal_id: string;
+                                        policy_sha256: string;
+                                        tool_contract_sha256: string;
+                                        grant_sha256: string;
+                                        invocation_sha256: string;
+                                        trusted_state_sha256: string;
+                                        invocation_id: string;
+                                        run_envelope_sha256: string;
+                                        input_sha256: string;
+                                        input_bytes: number;
+                                        /** @enum {string} */
+                                        effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
+                                        target: {
+                                            type: string;
+                                            attributes: {
+                                                [key: string]: string;
+                                            };
+                                        };
+                                        idempotency_key: string | null;
+                                        approval_id: string | null;
+                                        requested_at_unix_ms: number;
+                                        evaluated_at_unix_ms: number;
+                                        /** @enum {string} */
+                                        decision: "authorized" | "denied";
+                                        violations: ("approval_contract_mismatch" | "approval_effect_mismatch" | "approval_expired" | "approval_input_mismatch" | "approval_missing" | "approval_policy_mismatch" | "approval_self_approved" | "approval_tenant_mismatch" | "approval_unusable" | "capability_not_granted" | "contract_mismatch" | "contract_quarantined" | "effect_not_allowed" | "grant_expired" | "grant_not_yet_valid" | "grant_revoked" | "idempotency_key_missing" | "input_too_large" | "input_empty" | "named_principal_mismatch" | "named_tenant_mismatch" | "policy_mismatch" | "principal_mismatch" | "principal_revoked" | "resource_out_of_scope" | "resource_type_mismatch" | "run_call_budget_spent" | "run_expired" | "run_unknown" | "run_write_budget_spent" | "tenant_mismatch" | "tool_not_allowed")[];
+                                        /** @constant */
+                                        receipt_version: 1;
+                                    } | {
+                                        /** @constant */
+                                        receipt_kind: "authorization";
+                                        tenant_id: string;
+                                        principal_id: string;
+                                        policy_sha256: string;
+                                        tool_contract_sha256: string;
+                                        grant_sha256: string;
+                                        invocation_sha256: string;
+                                        trusted_state_sha256: string;
+                                        invocation_id: string;
+                                        run_envelope_sha256: string;
+                                        input_sha256: string;
+                                        input_bytes: number;
+                                        /** @enum {string} */
+                                        effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
+                                        target: {
+                                            type: string;
+                                            attributes: {
+                                                [key: string]: string;
+                                            };
+                                        };
+                                        idempotency_key: string | null;
+                                        approval_id: string | null;
+                                        requested_at_unix_ms: number;
+                                        evaluated_at_unix_ms: number;
+                                        /** @enum {string} */
+                                        decision: "authorized" | "denied";
+                                        violations: ("approval_contract_mismatch" | "approval_effect_mismatch" | "approval_expired" | "approval_input_mismatch" | "approval_missing" | "approval_policy_mismatch" | "approval_self_approved" | "approval_tenant_mismatch" | "approval_unusable" | "capability_not_granted" | "contract_mismatch" | "contract_quarantined" | "effect_not_allowed" | "grant_expired" | "grant_not_yet_valid" | "grant_revoked" | "idempotency_key_missing" | "input_too_large" | "input_empty" | "named_principal_mismatch" | "named_tenant_mismatch" | "policy_mismatch" | "principal_mismatch" | "principal_revoked" | "resource_out_of_scope" | "resource_type_mismatch" | "run_call_budget_spent" | "run_expired" | "run_unknown" | "run_write_budget_spent" | "tenant_mismatch" | "tool_not_allowed")[];
+                                        /** @constant */
+                                        receipt_version: 2;
+                                        executor_release: string;
+                                        executor_principal_id: string | null;
+                                        dispatch_deadline_unix_ms: number;
+                                        named_principal_id: string | null;
+                                        named_tenant_id: string | null;
+                                    };
+                                };
+                                execution: {
+                                    receipt: {
+                                        sha256: string;
+                                        body: {
+                                            /** @constant */
+                                            receipt_kind: "execution";
+                                            /** @constant */
+                                            receipt_version: 1;
+                                            tenant_id: string;
+                                            tool_contract_sha256: string;
+                                            authorization_receipt_sha256: string;
+                                            observation_sha256: string;
+                                            invocation_sha256: string;
+                                            /** @enum {string} */
+                                            status: "verified_succeeded" | "verified_failed_no_effect" | "indeterminate" | "rejected";
+                                            reconciliation_required: boolean;
+                                            output_sha256: string | null;
+                                            output_bytes: number;
+                                            effect_id: string | null;
+                                            idempotency_key: string | null;
+                                            completed_at_unix_ms: number;
+                                            violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing")[];
+                                        };
+                                    };
+                                    observation: {
+                                        observation_id: string;
+                                        authorization_receipt_sha256: string;
+                                        invocation_sha256: string;
+                                        executor_release: string;
+                                        /** @enum {string} */
+                                        outcome: "succeeded" | "failed_no_effect" | "indeterminate";
+                                        started_at_unix_ms: number;
+                                        completed_at_unix_ms: number;
+                                        output_sha256: string | null;
+                                        output_bytes: number;
+                                        effect_id: string | null;
+                                        before_state_sha256: string | null;
+                                        after_state_sha256: string | null;
+                                        idempotency_key: string | null;
+                                    };
+                                };
+                                now: number;
+                                observation: {
+                                    observation_id: string;
+                                    tenant_id: string;
+                                    policy_sha256: string;
+                                    tool_contract_sha256: string;
+                                    invocation_sha256: string;
+                                    execution_receipt_sha256: string;
+                                    source_release: string;
+                                    error_code: string;
+                                    media_type: string;
+                                    detail: string;
+                                    detail_sha256: string;
+                                    detail_bytes: number;
+                                    observed_at_unix_ms: number;
+                                };
+                            };
+                        };
+                        keys: {
+                            /** @constant */
+                            key_set_version: 1;
+                            issuer: string;
+                            keys: {
+                                key_id: string;
+                                /** @constant */
+                                alg: "Ed25519";
+                                public_key_b64: string;
+                                valid_from_unix_ms: number;
+                                signing_until_unix_ms: number | null;
+                                /** @enum {string} */
+                                status: "active" | "retired";
+                            }[];
+                        };
+                        log: {
+                            proof: string;
+                            checkpoint: string;
+                        } | null;
+                    };
+                };
+            };
+            /** @description error: unauthenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: bundle_unavailable */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: internal */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: log_pending, signing_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1LogCheckpoint: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the signed checkpoint note, as text */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": string;
+                };
+            };
+            /** @description error: unauthenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: internal */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: signing_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1LogConsistency: {
+        parameters: {
+            query: {
+                from: string;
+                to: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the proof */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        from: number;
+                        to: number;
+                        tree_size: number;
+                        /** @description RFC 9162 §2.1.4 consistency proof, base64 hashes */
+                        proof: string[];
+                    };
+                };
+            };
+            /** @description error: invalid_request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: unauthenticated */
+            401: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -9,7 +9,7 @@
 import { sql } from 'drizzle-orm';
 import type { Operation } from '../core/execution/idempotency.js';
 import type { Db } from './client.js';
-import { insertReceiptStatements, type TenantReceipt } from './receipts.js';
+import { insertReceiptStatements, type ReceiptSigner, type TenantReceipt } from './receipts.js';
 import { operations } from './schema.js';
 
 /**
@@ -58,11 +58,16 @@ function upsertOperationStatement(db: Db, op: Operation) {
     });
 }
 
-/** Mirror one operation and its receipts in one batch. Throws when D1 fails (the object retries). */
+/**
+ * Mirror one operation and its receipts (signed, issue 11) in one batch. Throws when D1 fails or
+ * the receipts cannot be signed (the object retries from its alarm).
+ */
 export async function mirrorOperation(
   db: Db,
+  sign: ReceiptSigner,
   op: Operation,
   receipts: readonly TenantReceipt[],
 ): Promise<void> {
-  await db.batch([upsertOperationStatement(db, op), ...insertReceiptStatements(db, ...receipts)]);
+  const inserts = await insertReceiptStatements(db, sign, ...receipts);
+  await db.batch([upsertOperationStatement(db, op), ...inserts]);
 }

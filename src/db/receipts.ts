@@ -3,16 +3,31 @@
  * are append-only (a trigger refuses update, and delete unless the row was archived to R2 first)
  * and stored under the issuing tenant, so another tenant's receipt is not found. Every read
  * re-hashes the decoded receipt against the row's key, whatever its encoding.
+ *
+ * Every receipt is written with its signature envelope (issue 11, `receipt_signatures`) in the
+ * same batch: the statements below sign before they are built, so a receipt that cannot be signed
+ * is never written (the signer throws, and no statement reaches D1).
  */
-import { and, eq } from 'drizzle-orm';
+import { and, asc, eq, gt, sql } from 'drizzle-orm';
 import { z } from 'zod';
-import { digestOf } from '../core/canonical/canonical.js';
+import { canonicalize, digestOf } from '../core/canonical/canonical.js';
 import type { JsonValue } from '../core/canonical/json.js';
+import type { SignableReceipt, SignatureEnvelope } from '../core/receipts/signing.js';
 import type { AuthorizationReceiptBody, ToolApproval, ToolInvocation } from '../core/model.js';
-import type { BlobRef, NewReceipt, StoredReceipt } from '../services/ports.js';
+import type { BlobRef, NewReceipt, SignatureRow, StoredReceipt } from '../services/ports.js';
 import type { Db } from './client.js';
 import { StoredDocumentError, parseStoredJson, toCanonicalText } from './documents.js';
-import { receipts } from './schema.js';
+import { receipts, receiptSignatures } from './schema.js';
+
+/**
+ * Signs one receipt at its issue time, or throws (a missing or unusable key ring): the caller
+ * then writes nothing. Deterministic (Ed25519): the same receipt, key and time give the same
+ * envelope, so a retried write (the idempotency object's mirror) produces the same row.
+ */
+export type ReceiptSigner = (
+  receipt: SignableReceipt,
+  issued_at_unix_ms: number,
+) => Promise<SignatureEnvelope>;
 
 export type TenantReceipt = NewReceipt & {
   readonly tenant_id: string;
@@ -89,38 +104,117 @@ function isObject(v: unknown): v is { readonly [key: string]: JsonValue } {
 /**
  * Insert statements for `db.batch([...])`, so a receipt is written in the same transaction as the
  * state change it records. Re-inserting identical content is a no-op (same digest, same bytes).
+ * Per receipt: the receipt insert first (its result is the caller's "stored or not"), then its
+ * signature row, inserted only if the receipt row exists after the first statement (a receipt
+ * refused by a unique index, such as an observation id another receipt holds, gets no signature
+ * row and so never reaches the log), and only once per receipt.
  */
-export function insertReceiptStatements(db: Db, ...items: readonly TenantReceipt[]) {
-  return items.map((r) => {
-    // A receipt whose identity is not its body's digest would be unverifiable evidence.
-    if (digestOf(r.receipt.body) !== r.receipt.sha256) {
-      throw new Error(`receipt ${r.receipt.sha256} does not hash to its identity`);
-    }
-    const { text, encoding } = encodeReceipt(r);
-    const inline =
-      r.evidence_blob !== undefined || r.evidence === undefined || r.evidence === null
-        ? null
-        : toCanonicalText(r.evidence);
-    return db
-      .insert(receipts)
-      .values({
-        tenant_id: r.tenant_id,
-        sha256: r.receipt.sha256,
-        kind: r.kind,
-        receipt: text,
-        receipt_encoding: encoding,
-        evidence: inline,
-        evidence_sha256: r.evidence_blob?.sha256 ?? null,
-        evidence_bytes: r.evidence_blob?.bytes ?? null,
-        outcome: r.outcome,
-        principal_id: r.principal_id ?? null,
-        created_at_unix_ms: r.created_at_unix_ms,
-        observation_id: r.observation?.observation_id ?? null,
-        observation_raw_sha256: r.observation?.raw_sha256 ?? null,
-        observation_claim: r.observation?.claim ?? null,
-      })
-      .onConflictDoNothing();
-  });
+export async function insertReceiptStatements(
+  db: Db,
+  sign: ReceiptSigner,
+  ...items: readonly TenantReceipt[]
+) {
+  // Sign everything before building any statement: a signer failure leaves nothing to run.
+  const signed = await Promise.all(
+    items.map(async (r) => ({
+      r,
+      envelope: await sign(
+        { sha256: r.receipt.sha256, body: r.receipt.body as SignableReceipt['body'] },
+        r.created_at_unix_ms,
+      ),
+    })),
+  );
+  return signed.flatMap(({ r, envelope }) => [
+    insertReceiptStatement(db, r),
+    insertSignatureStatement(db, r, envelope),
+  ]);
+}
+
+function insertSignatureStatement(db: Db, r: TenantReceipt, envelope: SignatureEnvelope) {
+  // A signature that names another receipt, tenant or time would be a log leaf for nothing stored.
+  if (
+    envelope.receipt_sha256 !== r.receipt.sha256 ||
+    envelope.tenant_id !== r.tenant_id ||
+    envelope.issued_at_unix_ms !== r.created_at_unix_ms
+  ) {
+    throw new Error(`signature of receipt ${r.receipt.sha256} does not match it`);
+  }
+  // Columns in table order (`seq` NULL: the next AUTOINCREMENT value). The WHERE clause also
+  // keeps SQLite from reading ON CONFLICT as part of the SELECT.
+  return db
+    .insert(receiptSignatures)
+    .select(
+      sql`SELECT NULL, ${r.tenant_id}, ${r.receipt.sha256}, ${canonicalize(envelope)}, ${r.created_at_unix_ms}
+        WHERE EXISTS (SELECT 1 FROM ${receipts} WHERE ${receipts.tenant_id} = ${r.tenant_id} AND ${receipts.sha256} = ${r.receipt.sha256})`,
+    )
+    .onConflictDoNothing();
+}
+
+function insertReceiptStatement(db: Db, r: TenantReceipt) {
+  // A receipt whose identity is not its body's digest would be unverifiable evidence.
+  if (digestOf(r.receipt.body) !== r.receipt.sha256) {
+    throw new Error(`receipt ${r.receipt.sha256} does not hash to its identity`);
+  }
+  const { text, encoding } = encodeReceipt(r);
+  const inline =
+    r.evidence_blob !== undefined || r.evidence === undefined || r.evidence === null
+      ? null
+      : toCanonicalText(r.evidence);
+  return db
+    .insert(receipts)
+    .values({
+      tenant_id: r.tenant_id,
+      sha256: r.receipt.sha256,
+      kind: r.kind,
+      receipt: text,
+      receipt_encoding: encoding,
+      evidence: inline,
+      evidence_sha256: r.evidence_blob?.sha256 ?? null,
+      evidence_bytes: r.evidence_blob?.bytes ?? null,
+      outcome: r.outcome,
+      principal_id: r.principal_id ?? null,
+      created_at_unix_ms: r.created_at_unix_ms,
+      observation_id: r.observation?.observation_id ?? null,
+      observation_raw_sha256: r.observation?.raw_sha256 ?? null,
+      observation_claim: r.observation?.claim ?? null,
+    })
+    .onConflictDoNothing();
+}
+/** The tenant's signature rows after `after_seq`, in `seq` order, at most `limit`. */
+export async function signatureRowsAfter(
+  db: Db,
+  tenant_id: string,
+  after_seq: number,
+  limit: number,
+): Promise<readonly SignatureRow[]> {
+  return db
+    .select({
+      seq: receiptSignatures.seq,
+      receipt_sha256: receiptSignatures.receipt_sha256,
+      envelope: receiptSignatures.envelope,
+    })
+    .from(receiptSignatures)
+    .where(and(eq(receiptSignatures.tenant_id, tenant_id), gt(receiptSignatures.seq, after_seq)))
+    .orderBy(asc(receiptSignatures.seq))
+    .limit(limit);
+}
+
+/** The signature row of the tenant's receipt with this digest, or null. */
+export async function signatureRowOf(
+  db: Db,
+  tenant_id: string,
+  sha256: string,
+): Promise<SignatureRow | null> {
+  const row = await db
+    .select({
+      seq: receiptSignatures.seq,
+      receipt_sha256: receiptSignatures.receipt_sha256,
+      envelope: receiptSignatures.envelope,
+    })
+    .from(receiptSignatures)
+    .where(and(eq(receiptSignatures.tenant_id, tenant_id), eq(receiptSignatures.receipt_sha256, sha256)))
+    .get();
+  return row ?? null;
 }
 
 export type ReceiptRow = typeof receipts.$inferSelect;

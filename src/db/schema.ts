@@ -326,3 +326,23 @@ export const tenantShards = sqliteTable(
   },
   (t) => [uniqueIndex('tenant_shards_name_unique').on(t.name), index('tenant_shards_shard').on(t.shard)],
 );
+
+/**
+ * Issue 11 (migrations/0005): each receipt's signature envelope, written in the receipt's own batch;
+ * `seq` is the order the tenant's transparency log takes them in (AUTOINCREMENT: never reused).
+ */
+export const receiptSignatures = sqliteTable(
+  'receipt_signatures',
+  {
+    seq: integer().primaryKey({ autoIncrement: true }),
+    tenant_id: text().notNull(),
+    receipt_sha256: text().notNull(),
+    /** RFC 8785 canonical JSON of the signature envelope: exactly the log leaf's bytes. */
+    envelope: text().notNull(),
+    created_at_unix_ms: integer().notNull(),
+  },
+  (t) => [
+    uniqueIndex('receipt_signatures_receipt').on(t.tenant_id, t.receipt_sha256),
+    index('receipt_signatures_drain').on(t.tenant_id, t.seq),
+  ],
+);

@@ -68,6 +68,7 @@ import type {
   PrincipalRow,
   RetentionStore,
   RunRow,
+  SignatureRow,
   StoredReceipt,
   TenantStore,
   Usage,
@@ -83,8 +84,11 @@ import {
   archiveLine,
   insertReceiptStatements,
   invocationFromReceiptBody,
+  type ReceiptSigner,
   receiptFromArchive,
   receiptFromRow,
+  signatureRowOf,
+  signatureRowsAfter,
 } from './receipts.js';
 import {
   approvals,
@@ -126,18 +130,28 @@ const NO_BLOBS: BlobStore = {
   get: () => Promise.reject(new Error('no blob store configured')),
 };
 
+/** Issue 11: how the store signs the receipts it writes, and whom it tells once they committed. */
+export interface ReceiptHooks {
+  /** Throws (nothing is written) when the deployment has no usable key ring. */
+  readonly sign: ReceiptSigner;
+  /** After a batch that stored receipts committed: kick the tenant's log sequencer (never awaited). */
+  readonly committed: () => void;
+}
+
 export function d1TenantStore(
   db: Db,
   tenant_id: string,
+  hooks: ReceiptHooks,
   blobs: BlobStore = NO_BLOBS,
 ): TenantStore & RetentionStore {
-  return new D1TenantStore(db, tenant_id, blobs);
+  return new D1TenantStore(db, tenant_id, hooks, blobs);
 }
 
 class D1TenantStore implements TenantStore, RetentionStore {
   constructor(
     readonly db: Db,
     readonly tenant_id: string,
+    readonly hooks: ReceiptHooks,
     readonly blobs: BlobStore,
   ) {}
 
@@ -493,7 +507,7 @@ class D1TenantStore implements TenantStore, RetentionStore {
       read === undefined
         ? null
         : abortIfChanged(db, t, principal_id, changedSinceRead(t, principal_id, read.request, read.state));
-    const [insert] = insertReceiptStatements(db, {
+    const inserts = await insertReceiptStatements(db, this.hooks.sign, {
       tenant_id: t,
       kind: 'authorization',
       receipt: d.receipt,
@@ -502,14 +516,15 @@ class D1TenantStore implements TenantStore, RetentionStore {
       evidence: authorizationEvidence(d),
       created_at_unix_ms: now,
     });
+    const [insert, ...signature] = inserts;
     if (insert === undefined) throw new Error('no receipt statement');
     const e = d.effects;
     try {
       if (e === null) {
         // A denial read from a stale replica is not stored: the freshness guard sends it back to
         // be decided on the primary's state (a grant or approval may have appeared meanwhile).
-        if (freshness === null) await insert.run();
-        else await db.batch([insert, freshness]);
+        await db.batch([insert, ...signature, ...(freshness === null ? [] : [freshness])]);
+        this.hooks.committed();
         return { ok: true };
       }
       // Guards: each touches its row only if it was revoked or quarantined meanwhile, and the
@@ -594,7 +609,8 @@ class D1TenantStore implements TenantStore, RetentionStore {
           })
           .where(and(eq(runs.tenant_id, t), eq(runs.run_id, e.charge_run.run_id))),
       );
-      await db.batch([insert, ...(freshness === null ? [] : [freshness]), ...statements]);
+      await db.batch([insert, ...signature, ...(freshness === null ? [] : [freshness]), ...statements]);
+      this.hooks.committed();
       return { ok: true };
     } catch (err) {
       throwIfQuota(err, now);
@@ -670,12 +686,23 @@ class D1TenantStore implements TenantStore, RetentionStore {
   }
 
   async insertReceipt(r: NewReceipt): Promise<void> {
-    const [insert] = insertReceiptStatements(this.db, {
+    const [insert, ...signature] = await insertReceiptStatements(this.db, this.hooks.sign, {
       ...(await this.#offloaded(r)),
       tenant_id: this.tenant_id,
     });
     if (insert === undefined) throw new Error('no receipt statement');
-    await quotaChecked(insert.run(), r.created_at_unix_ms);
+    await quotaChecked(this.db.batch([insert, ...signature]), r.created_at_unix_ms);
+    this.hooks.committed();
+  }
+
+  // -- Receipt signatures and the log (issue 11) ---------------------------------------------
+
+  async receiptSignature(sha256: string): Promise<SignatureRow | null> {
+    return signatureRowOf(this.db, this.tenant_id, sha256);
+  }
+
+  async signaturesAfter(after_seq: number, limit: number): Promise<readonly SignatureRow[]> {
+    return signatureRowsAfter(this.db, this.tenant_id, after_seq, limit);
   }
 
   async grantByDigest(grant_sha256: string): Promise<ToolGrant | null> {
@@ -922,7 +949,7 @@ class D1TenantStore implements TenantStore, RetentionStore {
     },
   ): Promise<'stored' | 'taken'> {
     // Payload-bearing evidence goes to R2 before the D1 write (never on the authorization path).
-    const [insert] = insertReceiptStatements(this.db, {
+    const [insert, ...signature] = await insertReceiptStatements(this.db, this.hooks.sign, {
       ...(await this.#offloaded(r)),
       tenant_id: this.tenant_id,
       observation: {
@@ -934,8 +961,10 @@ class D1TenantStore implements TenantStore, RetentionStore {
     if (insert === undefined) throw new Error('no receipt statement');
     // `ON CONFLICT DO NOTHING` covers the unique observation indexes too: no change means another
     // observation took the id (or stored this content) first, and the caller re-decides.
-    const result = await quotaChecked(insert.run(), r.created_at_unix_ms);
-    return result.meta.changes > 0 ? 'stored' : 'taken';
+    const [result] = await quotaChecked(this.db.batch([insert, ...signature]), r.created_at_unix_ms);
+    if (result.meta.changes === 0) return 'taken';
+    this.hooks.committed();
+    return 'stored';
   }
 
   // -- Retention (issue 10; src/services/retention.ts) ----------------------------------------

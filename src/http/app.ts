@@ -36,6 +36,8 @@ import { docsRoutes } from './docs-page.js';
 import { usageRoutes } from './routes/usage.js';
 import { consoleRoutes } from './console/routes.js';
 import { webhookRoutes, webhookSecretRoutes } from './routes/webhooks.js';
+import { logRoutes } from './routes/log.js';
+import { wellKnownRoutes } from './routes/well-known.js';
 
 export function createApp(): Hono<AppEnv> {
   const app = new Hono<AppEnv>();
@@ -96,7 +98,11 @@ export function createApp(): Hono<AppEnv> {
   app.route('/', docsRoutes);
   v1.route('/', usageRoutes);
   v1.route('/', webhookSecretRoutes);
+  // Issue 11: checkpoints, tiles, proofs and bundles of the tenant's log (authenticated).
+  v1.route('/', logRoutes);
   app.route('/v1', v1);
+  // Issue 11: the issuer's public keys (public).
+  app.route('/', wellKnownRoutes);
   // The approval console: its own session cookie instead of a bearer key (src/http/console).
   app.route('/console', consoleRoutes);
   app.route('/', authzenRoutes);

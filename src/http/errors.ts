@@ -68,6 +68,11 @@ export function wireError(reason: ErrorReason): WireError {
     case 'rate_limited':
     case 'quota_exceeded':
       return { status: 429, code: reason };
+    case 'signing_unavailable': // the deployment lacks its receipt keys: retry once fixed, not a bug
+    case 'log_pending':
+      return { status: 503, code: reason };
+    case 'bundle_unavailable':
+      return { status: 409, code: reason };
     case 'internal':
       return { status: 500, code: reason };
   }

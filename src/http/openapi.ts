@@ -51,10 +51,29 @@ import { ClaimBody, OperationListQuery, ReconcileBody, ReportBody } from '../ser
 import { ObservationBody } from '../services/observations.js';
 import { CreateRunRequest } from '../services/runs.js';
 import { RotateWebhookSecretRequest } from '../services/webhooks.js';
+import { ReceiptBundle } from '../verify/bundle.js';
 import { wireError } from './errors.js';
 
 // ---------------------------------------------------------------------------------------------
 // Response schemas (documentation of what the services return)
+
+// Issue 11: log answers (src/services/log.ts).
+const InclusionProofView = z.strictObject({
+  receipt_sha256: Sha256,
+  index: z.number().int().describe('the receipt’s leaf index: its sequence in the tenant’s log'),
+  tree_size: z.number().int(),
+  proof: z.string().describe('C2SP tlog-proof text, the signed checkpoint at its end'),
+});
+const ConsistencyQuery = z.strictObject({
+  from: z.string().describe('older tree size (decimal)'),
+  to: z.string().describe('newer tree size (decimal), at most the current size'),
+});
+const ConsistencyView = z.strictObject({
+  from: z.number().int(),
+  to: z.number().int(),
+  tree_size: z.number().int(),
+  proof: z.array(z.string()).describe('RFC 9162 §2.1.4 consistency proof, base64 hashes'),
+});
 
 const Json = z.unknown().describe('any JSON value');
 
@@ -581,6 +600,40 @@ export const ROUTES: readonly RouteDoc[] = [
     auth: 'any_principal',
     responses: { 200: { description: 'the receipt', schema: ReceiptView } },
     errors: ['not_found'],
+  },
+  // -- Issue 11: the tenant's transparency log and offline bundles (src/services/log.ts) --------
+  {
+    method: 'get',
+    path: '/v1/receipts/{sha256}/proof',
+    summary: 'the receipt’s inclusion proof in the tenant’s log (C2SP tlog-proof with its checkpoint)',
+    auth: 'any_principal',
+    responses: { 200: { description: 'the proof', schema: InclusionProofView } },
+    errors: ['not_found', 'log_pending', 'signing_unavailable'],
+  },
+  {
+    method: 'get',
+    path: '/v1/receipts/{sha256}/bundle',
+    summary: 'the receipt as an offline bundle: inputs, signature, keys, proof (`writ verify`)',
+    auth: 'any_principal',
+    responses: { 200: { description: 'the bundle', schema: ReceiptBundle } },
+    errors: ['not_found', 'log_pending', 'bundle_unavailable', 'signing_unavailable'],
+  },
+  {
+    method: 'get',
+    path: '/v1/log/checkpoint',
+    summary:
+      'the latest checkpoint of the tenant’s log (text/plain: a C2SP signed note); tiles at /v1/log/tile/…',
+    auth: 'any_principal',
+    responses: { 200: { description: 'the signed checkpoint note, as text', schema: z.string() } },
+    errors: ['signing_unavailable'],
+  },
+  {
+    method: 'get',
+    path: '/v1/log/consistency',
+    summary: 'the RFC 9162 consistency proof between two sizes of the tenant’s log',
+    auth: 'any_principal',
+    query: ConsistencyQuery,
+    responses: { 200: { description: 'the proof', schema: ConsistencyView } },
   },
   {
     method: 'post',

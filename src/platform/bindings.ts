@@ -8,19 +8,24 @@
  * shards: key lookup goes to the one shard asked for; placement and quotas read the directory
  * on shard 0 and then write to the tenant's shard.
  */
+import { waitUntil } from 'cloudflare:workers';
 import { operationStub } from '../../durable-objects/idempotency.js';
+import { kickLog, logPrefix, logSequencerStub } from '../../durable-objects/log-sequencer.js';
 import { rateLimiterStub } from '../../durable-objects/rate-limiter.js';
 import { d1PlatformStore } from '../db/platform-store.js';
 import { d1TenantStore } from '../db/tenant-store.js';
 import { r2BlobStore } from '../db/blobs.js';
 import { type RetentionRun, archiveExpiredReceipts } from '../services/retention.js';
+import { publishedKeys, receiptSigner, requireKeyRing } from './receipt-keys.js';
 import { type RateLimit, parseRateLimit } from '../core/limits/token-bucket.js';
 import type {
   BlobStore,
   ClassifierPort,
+  KeysPort,
   OperationsPort,
   PlatformStore,
   RateLimitPort,
+  ReceiptLogPort,
   TenantMovePort,
   TenantStore,
 } from '../services/ports.js';
@@ -68,7 +73,24 @@ export function platformStore(env: Env): PlatformStore {
 
 /** The one tenant-scoped storage handle: `tenant`'s rows on the shard that holds them. */
 export function tenantStore(env: Env, tenant: TenantRef): TenantStore {
-  return d1TenantStore(shardDb(env, tenant.shard), tenant.tenant_id, blobStore(env));
+  return d1TenantStore(
+    shardDb(env, tenant.shard),
+    tenant.tenant_id,
+    receiptHooks(env, tenant),
+    blobStore(env),
+  );
+}
+
+/**
+ * Issue 11: every receipt the store writes is signed with the key ring (`WRIT_RECEIPT_KEYS`), and
+ * each commit kicks the tenant's log sequencer through `waitUntil`: the response never waits for
+ * the log (docs/transparency-log.md, "Delay").
+ */
+export function receiptHooks(env: Env, tenant: TenantRef) {
+  return {
+    sign: receiptSigner(env),
+    committed: () => waitUntil(kickLog(env, tenant.tenant_id)),
+  };
 }
 
 /**
@@ -96,7 +118,11 @@ export async function runRetention(env: Env, now: number): Promise<RetentionRun>
   for (const shard of allShards(env)) {
     const db = shardDb(env, shard);
     const run = await archiveExpiredReceipts(
-      { platform: d1PlatformStore(db), tenant: (id) => d1TenantStore(db, id, blobs), blobs },
+      {
+        platform: d1PlatformStore(db),
+        tenant: (id) => d1TenantStore(db, id, receiptHooks(env, { tenant_id: id, shard }), blobs),
+        blobs,
+      },
       now,
     );
     total.archives += run.archives;
@@ -114,8 +140,16 @@ export async function runRetention(env: Env, now: number): Promise<RetentionRun>
 export function operationsPort(env: Env, shard: number): OperationsPort {
   return {
     claim: (req) => operationStub(env, req.operation_id).claim(req, shard),
-    report: (id, req) => operationStub(env, id).report(req),
-    reconcile: (id, req) => operationStub(env, id).reconcile(req),
+    // Report and reconcile issue receipts (signed when the object mirrors them to D1): without a
+    // usable key ring they are refused here, before the object records anything.
+    report: (id, req) => {
+      requireKeyRing(env);
+      return operationStub(env, id).report(req);
+    },
+    reconcile: (id, req) => {
+      requireKeyRing(env);
+      return operationStub(env, id).reconcile(req);
+    },
     read: (id, tenant_id) => operationStub(env, id).read(tenant_id),
   };
 }
@@ -179,6 +213,24 @@ export function classifierPort(env: Env): ClassifierPort {
   };
 }
 
+// -- Issue 11: the tenant's transparency log and the published receipt keys ----------------------
+
+export function receiptLogPort(env: Env, tenant_id: string): ReceiptLogPort {
+  const stub = () => logSequencerStub(env, tenant_id);
+  return {
+    checkpoint: () => stub().checkpoint(tenant_id),
+    inclusion: (sha256) => stub().inclusion(tenant_id, sha256),
+    drain: async () => {
+      await stub().drain(tenant_id);
+    },
+    consistency: (from, to) => stub().consistency(tenant_id, from, to),
+    object: async (path) => {
+      const o = await env.LOG_TILES.get(logPrefix(tenant_id) + path);
+      return o === null ? null : new Uint8Array(await o.arrayBuffer());
+    },
+  };
+}
+
 /**
  * Shards: moving a tenant (platform admin, src/services/tenant-moves.ts). Each call opens the one
  * shard it names; `record` writes the directory on shard 0.
@@ -200,4 +252,8 @@ export function tenantMovePort(env: Env): TenantMovePort {
       return adopted === 'name_taken' ? 'name_taken' : 'recorded';
     },
   };
+}
+
+export function keysPort(env: Env): KeysPort {
+  return { publicKeys: (now) => publishedKeys(env, now) };
 }

@@ -41,6 +41,12 @@ export type ServiceErrorReason =
   | 'quota_exceeded'
   // The principal holds the policy's maximum of open runs.
   | 'run_limit_reached'
+  // Issue 11: no usable receipt key ring (WRIT_RECEIPT_KEYS), so no receipt is issued (503).
+  | 'signing_unavailable'
+  // A receipt not yet in its tenant's log after an on-demand drain (503, Retry-After).
+  | 'log_pending'
+  // A receipt whose replay inputs are not kept in a form a bundle can carry (409).
+  | 'bundle_unavailable'
   | 'internal';
 
 export type ErrorReason = CoreErrorReason | ServiceErrorReason;

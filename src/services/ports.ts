@@ -20,6 +20,7 @@ import type { Role } from '../core/identity/identity.js';
 import type { ToolContract, ToolGrant } from '../core/model.js';
 import type { ClassifierOutcome, ObservationReceiptVersion } from '../core/observation/schema.js';
 import type { ObservationClassifierSettings, TenantPolicy } from '../core/policy.js';
+import type { PublicKeySet } from '../core/receipts/keys.js';
 import type {
   ClaimRequest,
   ClaimResult,
@@ -168,6 +169,14 @@ export interface StoredReceipt {
   readonly outcome: string;
   readonly principal_id: string | null;
   readonly created_at_unix_ms: number;
+}
+
+/** Issue 11: one receipt's signature envelope, in the order the tenant's log takes them (`seq`). */
+export interface SignatureRow {
+  readonly seq: number;
+  readonly receipt_sha256: string;
+  /** RFC 8785 canonical envelope text: the log leaf's bytes (UTF-8). */
+  readonly envelope: string;
 }
 
 export interface OperationRow {
@@ -435,6 +444,11 @@ export interface TenantStore {
   ): Promise<void>;
   /** Forget a claimed delivery that got no answer worth repeating (an internal error): a retry runs again. */
   releaseWebhookDelivery(principal_id: string, webhook_id: string): Promise<void>;
+  // Receipt signatures and the transparency log (issue 11)
+  /** The signature envelope stored with the receipt, or null. */
+  receiptSignature(sha256: string): Promise<SignatureRow | null>;
+  /** Signature rows after `after_seq`, in `seq` order (the log sequencer's drain). */
+  signaturesAfter(after_seq: number, limit: number): Promise<readonly SignatureRow[]>;
 }
 
 export interface WebhookSecretRow {
@@ -521,6 +535,35 @@ export interface OperationsPort {
   report(operation_id: string, req: ReportRequest): Promise<ReportResult>;
   reconcile(operation_id: string, req: ReconcileRequest): Promise<ReconcileResult>;
   read(operation_id: string, tenant_id: string): Promise<OperationSnapshot | null>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue 11: the tenant's transparency log (the sequencer Durable Object and the R2 tiles) and the
+// published receipt keys. Adapter: src/platform/bindings.ts `receiptLogPort`.
+
+export type InclusionAnswer =
+  | { readonly status: 'included'; readonly index: number; readonly size: number; readonly proof: string }
+  | { readonly status: 'not_logged' };
+
+export type ConsistencyAnswer =
+  | { readonly ok: true; readonly size: number; readonly proof: readonly string[] }
+  | { readonly ok: false; readonly reason: 'out_of_range' | 'missing_node'; readonly message: string };
+
+export interface ReceiptLogPort {
+  /** The latest signed checkpoint of the tenant's log and its size. */
+  checkpoint(): Promise<{ readonly size: number; readonly checkpoint: string }>;
+  /** The receipt's C2SP tlog-proof against the latest checkpoint, or `not_logged`. */
+  inclusion(receipt_sha256: string): Promise<InclusionAnswer>;
+  /** Drain committed receipts into the log now (bounded), instead of waiting for the alarm. */
+  drain(): Promise<void>;
+  consistency(from: number, to: number): Promise<ConsistencyAnswer>;
+  /** A published tile, entry bundle (path already validated), or null. */
+  object(path: string): Promise<Uint8Array | null>;
+}
+
+/** The issuer's published receipt keys; throws `signing_unavailable` without a usable key ring. */
+export interface KeysPort {
+  publicKeys(now: number): PublicKeySet;
 }
 
 /** The outcome of one rate-limit check: admitted, or when to retry. */

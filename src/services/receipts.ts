@@ -17,7 +17,11 @@ import {
   TrustedState,
 } from '../core/model.js';
 import { invocationFromReceiptBody } from '../db/receipts.js';
-import { type ReplayReport, verifyAuthorizationReceipt } from '../core/receipts/replay.js';
+import {
+  type AuthorizationInputs,
+  type ReplayReport,
+  verifyAuthorizationReceipt,
+} from '../core/receipts/replay.js';
 import { Identifier, Sha256, UnixMs } from '../core/schema.js';
 import type { TenantContext } from './context.js';
 import { notFound } from './errors.js';
@@ -68,6 +72,22 @@ export async function getReceipt(ctx: TenantContext, sha: string) {
 }
 
 async function replayAuthorization(store: TenantStore, stored: StoredReceipt): Promise<ReplayReport> {
+  const inputs = await authorizationInputs(store, stored);
+  if (!inputs.ok) return { ok: false, differences: inputs.differences };
+  return verifyAuthorizationReceipt(stored.receipt, inputs.inputs);
+}
+
+/**
+ * What replay needs to recompute a stored authorization receipt (also what its offline bundle
+ * carries, src/services/log.ts), or the fields whose inputs are gone.
+ */
+export async function authorizationInputs(
+  store: TenantStore,
+  stored: StoredReceipt,
+): Promise<
+  | { readonly ok: true; readonly inputs: AuthorizationInputs & { readonly trusted: TrustedState } }
+  | { readonly ok: false; readonly differences: readonly string[] }
+> {
   const old = EmbeddedEvidence.safeParse(stored.evidence);
   if (old.success) {
     const e = old.data;
@@ -76,14 +96,17 @@ async function replayAuthorization(store: TenantStore, stored: StoredReceipt): P
     const body = AuthorizationReceipt.shape.body.safeParse(stored.receipt.body);
     const derived = e.options === undefined && body.success ? await v2Options(store, body.data) : null;
     const options = e.options ?? derived;
-    return verifyAuthorizationReceipt(stored.receipt, {
-      contract: pinned.contract,
-      grant: e.grant,
-      invocation: e.invocation,
-      now: e.evaluated_at_unix_ms,
-      trusted: e.trusted_state,
-      ...(options === null ? {} : { options }),
-    });
+    return {
+      ok: true,
+      inputs: {
+        contract: pinned.contract,
+        grant: e.grant,
+        invocation: e.invocation,
+        now: e.evaluated_at_unix_ms,
+        trusted: e.trusted_state,
+        ...(options === null ? {} : { options }),
+      },
+    };
   }
   const compact = CompactEvidence.safeParse(stored.evidence);
   const body = AuthorizationReceipt.shape.body.safeParse(stored.receipt.body);
@@ -101,14 +124,17 @@ async function replayAuthorization(store: TenantStore, stored: StoredReceipt): P
   ]);
   if (pinned === null) return { ok: false, differences: ['body.tool_contract_sha256'] };
   if (grant === null) return { ok: false, differences: ['body.grant_sha256'] };
-  return verifyAuthorizationReceipt(stored.receipt, {
-    contract: pinned.contract,
-    grant,
-    invocation: e.invocation ?? invocationFromReceiptBody(b, e.approval ?? null),
-    now: b.evaluated_at_unix_ms,
-    trusted: e.trusted_state,
-    ...(b.receipt_version === 2 ? { options: optionsOf(b, policy) } : {}),
-  });
+  return {
+    ok: true,
+    inputs: {
+      contract: pinned.contract,
+      grant,
+      invocation: e.invocation ?? invocationFromReceiptBody(b, e.approval ?? null),
+      now: b.evaluated_at_unix_ms,
+      trusted: e.trusted_state,
+      ...(b.receipt_version === 2 ? { options: optionsOf(b, policy) } : {}),
+    },
+  };
 }
 
 type ReceiptBody = z.infer<typeof AuthorizationReceipt>['body'];

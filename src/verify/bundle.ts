@@ -80,6 +80,8 @@ export interface LogFailure {
 export interface LogContext {
   readonly tenant_id: string;
   readonly issuer: string;
+  /** The keys the signature was verified under (pinned, or the bundle's): they also sign checkpoints. */
+  readonly keys: TrustedKeys;
 }
 
 /**
@@ -108,8 +110,15 @@ const AuthorizationBundleInputs = strict({
   invocation: ToolInvocation,
   trusted_state: TrustedState,
   evaluated_at_unix_ms: UnixMs,
-  /** Version 2 only: the audience and dispatch window the receipt was issued with; `null` for v1. */
-  dispatch: strict({ dispatch_window_ms: Count, executor_principal_id: Identifier.nullable() }).nullable(),
+  /**
+   * Version 2 only: the audience and dispatch window the receipt was issued with, and the
+   * identities the request named (absent: none); `null` for v1.
+   */
+  dispatch: strict({
+    dispatch_window_ms: Count,
+    executor_principal_id: Identifier.nullable(),
+    named: strict({ tenant_id: Identifier.nullable(), principal_id: Identifier.nullable() }).optional(),
+  }).nullable(),
 });
 
 const ExecutionBundleInputs = strict({
@@ -310,6 +319,7 @@ export function verifyBundle(value: unknown, o: VerifyBundleOptions): BundleVerd
   const inclusion = o.logVerifier(logLeafOf(b.signature), b.log, {
     tenant_id: subject.tenant_id,
     issuer: keys.issuer,
+    keys,
   });
   if (!inclusion.ok && inclusion.error.reason === LOG_NOT_CHECKED && o.allowUnlogged === true) {
     return {
@@ -366,6 +376,11 @@ function keysConflict(bundle: TrustedKeys, pinned: TrustedKeys): string | null {
   return null;
 }
 
+function dispatchOptions(d: NonNullable<z.infer<typeof AuthorizationBundleInputs>['dispatch']>) {
+  const o = { dispatch_window_ms: d.dispatch_window_ms, executor_principal_id: d.executor_principal_id };
+  return d.named === undefined ? o : { ...o, named: d.named };
+}
+
 function recompute(
   stored: { sha256: string; body: Record<string, JsonValue> },
   i: BundleInputs,
@@ -378,7 +393,7 @@ function recompute(
         invocation: i.invocation,
         now: i.evaluated_at_unix_ms,
         trusted: i.trusted_state,
-        ...(i.dispatch === null ? {} : { options: i.dispatch }),
+        ...(i.dispatch === null ? {} : { options: dispatchOptions(i.dispatch) }),
       });
     case 'execution':
       return verifyExecutionReceipt(stored, {

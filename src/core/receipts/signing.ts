@@ -98,15 +98,26 @@ export interface SigningError {
   readonly message: string;
 }
 
+/** An envelope ready to sign: every member but `signature`, the exact message, and the key. */
+export interface PreparedSignature {
+  readonly unsigned: Omit<SignatureEnvelope, 'signature'>;
+  readonly message: Uint8Array;
+  readonly key_id: string;
+  /** The active key's 32-byte seed (for a native signer; never logged or returned further). */
+  readonly seed: Uint8Array;
+}
+
 /**
- * Sign a receipt with the ring's active key at `issuedAtUnixMs`. The signer refuses a retired key
- * rather than fall back to another: which key signs is configuration, never a guess.
+ * Everything `signReceipt` checks, without the signature itself: lets an adapter sign the exact
+ * message with a native Ed25519 (WebCrypto), which gives the same bytes (RFC 8032 signatures
+ * are deterministic). The signer refuses a retired key rather than fall back to another: which
+ * key signs is configuration, never a guess.
  */
-export function signReceipt(
+export function prepareSignature(
   ring: KeyRing,
   receipt: SignableReceipt,
   issuedAtUnixMs: number,
-): Result<SignatureEnvelope, SigningError> {
+): Result<PreparedSignature, SigningError> {
   const kind = ReceiptKind.safeParse(receipt.body.receipt_kind);
   if (!kind.success || !Identifier.safeParse(receipt.body.tenant_id).success) {
     return err({ reason: 'invalid_receipt', message: 'receipt kind or tenant is not valid' });
@@ -142,8 +153,18 @@ export function signReceipt(
     receipt_sha256: receipt.sha256,
     issued_at_unix_ms: issuedAtUnixMs,
   } as const;
-  const signature = ed25519.sign(signedMessage(unsigned), key.seed);
-  return ok({ ...unsigned, signature: encodeBase64(signature) });
+  return ok({ unsigned, message: signedMessage(unsigned), key_id: key.key_id, seed: key.seed });
+}
+
+/** Sign a receipt with the ring's active key at `issuedAtUnixMs` (portable Ed25519). */
+export function signReceipt(
+  ring: KeyRing,
+  receipt: SignableReceipt,
+  issuedAtUnixMs: number,
+): Result<SignatureEnvelope, SigningError> {
+  const p = prepareSignature(ring, receipt, issuedAtUnixMs);
+  if (!p.ok) return p;
+  return ok({ ...p.value.unsigned, signature: encodeBase64(ed25519.sign(p.value.message, p.value.seed)) });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,7 +15,9 @@ import { runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { legacyOperationId } from '../../../src/core/execution/idempotency.js';
 import { database } from '../../../src/db/client.js';
+import { env } from 'cloudflare:workers';
 import { d1TenantStore } from '../../../src/db/tenant-store.js';
+import { receiptHooks } from '../../../src/platform/bindings.js';
 import { unresolvedAttemptFor } from '../../../src/services/executions.js';
 import {
   ROLLBACK_INPUT,
@@ -31,7 +33,7 @@ import {
   seedTenant,
   stub,
 } from './helpers.js';
-import { tenantD1, shardOf } from '../platform/harness.js';
+import { shardOf, tenantD1, tenantRef } from '../platform/harness.js';
 
 /** Each test seeds a tenant over HTTP; with every test file running in parallel that takes seconds. */
 const SLOW_MS = 30_000;
@@ -74,7 +76,7 @@ describe('one logical operation per tenant, tool and key', { timeout: SLOW_MS },
     expect(blocked.body.error.message).toContain(opA);
     expect(blocked.body.error.issues).toEqual([{ path: 'operation_id', message: opA }]);
     // What the approval view shows an approver of a retry with this key.
-    const store = d1TenantStore(database({ DB: tenantD1(s) }), s.tenant_id);
+    const store = d1TenantStore(database({ DB: tenantD1(s) }), s.tenant_id, receiptHooks(env, tenantRef(s)));
     expect(await unresolvedAttemptFor(store, 'execute_rollback', a.idempotency_key)).toMatchObject({
       operation_id: opA,
       status: 'reconciliation_required',

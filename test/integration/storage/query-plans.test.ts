@@ -12,6 +12,7 @@ import { newId } from '../../../src/db/ids.js';
 import { d1PlatformStore } from '../../../src/db/platform-store.js';
 import * as schema from '../../../src/db/schema.js';
 import { d1TenantStore } from '../../../src/db/tenant-store.js';
+import { receiptHooks } from '../../../src/platform/bindings.js';
 import {
   approvedApproval,
   authorize,
@@ -20,6 +21,7 @@ import {
   READ_INPUT,
   seedTenant,
   tenantD1,
+  tenantRef,
 } from '../platform/harness.js';
 
 interface Logged {
@@ -75,7 +77,7 @@ describe('query plans of request paths', { timeout: 60_000 }, () => {
 
     const log: Logged[] = [];
     const db = loggingDb(log, tenantD1(s));
-    const store = d1TenantStore(db, s.tenant_id);
+    const store = d1TenantStore(db, s.tenant_id, receiptHooks(env, tenantRef(s)));
     const platform = d1PlatformStore(db);
     const now = Date.now();
     const covered: Record<string, number> = {};

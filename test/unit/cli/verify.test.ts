@@ -1,14 +1,13 @@
 /**
  * `writ verify` as a function: valid (0), invalid (1) and usage errors (2), with injected files.
- * Until the log library lands, a logged bundle is "not checked" and passes only with
- * `--allow-unlogged`.
+ * The log is checked for real (src/verify/log.ts): a bundle whose proof does not verify fails.
  */
 import { describe, expect, it } from 'vitest';
 import { publicKeySet } from '../../../src/core/receipts/keys.js';
 import type { CliIo } from '../../../src/cli/io.js';
 import { main } from '../../../src/cli/writ.js';
 import { T } from '../core/fixtures.js';
-import { authorizationBundle, ring } from '../verify/fixtures.js';
+import { authorizationBundle, realLog, ring } from '../verify/fixtures.js';
 
 function io(files: Record<string, string | Uint8Array>) {
   const out: string[] = [];
@@ -25,27 +24,47 @@ function io(files: Record<string, string | Uint8Array>) {
   return { cli, out: () => out.join(''), err: () => errs.join('') };
 }
 
-const bundle = JSON.stringify(authorizationBundle());
+const fake = authorizationBundle();
+const logged = { ...fake, log: realLog(fake.signature) };
+const bundle = JSON.stringify(logged);
 const unlogged = JSON.stringify({ ...authorizationBundle(), log: null });
 const keysFile = JSON.stringify(publicKeySet(ring(), T.now));
 
 describe('writ verify', () => {
-  it('valid: exit 0 with --allow-unlogged while the log library is missing, and says so', async () => {
+  it('valid: exit 0 with the log inclusion checked, and says where', async () => {
     const t = io({ 'b.json': bundle, 'keys.json': keysFile });
-    expect(await main(['verify', 'b.json', '--keys', 'keys.json', '--allow-unlogged'], t.cli)).toBe(0);
+    expect(await main(['verify', 'b.json', '--keys', 'keys.json'], t.cli)).toBe(0);
     expect(t.out()).toMatch(/^VALID authorization receipt [0-9a-f]{64}\n/);
     expect(t.out()).toContain('keys: pinned (--keys)');
-    expect(t.out()).toContain('log: not checked (library missing)');
+    expect(t.out()).toContain('log: included at index 3 of 6 (writ.example/log/');
     const u = io({ 'u.json': unlogged });
     expect(await main(['verify', 'u.json', '--allow-unlogged'], u.cli)).toBe(0);
     expect(u.out()).toContain('keys: from the bundle');
   });
 
-  it('a logged bundle fails while the log cannot be checked; an unlogged one fails without the flag', async () => {
-    const t = io({ 'b.json': bundle });
-    expect(await main(['verify', 'b.json'], t.cli)).toBe(1);
-    expect(t.out()).toContain('INVALID authorization receipt');
-    expect(t.out()).toContain('log_not_checked');
+  it('a proof that does not verify fails, with or without --allow-unlogged; unlogged fails without the flag', async () => {
+    const bad = [
+      // The fake section of the core tests: not a C2SP proof.
+      JSON.stringify(fake),
+      // The checkpoint beside the proof is not the proof's.
+      JSON.stringify({
+        ...logged,
+        log: { ...logged.log, checkpoint: realLog(fake.signature, ring(), { after: 3 }).checkpoint },
+      }),
+      // A proof of another leaf position.
+      JSON.stringify({ ...logged, log: realLog(fake.signature, ring(), { before: 2 }) }).replace(
+        'index 2',
+        'index 3',
+      ),
+    ];
+    for (const text of bad) {
+      for (const flags of [[], ['--allow-unlogged']]) {
+        const t = io({ 'b.json': text });
+        expect(await main(['verify', 'b.json', ...flags], t.cli)).toBe(1);
+        expect(t.out()).toContain('INVALID authorization receipt');
+        expect(t.out()).toContain('log_failed');
+      }
+    }
     const u = io({ 'u.json': unlogged });
     expect(await main(['verify', 'u.json'], u.cli)).toBe(1);
     expect(u.out()).toContain('unlogged');

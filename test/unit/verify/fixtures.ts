@@ -20,6 +20,10 @@ import {
 import { err, ok } from '../../../src/core/result.js';
 import { type LogSection, type LogVerifier, logLeafOf } from '../../../src/verify/bundle.js';
 import { authorizeToolCall } from '../../../src/core/authorization/authorize.js';
+import { ed25519Signer } from '../../../src/core/log/note.js';
+import { proveInclusion, sequenceBatch } from '../../../src/core/log/sequencer.js';
+import { EMPTY_LOG_STATE } from '../../../src/core/log/tiles.js';
+import { logOrigin } from '../../../src/verify/log.js';
 import { buildObservation, buildScenario, mustVerify, type Scenario, T } from '../core/fixtures.js';
 
 export const ISSUER = 'writ.example';
@@ -104,3 +108,32 @@ export function executionBundle(r: KeyRing = ring()) {
 
 /** A JSON round trip: what a verifier actually receives. */
 export const wire = <V>(v: V): unknown => JSON.parse(JSON.stringify(v));
+
+/**
+ * A real log section (issue 11): a log of `before` other leaves, then this envelope's leaf, then
+ * `after` more, sequenced by the core sequencer and signed with the ring's active key under the
+ * tenant log's origin; the proof is against the final checkpoint.
+ */
+export function realLog(
+  envelope: SignatureEnvelope,
+  r: KeyRing = ring(),
+  o: { before?: number; after?: number } = {},
+): LogSection {
+  const origin = logOrigin(r.issuer, envelope.tenant_id);
+  const signer = ed25519Signer(origin, r.active.seed);
+  if (!signer.ok) throw new Error(signer.error.message);
+  const filler = (i: number) => new TextEncoder().encode(`filler ${i}`);
+  const entries = [
+    ...Array.from({ length: o.before ?? 3 }, (_, i) => filler(i)),
+    logLeafOf(envelope),
+    ...Array.from({ length: o.after ?? 2 }, (_, i) => filler(1000 + i)),
+  ];
+  const b = sequenceBatch(EMPTY_LOG_STATE, [], entries, origin, signer.value);
+  if (!b.ok) throw new Error(b.error.message);
+  const full = b.value.tiles.filter((t) => t.width === 256);
+  const proof = proveInclusion(b.value.state, o.before ?? 3, b.value.checkpoint, (refs) =>
+    full.filter((t) => refs.some((x) => x.level === t.level && x.index === t.index)),
+  );
+  if (!proof.ok) throw new Error(proof.error.message);
+  return { proof: proof.value, checkpoint: b.value.checkpoint };
+}

@@ -1,0 +1,234 @@
+/**
+ * `npm run bench:log` (issue 11): what the signed receipts and the transparency log cost, in one run.
+ *
+ * 1. In process (Node, the same core code the Worker runs): the Ed25519 signature each receipt
+ *    now carries (the only work the log adds inside a request, besides one more statement in the
+ *    receipt's D1 batch), and the sequencer's appends per second for one tenant at several batch
+ *    sizes (leaf hashes, tiles, entry bundles and one signed checkpoint per batch).
+ * 2. Over HTTP (`wrangler dev`, local D1, Durable Objects and R2): `POST /v1/authorize` under load
+ *    with the log live (every receipt signed, kicked into its tenant's sequencer with `waitUntil`,
+ *    drained from D1 by the alarm) beside `GET /v1/healthz`; then how long after the last response
+ *    the log's checkpoint covers every receipt (the inclusion delay), and the appends per second
+ *    the sequencer sustained end to end.
+ *
+ * Environment: BENCH_DURATION_S (default 10, max 60), BENCH_CONNECTIONS (default 8).
+ * Not part of `npm test`: numbers depend on the machine, and wrangler dev is not production.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { digestOf } from '../src/core/canonical/canonical.js';
+import { ed25519Signer } from '../src/core/log/note.js';
+import { sequenceBatch } from '../src/core/log/sequencer.js';
+import { EMPTY_LOG_STATE, type LogState, TILE_WIDTH } from '../src/core/log/tiles.js';
+import { generateKeyRing, parseKeyRing } from '../src/core/receipts/keys.js';
+import { signReceipt } from '../src/core/receipts/signing.js';
+import { utf8Encode } from '../src/core/canonical/json.js';
+import { canonicalize } from '../src/core/canonical/canonical.js';
+import { receiptSigner } from '../src/platform/receipt-keys.js';
+import { DEMO_POLICY, seedDemo } from '../scripts/seed.js';
+import { ensureDevVars, startLocalWorker } from '../scripts/dev.js';
+
+interface Histogram {
+  average: number;
+  p50: number;
+  p99: number;
+  total: number;
+}
+interface AutocannonResult {
+  requests: Histogram;
+  latency: Histogram;
+  errors: number;
+  timeouts: number;
+  non2xx: number;
+}
+// autocannon ships no type declarations; this is the part of its API the bench uses.
+const autocannon = createRequire(import.meta.url)('autocannon') as (o: {
+  url: string;
+  connections: number;
+  duration: number;
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string;
+}) => Promise<AutocannonResult>;
+
+const DURATION_S = Math.min(60, Math.max(1, Number(process.env.BENCH_DURATION_S ?? 10)));
+const CONNECTIONS = Math.min(64, Math.max(1, Number(process.env.BENCH_CONNECTIONS ?? 8)));
+/** Longest wait for the log to cover every receipt after the load stops. */
+const CATCH_UP_LIMIT_MS = 60_000;
+
+async function inProcess(): Promise<void> {
+  const doc = generateKeyRing(new Uint8Array(32).fill(1), 'writ.bench', 0);
+  const ring = parseKeyRing(JSON.stringify(doc));
+  if (!ring.ok) throw new Error('ring');
+  // Signing: what each receipt write now adds to the request's CPU time.
+  const N = 2000;
+  const receipts = Array.from({ length: N }, (_, i) => {
+    const body = { receipt_kind: 'authorization', tenant_id: 't_bench', n: i };
+    return { sha256: digestOf(body), body };
+  });
+  const envelopes: Uint8Array[] = [];
+  const t0 = performance.now();
+  for (const r of receipts) {
+    const s = signReceipt(ring.value, r, 1_767_225_600_000);
+    if (!s.ok) throw new Error('sign');
+    envelopes.push(utf8Encode(canonicalize(s.value)));
+  }
+  const signUs = ((performance.now() - t0) * 1000) / N;
+  // The service's signer: the same checks, the runtime's native Ed25519 (WebCrypto).
+  const native = receiptSigner({ WRIT_RECEIPT_KEYS: JSON.stringify(doc) });
+  await native(receipts[0]!, 1_767_225_600_000);
+  const t1 = performance.now();
+  for (const r of receipts) await native(r, 1_767_225_600_000);
+  const nativeUs = ((performance.now() - t1) * 1000) / N;
+  console.log(
+    `receipt signature per receipt: ${nativeUs.toFixed(0)} µs native (WebCrypto, what the service uses), ${signUs.toFixed(0)} µs portable (@noble/curves)`,
+  );
+
+  // Sequencing: appends per second for one tenant, by batch size.
+  const origin = 'writ.bench/log/t_bench';
+  const signer = ed25519Signer(origin, new Uint8Array(32).fill(1));
+  if (!signer.ok) throw new Error('signer');
+  const TOTAL = 8192;
+  const entries = Array.from({ length: TOTAL }, (_, i) => envelopes[i % N]!);
+  console.log('sequencer (one tenant, in process): batch size -> appends/s');
+  for (const batch of [1, 16, 256, 1024]) {
+    const count = batch === 1 ? 1024 : TOTAL;
+    let state: LogState = EMPTY_LOG_STATE;
+    const start = performance.now();
+    for (let at = 0; at < count; at += batch) {
+      // The current partial entry bundle: what the Durable Object reads back from its leaf table.
+      const pending = entries.slice(state.size - (state.size % TILE_WIDTH), state.size);
+      const b = sequenceBatch(state, pending, entries.slice(at, at + batch), origin, signer.value);
+      if (!b.ok) throw new Error(b.error.message);
+      state = b.value.state;
+    }
+    const perS = count / ((performance.now() - start) / 1000);
+    console.log(`  ${String(batch).padStart(5)}  ${perS.toFixed(0).padStart(8)} appends/s`);
+  }
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+async function overHttp(): Promise<void> {
+  const adminToken = ensureDevVars();
+  const port = await freePort();
+  const state = mkdtempSync(path.join(os.tmpdir(), 'writ-bench-log-'));
+  console.log(`\nstarting wrangler dev on 127.0.0.1:${port} (state in ${state}) ...`);
+  const worker = await startLocalWorker({ port, persistTo: state, inheritOutput: false, logLevel: 'error' });
+  try {
+    const policy = {
+      ...DEMO_POLICY,
+      run_budget_limits: { ...DEMO_POLICY.run_budget_limits, max_calls: 100_000 },
+    };
+    const s = await seedDemo({
+      baseUrl: worker.baseUrl,
+      adminToken,
+      fetch,
+      now: Date.now(),
+      name: 'bench',
+      policy,
+    });
+    const agent = { authorization: `Bearer ${s.agent.api_key}`, 'content-type': 'application/json' };
+    const runRes = await fetch(`${worker.baseUrl}/v1/runs`, {
+      method: 'POST',
+      headers: agent,
+      body: JSON.stringify({ max_calls: 100_000, max_external_writes: 0, max_duration_ms: 3_600_000 }),
+    });
+    const run = (await runRes.json()) as { run_id: string };
+    const body = JSON.stringify({
+      tool_contract_sha256: s.read_contract_sha256,
+      input: { service: 'api', environment: 'production' },
+      run_id: run.run_id,
+    });
+    const probe = await fetch(`${worker.baseUrl}/v1/authorize`, { method: 'POST', headers: agent, body });
+    if (probe.status !== 200)
+      throw new Error(`authorize probe answered ${probe.status}: ${await probe.text()}`);
+    const size = async (): Promise<number> => {
+      const r = await fetch(`${worker.baseUrl}/v1/log/checkpoint`, { headers: agent });
+      return Number((await r.text()).split('\n')[1]);
+    };
+
+    const common = { connections: CONNECTIONS, duration: DURATION_S };
+    await autocannon({ ...common, duration: 2, url: `${worker.baseUrl}/v1/healthz` });
+    const trivial = await autocannon({ ...common, url: `${worker.baseUrl}/v1/healthz` });
+    const loadStart = performance.now();
+    const authz = await autocannon({
+      ...common,
+      url: `${worker.baseUrl}/v1/authorize`,
+      method: 'POST',
+      headers: agent,
+      body,
+    });
+    const loadEnd = performance.now();
+    const issued = 1 + authz.requests.total - authz.non2xx - authz.errors - authz.timeouts;
+    let logged = await size();
+    while (logged < issued && performance.now() - loadEnd < CATCH_UP_LIMIT_MS) {
+      await new Promise((r) => setTimeout(r, 50));
+      logged = await size();
+    }
+    const caughtUp = performance.now();
+
+    const row = (name: string, r: AutocannonResult) =>
+      [
+        name.padEnd(22),
+        r.requests.average.toFixed(0).padStart(8),
+        r.latency.p50.toFixed(1).padStart(9),
+        r.latency.p99.toFixed(1).padStart(9),
+        String(r.requests.total).padStart(9),
+        String(r.non2xx + r.errors + r.timeouts).padStart(8),
+      ].join('  ');
+    console.log(
+      `\nwrangler dev (local), ${CONNECTIONS} connections, ${DURATION_S} s per route, ${os.cpus().length} cores`,
+    );
+    console.log(
+      [
+        'route'.padEnd(22),
+        'req/s'.padStart(8),
+        'p50 ms'.padStart(9),
+        'p99 ms'.padStart(9),
+        'requests'.padStart(9),
+        'failed'.padStart(8),
+      ].join('  '),
+    );
+    console.log(row('GET /v1/healthz', trivial));
+    console.log(row('POST /v1/authorize', authz));
+    const e2e = logged / ((caughtUp - loadStart) / 1000);
+    console.log(
+      `\nlog: ${logged} receipts logged (at least the ${issued} answered within the window); the checkpoint covered them ${(caughtUp - loadEnd).toFixed(0)} ms after the load stopped; ${e2e.toFixed(0)} appends/s end to end (bounded by the authorize rate)`,
+    );
+    if (logged < issued || authz.non2xx > 0 || authz.errors > 0) process.exitCode = 1;
+  } finally {
+    await worker.stop();
+    rmSync(state, { recursive: true, force: true });
+  }
+}
+
+async function main(): Promise<void> {
+  console.log(
+    `load average ${os
+      .loadavg()
+      .map((l) => l.toFixed(1))
+      .join(' ')}, ${os.cpus().length} cores`,
+  );
+  await inProcess();
+  await overHttp();
+}
+
+main().catch((e: unknown) => {
+  console.error(e instanceof Error ? e.message : e);
+  process.exit(1);
+});

@@ -1,0 +1,377 @@
+/**
+ * `LogSequencerObject`: one Durable Object per tenant, named by `logSequencerName(tenant_id)`, that
+ * sequences the tenant's transparency log (docs/transparency-log.md). Receipts are committed to D1
+ * with their signature envelopes (`receipt_signatures`, in `seq` order); this object drains them
+ * from D1 after its cursor, appends them as leaves (the canonical envelope bytes), writes the C2SP
+ * tiles and entry bundles to R2 (`LOG_TILES`, create-only), signs a checkpoint, and only then
+ * commits its new state, leaves and cursor in one storage transaction.
+ *
+ * Nothing is lost or repeated on eviction or restart: D1 is the queue and the cursor moves only in
+ * the transaction that stores the leaves, so a drain cut short is redone from the same cursor, and
+ * what it wrote to R2 is rewritten with the same bytes (paths are immutable; `putCreateOnly` checks
+ * an existing object has the expected size). One drain runs at a time (`#drainChain`), and the
+ * commit re-checks the cursor it read, so even two overlapping drains could not append twice.
+ *
+ * RPC surface: `kick` (schedule a drain: the Worker's `waitUntil` after a commit), `drain` (drain
+ * now, bounded), `checkpoint`, `inclusion`, `consistency`. The alarm drains and re-arms itself
+ * while a backlog remains or after a failure.
+ */
+import { DurableObject } from 'cloudflare:workers';
+import { digestOf } from '../src/core/canonical/canonical.js';
+import { utf8Encode } from '../src/core/canonical/json.js';
+import {
+  type LogState,
+  type Tile,
+  type TileRef,
+  EMPTY_LOG_STATE,
+  TILE_WIDTH,
+  decodeState,
+  encodeState,
+  entryBundlePath,
+  tilePath,
+} from '../src/core/log/tiles.js';
+import { checkpointOf, proveConsistency, proveInclusion, sequenceBatch } from '../src/core/log/sequencer.js';
+import { Identifier } from '../src/core/schema.js';
+import { logSigner } from '../src/platform/receipt-keys.js';
+import { tenantShard, tenantStore } from '../src/platform/bindings.js';
+import type { ConsistencyAnswer, InclusionAnswer } from '../src/services/ports.js';
+
+/** Leaves appended per batch: one D1 read, one R2 write per changed tile, one signature. */
+export const DRAIN_BATCH = 1024;
+/** Batches one `drain` call runs before handing the rest to the alarm. */
+export const DRAIN_MAX_BATCHES = 8;
+/** Delay before the alarm retries a drain that failed (D1, R2 or the key ring unavailable). */
+export const RETRY_MS = 5_000;
+
+/** The R2 key prefix of a tenant's log: `log/<tenant_id>/` (docs/transparency-log.md). */
+export function logPrefix(tenant_id: string): string {
+  return `log/${tenant_id}/`;
+}
+
+export interface DrainReport {
+  /** Leaves appended by this call. */
+  readonly appended: number;
+  /** The tree size after it. */
+  readonly size: number;
+  /** True when unlogged receipts may remain (the alarm continues). */
+  readonly more: boolean;
+}
+
+const SCHEMA_VERSION = 1;
+
+export class LogSequencerObject extends DurableObject<Env> {
+  readonly #sql: SqlStorage;
+  #drainChain: Promise<unknown> = Promise.resolve();
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    this.#sql = ctx.storage.sql;
+    // Versioned, idempotent schema set-up before any event is delivered.
+    void ctx.blockConcurrencyWhile(async () => {
+      this.#migrate();
+    });
+  }
+
+  #migrate(): void {
+    this.#sql.exec('CREATE TABLE IF NOT EXISTS schema_version (v INTEGER NOT NULL)');
+    const v = this.#sql.exec<{ v: number }>('SELECT v FROM schema_version').toArray()[0]?.v ?? 0;
+    if (v >= SCHEMA_VERSION) return;
+    this.#sql.exec(`CREATE TABLE IF NOT EXISTS meta (
+      singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+      tenant_id TEXT NOT NULL,
+      cursor INTEGER NOT NULL,
+      state BLOB NOT NULL,
+      checkpoint TEXT
+    )`);
+    // One row per leaf: its receipt (unique: a receipt is logged once), the D1 row it came from,
+    // and its entry bytes (the partial entry bundle is rebuilt from the last ones).
+    this.#sql.exec(`CREATE TABLE IF NOT EXISTS leaf (
+      idx INTEGER PRIMARY KEY,
+      receipt_sha256 TEXT NOT NULL UNIQUE,
+      seq INTEGER NOT NULL,
+      entry BLOB NOT NULL
+    )`);
+    // Full tiles only; the partial ones are in the state. Proofs are built from these.
+    this.#sql.exec(`CREATE TABLE IF NOT EXISTS tile (
+      level INTEGER NOT NULL,
+      idx INTEGER NOT NULL,
+      hashes BLOB NOT NULL,
+      PRIMARY KEY (level, idx)
+    )`);
+    this.#sql.exec('DELETE FROM schema_version');
+    this.#sql.exec('INSERT INTO schema_version (v) VALUES (?)', SCHEMA_VERSION);
+  }
+
+  // -- RPC ------------------------------------------------------------------------------------
+
+  /** Schedule a drain (the alarm), unless one is already due. Cheap: no D1 or R2 access. */
+  async kick(tenant_id: string): Promise<void> {
+    this.#checkTenant(tenant_id);
+    const due = await this.ctx.storage.getAlarm();
+    if (due === null) await this.ctx.storage.setAlarm(Date.now());
+  }
+
+  /** Drain now: at most `batches` batches of `batch` leaves; the alarm takes any rest. */
+  async drain(
+    tenant_id: string,
+    batch: number = DRAIN_BATCH,
+    batches: number = DRAIN_MAX_BATCHES,
+  ): Promise<DrainReport> {
+    this.#checkTenant(tenant_id);
+    if (!Number.isSafeInteger(batch) || batch < 1 || batch > DRAIN_BATCH)
+      throw new Error('invalid batch size');
+    if (!Number.isSafeInteger(batches) || batches < 1 || batches > DRAIN_MAX_BATCHES)
+      throw new Error('invalid batch count');
+    const r = await this.#serialized(tenant_id, batch, batches);
+    if (r.more) await this.ctx.storage.setAlarm(Date.now());
+    return r;
+  }
+
+  /** The latest signed checkpoint (the empty log's, signed now, before the first receipt). */
+  async checkpoint(tenant_id: string): Promise<{ readonly size: number; readonly checkpoint: string }> {
+    this.#checkTenant(tenant_id);
+    const m = this.#meta();
+    if (m !== null && m.checkpoint !== null) return { size: m.state.size, checkpoint: m.checkpoint };
+    const { origin, signer } = logSigner(this.env, tenant_id);
+    const cp = checkpointOf(m?.state ?? EMPTY_LOG_STATE, origin, signer);
+    if (!cp.ok) throw new Error(cp.error.message);
+    return { size: m?.state.size ?? 0, checkpoint: cp.value };
+  }
+
+  /** The inclusion proof of a receipt against the latest checkpoint, or `not_logged`. */
+  async inclusion(tenant_id: string, receipt_sha256: string): Promise<InclusionAnswer> {
+    this.#checkTenant(tenant_id);
+    const m = this.#meta();
+    const row = this.#sql
+      .exec<{ idx: number }>('SELECT idx FROM leaf WHERE receipt_sha256 = ?', receipt_sha256)
+      .toArray()[0];
+    if (m === null || m.checkpoint === null || row === undefined) return { status: 'not_logged' };
+    const proof = proveInclusion(m.state, row.idx, m.checkpoint, (refs) => this.#fullTiles(refs));
+    if (!proof.ok) throw new Error(`inclusion proof: ${proof.error.message}`);
+    return { status: 'included', index: row.idx, size: m.state.size, proof: proof.value };
+  }
+
+  /** The consistency proof between two sizes of the log (base64 hashes). */
+  async consistency(tenant_id: string, from: number, to: number): Promise<ConsistencyAnswer> {
+    this.#checkTenant(tenant_id);
+    const state = this.#meta()?.state ?? EMPTY_LOG_STATE;
+    const p = proveConsistency(state, from, to, (refs) => this.#fullTiles(refs));
+    if (p.ok) return { ok: true, size: state.size, proof: p.value };
+    if (p.error.reason === 'invalid_proof') throw new Error(p.error.message);
+    return { ok: false, reason: p.error.reason, message: p.error.message };
+  }
+
+  override async alarm(): Promise<void> {
+    const m = this.#meta();
+    const tenant_id = m?.tenant_id ?? (await this.ctx.storage.get<string>('tenant_id'));
+    if (tenant_id === undefined) return;
+    try {
+      const r = await this.#serialized(tenant_id, DRAIN_BATCH, DRAIN_MAX_BATCHES);
+      if (r.more) await this.ctx.storage.setAlarm(Date.now());
+    } catch (e) {
+      console.error(
+        JSON.stringify({
+          level: 'error',
+          what: 'log drain failed; will retry from the alarm',
+          error: e instanceof Error ? e.message : 'unknown',
+        }),
+      );
+      await this.ctx.storage.setAlarm(Date.now() + RETRY_MS);
+    }
+  }
+
+  // -- Draining -------------------------------------------------------------------------------
+
+  #serialized(tenant_id: string, batch: number, batches: number): Promise<DrainReport> {
+    const run = this.#drainChain.then(() => this.#drainBatches(tenant_id, batch, batches));
+    this.#drainChain = run.catch(() => undefined);
+    return run;
+  }
+
+  async #drainBatches(tenant_id: string, batch: number, batches: number): Promise<DrainReport> {
+    let appended = 0;
+    for (let i = 0; i < batches; i++) {
+      const n = await this.#drainOnce(tenant_id, batch);
+      appended += n;
+      if (n < batch) return { appended, size: this.#meta()?.state.size ?? 0, more: false };
+    }
+    return { appended, size: this.#meta()?.state.size ?? 0, more: true };
+  }
+
+  /** One batch: read after the cursor, write tiles and bundles, then commit. Returns the count. */
+  async #drainOnce(tenant_id: string, batch: number): Promise<number> {
+    const m = this.#meta();
+    const cursor = m?.cursor ?? 0;
+    const state = m?.state ?? EMPTY_LOG_STATE;
+    // The tenant's shard, from the directory at every batch (not cached: a moved tenant's rows
+    // live on its new shard). Off the decision path: drains run after the commit.
+    const shard = await tenantShard(this.env, tenant_id);
+    if (shard === null) throw new Error('log drain: tenant is not in the shard directory');
+    const rows = await tenantStore(this.env, { tenant_id, shard }).signaturesAfter(cursor, batch);
+    if (rows.length === 0) return 0;
+    // D1's unique index makes a receipt appear once; a receipt already a leaf (never expected)
+    // is skipped rather than logged twice, and the cursor still moves past it.
+    const fresh = rows.filter(
+      (r) =>
+        this.#sql.exec('SELECT 1 FROM leaf WHERE receipt_sha256 = ?', r.receipt_sha256).toArray().length ===
+        0,
+    );
+    const lastSeq = rows[rows.length - 1]!.seq;
+    if (fresh.length === 0) {
+      this.#commit(tenant_id, cursor, lastSeq, state, m?.checkpoint ?? null, [], []);
+      return rows.length;
+    }
+    const entries = fresh.map((r) => utf8Encode(r.envelope));
+    const pendingCount = state.size % TILE_WIDTH;
+    const pending = this.#sql
+      .exec<{ entry: ArrayBuffer }>(
+        'SELECT entry FROM leaf WHERE idx >= ? ORDER BY idx',
+        state.size - pendingCount,
+      )
+      .toArray()
+      .map((r) => new Uint8Array(r.entry));
+    const { origin, signer } = logSigner(this.env, tenant_id);
+    const seq = sequenceBatch(state, pending, entries, origin, signer);
+    if (!seq.ok) throw new Error(`sequencing failed: ${seq.error.message}`);
+    const b = seq.value;
+    // Tiles and bundles before the checkpoint is published: a checkpoint never names a size
+    // whose tiles are missing (C2SP tlog-tiles).
+    const prefix = logPrefix(tenant_id);
+    await Promise.all([
+      ...b.tiles.map((t) => putCreateOnly(this.env.LOG_TILES, prefix + tilePath(t), t.hashes)),
+      ...b.bundles.map((e) =>
+        putCreateOnly(this.env.LOG_TILES, prefix + entryBundlePath(e.index, e.width), e.bytes),
+      ),
+    ]);
+    const full = b.tiles.filter((t) => t.width === TILE_WIDTH);
+    const leaves = fresh.map((r, i) => ({ idx: state.size + i, row: r, entry: entries[i]! }));
+    this.#commit(tenant_id, cursor, lastSeq, b.state, b.checkpoint, leaves, full);
+    // The mutable checkpoint object for C2SP readers of the bucket; the routes use storage.
+    await this.env.LOG_TILES.put(`${prefix}checkpoint`, b.checkpoint);
+    return rows.length;
+  }
+
+  #commit(
+    tenant_id: string,
+    expectedCursor: number,
+    cursor: number,
+    state: LogState,
+    checkpoint: string | null,
+    leaves: readonly { idx: number; row: { seq: number; receipt_sha256: string }; entry: Uint8Array }[],
+    tiles: readonly Tile[],
+  ): void {
+    this.ctx.storage.transactionSync(() => {
+      // Another drain committed since this one read the cursor: abort rather than append twice.
+      const now = this.#meta()?.cursor ?? 0;
+      if (now !== expectedCursor) throw new Error('log cursor moved during a drain');
+      for (const l of leaves) {
+        this.#sql.exec(
+          'INSERT INTO leaf (idx, receipt_sha256, seq, entry) VALUES (?, ?, ?, ?)',
+          l.idx,
+          l.row.receipt_sha256,
+          l.row.seq,
+          l.entry,
+        );
+      }
+      for (const t of tiles) {
+        this.#sql.exec(
+          'INSERT OR IGNORE INTO tile (level, idx, hashes) VALUES (?, ?, ?)',
+          t.level,
+          t.index,
+          t.hashes,
+        );
+      }
+      this.#sql.exec(
+        `INSERT INTO meta (singleton, tenant_id, cursor, state, checkpoint) VALUES (1, ?, ?, ?, ?)
+         ON CONFLICT (singleton) DO UPDATE SET cursor = excluded.cursor, state = excluded.state,
+           checkpoint = excluded.checkpoint`,
+        tenant_id,
+        cursor,
+        encodeState(state),
+        checkpoint,
+      );
+    });
+  }
+
+  // -- Reading --------------------------------------------------------------------------------
+
+  #meta(): {
+    tenant_id: string;
+    cursor: number;
+    state: LogState;
+    checkpoint: string | null;
+  } | null {
+    const row = this.#sql
+      .exec<{ tenant_id: string; cursor: number; state: ArrayBuffer; checkpoint: string | null }>(
+        'SELECT tenant_id, cursor, state, checkpoint FROM meta WHERE singleton = 1',
+      )
+      .toArray()[0];
+    if (row === undefined) return null;
+    const state = decodeState(new Uint8Array(row.state));
+    if (!state.ok) throw new Error(`stored log state is corrupt: ${state.error.message}`);
+    return { tenant_id: row.tenant_id, cursor: row.cursor, state: state.value, checkpoint: row.checkpoint };
+  }
+
+  #fullTiles(refs: readonly TileRef[]): Tile[] {
+    const out: Tile[] = [];
+    for (const r of refs) {
+      const row = this.#sql
+        .exec<{ hashes: ArrayBuffer }>(
+          'SELECT hashes FROM tile WHERE level = ? AND idx = ?',
+          r.level,
+          r.index,
+        )
+        .toArray()[0];
+      if (row !== undefined)
+        out.push({ level: r.level, index: r.index, width: TILE_WIDTH, hashes: new Uint8Array(row.hashes) });
+    }
+    return out;
+  }
+
+  /** One tenant's log in one object: a request naming another tenant is a routing bug. */
+  #checkTenant(tenant_id: string): void {
+    if (!Identifier.safeParse(tenant_id).success) throw new Error('invalid tenant id');
+    if (!this.ctx.id.equals(this.env.LOG_SEQUENCER.idFromName(logSequencerName(tenant_id)))) {
+      throw new Error('log request sent to another tenant’s object');
+    }
+    // The alarm needs the tenant before the first commit stores it in `meta`.
+    if (this.#meta() === null) void this.ctx.storage.put('tenant_id', tenant_id);
+  }
+}
+
+/**
+ * Write an immutable object once. An existing object at the path must have the same length (the
+ * same path always carries the same bytes; a different length means the log state is corrupt).
+ */
+async function putCreateOnly(bucket: R2Bucket, key: string, bytes: Uint8Array): Promise<void> {
+  const existing = await bucket.head(key);
+  if (existing !== null) {
+    if (existing.size !== bytes.length) throw new Error(`log object ${key} exists with another size`);
+    return;
+  }
+  await bucket.put(key, bytes, { httpMetadata: { contentType: 'application/octet-stream' } });
+}
+
+/** The object's name: versioned and hashed from an unambiguous encoding of the tenant. */
+export function logSequencerName(tenant_id: string): string {
+  return digestOf(['writ.log-sequencer.v1', tenant_id]);
+}
+
+export function logSequencerStub(env: Env, tenant_id: string): DurableObjectStub<LogSequencerObject> {
+  return env.LOG_SEQUENCER.get(env.LOG_SEQUENCER.idFromName(logSequencerName(tenant_id)));
+}
+
+/** The Worker's kick after a commit. Never throws: a lost kick is caught up by the next one. */
+export async function kickLog(env: Env, tenant_id: string): Promise<void> {
+  try {
+    await logSequencerStub(env, tenant_id).kick(tenant_id);
+  } catch (e) {
+    console.error(
+      JSON.stringify({
+        level: 'error',
+        what: 'log kick failed; the next commit or proof request drains',
+        error: e instanceof Error ? e.name : 'unknown',
+      }),
+    );
+  }
+}

@@ -1,0 +1,239 @@
+/**
+ * Issue 11, the read side of signed receipts and the tenant's transparency log: the published
+ * keys, the latest checkpoint, tiles, a receipt's inclusion proof, consistency proofs, and the
+ * offline bundle `writ verify` checks (formats: docs/receipts.md, docs/transparency-log.md).
+ *
+ * Guarantees: every answer is about the caller's own tenant (its store, its log object); a proof
+ * is asked of the log only for a receipt the tenant's store holds; a receipt not yet logged is
+ * drained into the log on demand before the proof is refused (`log_pending`, 503). Never: signs
+ * anything (signing happens where receipts are written), or reads another tenant's log.
+ */
+import { decodeJsonText } from '../core/canonical/json.js';
+import { ExecutionReceipt } from '../core/model.js';
+import type { PublicKeySet } from '../core/receipts/keys.js';
+import { SignatureEnvelope } from '../core/receipts/signing.js';
+import { Sha256 } from '../core/schema.js';
+import { parseTilePath } from '../core/log/tiles.js';
+import { BUNDLE_VERSION, BundleInputs, type ReceiptBundle } from '../verify/bundle.js';
+import type { TenantContext } from './context.js';
+import { notFound, ServiceError } from './errors.js';
+import type { KeysPort, ReceiptLogPort, StoredReceipt, TenantStore } from './ports.js';
+import { authorizationInputs } from './receipts.js';
+
+/** Seconds a client should wait before asking again for a receipt the log has not taken yet. */
+export const LOG_RETRY_AFTER_SECONDS = 2;
+/** The widest consistency request answered: sizes are tree sizes, at most 2^53 - 1. */
+const SIZE = /^(0|[1-9][0-9]{0,15})$/;
+
+/** `GET /.well-known/writ-keys`: public, holds no tenant data. */
+export function publishedKeySet(keys: KeysPort, now: number): PublicKeySet {
+  return keys.publicKeys(now);
+}
+
+export async function logCheckpoint(_ctx: TenantContext, log: ReceiptLogPort) {
+  return log.checkpoint();
+}
+
+/** A tile or entry bundle of the tenant's log, by its C2SP path (below `tile/`). */
+export async function logTile(_ctx: TenantContext, log: ReceiptLogPort, path: string): Promise<Uint8Array> {
+  // One spelling per tile: anything parseTilePath refuses is not a tile of any log.
+  const parsed = parseTilePath(path);
+  if (!parsed.ok) throw notFound('tile');
+  const bytes = await log.object(path);
+  if (bytes === null) throw notFound('tile');
+  return bytes;
+}
+
+/** The receipt's inclusion proof (C2SP tlog-proof, checkpoint included). */
+export async function receiptProof(ctx: TenantContext, log: ReceiptLogPort, sha: string) {
+  const stored = await storedReceipt(ctx.store, sha);
+  const answer = await included(log, stored.sha256);
+  ctx.log({ receipt_sha256: stored.sha256, log_index: answer.index });
+  return { receipt_sha256: stored.sha256, index: answer.index, tree_size: answer.size, proof: answer.proof };
+}
+
+/** `from`/`to` as the query gave them: decimal tree sizes. */
+export async function logConsistency(
+  _ctx: TenantContext,
+  log: ReceiptLogPort,
+  from: string | undefined,
+  to: string | undefined,
+) {
+  if (from === undefined || to === undefined || !SIZE.test(from) || !SIZE.test(to)) {
+    throw new ServiceError('invalid_request', 'from and to must be decimal tree sizes', [
+      { path: from === undefined || !SIZE.test(from) ? 'from' : 'to', message: 'must be a tree size' },
+    ]);
+  }
+  const a = Number(from);
+  const b = Number(to);
+  const p = await log.consistency(a, b);
+  if (!p.ok) {
+    if (p.reason === 'out_of_range') {
+      throw new ServiceError('invalid_request', 'sizes must satisfy 0 <= from <= to <= tree size', [
+        { path: 'to', message: 'must not exceed the tree size' },
+      ]);
+    }
+    throw new Error(`consistency proof: ${p.message}`);
+  }
+  return { from: a, to: b, tree_size: p.size, proof: p.proof };
+}
+
+/** The offline bundle of a receipt (docs/receipts.md, "Offline bundles"). */
+export async function receiptBundle(
+  ctx: TenantContext,
+  log: ReceiptLogPort,
+  keys: KeysPort,
+  sha: string,
+): Promise<ReceiptBundle> {
+  const stored = await storedReceipt(ctx.store, sha);
+  const [signatureRow, inputs] = await Promise.all([
+    ctx.store.receiptSignature(stored.sha256),
+    bundleInputs(ctx.store, stored),
+  ]);
+  // Receipts written before signing existed have no envelope: no bundle can vouch for them.
+  if (signatureRow === null) throw new ServiceError('bundle_unavailable', 'the receipt has no signature');
+  const envelope = SignatureEnvelope.safeParse(decoded(signatureRow.envelope));
+  if (!envelope.success) throw new Error('stored signature envelope does not parse');
+  const proof = await included(log, stored.sha256);
+  const cp = proof.proof.slice(proof.proof.indexOf('\n\n') + 2);
+  ctx.log({ receipt_sha256: stored.sha256, log_index: proof.index });
+  return {
+    bundle_version: BUNDLE_VERSION,
+    receipt: stored.receipt,
+    signature: envelope.data,
+    inputs,
+    keys: keys.publicKeys(ctx.now),
+    log: { proof: proof.proof, checkpoint: cp },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function storedReceipt(store: TenantStore, sha: string): Promise<StoredReceipt> {
+  if (!Sha256.safeParse(sha).success) throw notFound('receipt');
+  const stored = await store.getReceipt(sha);
+  if (stored === null) throw notFound('receipt');
+  return stored;
+}
+
+/**
+ * The receipt's proof; if the log has not taken it yet, drain now and ask again. The bound on the
+ * delay is therefore the request itself, whatever happened to the commit's kick.
+ */
+async function included(log: ReceiptLogPort, sha256: string) {
+  let answer = await log.inclusion(sha256);
+  if (answer.status === 'not_logged') {
+    await log.drain();
+    answer = await log.inclusion(sha256);
+  }
+  if (answer.status === 'not_logged') {
+    throw new ServiceError(
+      'log_pending',
+      'the receipt is not in the log yet; retry',
+      [],
+      LOG_RETRY_AFTER_SECONDS,
+    );
+  }
+  return answer;
+}
+
+function decoded(text: string): unknown {
+  const d = decodeJsonText(text, { maxBytes: 64 * 1024, maxDepth: 8 });
+  if (!d.ok) throw new Error('stored json does not parse');
+  return d.value;
+}
+
+function unavailable(why: string): ServiceError {
+  return new ServiceError('bundle_unavailable', why);
+}
+
+/** What the bundle's verifier recomputes the receipt from, by kind (docs/receipts.md). */
+async function bundleInputs(store: TenantStore, stored: StoredReceipt): Promise<BundleInputs> {
+  const body = stored.receipt.body;
+  switch (stored.kind) {
+    case 'authorization': {
+      const r = await authorizationInputs(store, stored);
+      if (!r.ok) throw unavailable(`the receipt's inputs are gone: ${r.differences.join(', ')}`);
+      const i = r.inputs;
+      const o = i.options;
+      return {
+        kind: 'authorization',
+        contract: i.contract,
+        grant: i.grant,
+        invocation: i.invocation,
+        trusted_state: i.trusted,
+        evaluated_at_unix_ms: i.now,
+        dispatch:
+          o === undefined
+            ? null
+            : {
+                dispatch_window_ms: o.dispatch_window_ms,
+                executor_principal_id: o.executor_principal_id,
+                ...(o.named === undefined ? {} : { named: o.named }),
+              },
+      };
+    }
+    case 'execution': {
+      const r = ExecutionReceipt.safeParse(stored.receipt);
+      if (!r.success) throw unavailable('the execution receipt does not parse');
+      const [authorization, contract] = await Promise.all([
+        store.getReceipt(r.data.body.authorization_receipt_sha256),
+        store.getContract(r.data.body.tool_contract_sha256),
+      ]);
+      return checked({
+        kind: 'execution',
+        contract: contract?.contract,
+        authorization: authorization?.receipt,
+        observation: field(stored.evidence, 'observation'),
+      });
+    }
+    case 'observation':
+    case 'error_observation': {
+      const e = stored.evidence;
+      // A refused observation keeps no payload: its bundle could not recompute it offline.
+      if (field(e, 'withheld') !== undefined) throw unavailable('the observation payload was not kept');
+      const execution = await maybeReceipt(store, body.execution_receipt_sha256);
+      const authorization = await maybeReceipt(store, execution?.receipt.body.authorization_receipt_sha256);
+      const contractSha = authorization?.receipt.body.tool_contract_sha256;
+      const contract = typeof contractSha === 'string' ? await store.getContract(contractSha) : null;
+      return checked({
+        kind: stored.kind,
+        validation: {
+          trusted: field(e, 'trusted'),
+          policy: field(e, 'policy'),
+          contract: contract?.contract,
+          authorization: authorization?.receipt,
+          execution: {
+            receipt: execution?.receipt,
+            observation: field(execution?.evidence ?? null, 'observation'),
+          },
+          now: field(e, 'evaluated_at_unix_ms'),
+          observation: field(e, 'observation'),
+        },
+      });
+    }
+    case 'reconciliation':
+      // The clock skew allowed at reconciliation is the policy's of that moment, not kept with
+      // the receipt: a bundle would have to guess it (docs/receipts.md, "Bundles").
+      throw unavailable('reconciliation receipts have no offline bundle yet');
+    default:
+      throw unavailable(`no offline bundle for ${stored.kind} receipts`);
+  }
+}
+
+function field(value: unknown, key: string): unknown {
+  return value !== null && typeof value === 'object' && !Array.isArray(value)
+    ? (value as Record<string, unknown>)[key]
+    : undefined;
+}
+
+async function maybeReceipt(store: TenantStore, sha: unknown): Promise<StoredReceipt | null> {
+  return typeof sha === 'string' && Sha256.safeParse(sha).success ? store.getReceipt(sha) : null;
+}
+
+/** The inputs, checked by the very schema the verifier parses them with. */
+function checked(candidate: unknown): BundleInputs {
+  const parsed = BundleInputs.safeParse(candidate);
+  if (!parsed.success) throw unavailable('the stored inputs do not form a replay input');
+  return parsed.data;
+}

@@ -1,0 +1,67 @@
+/**
+ * The service's receipt signer (src/platform/receipt-keys.ts): byte-identical to the core's
+ * portable signer, and fail closed: no key ring, an invalid one, an issuer that cannot name a log,
+ * or an active key outside its window all refuse with `signing_unavailable` (503).
+ */
+import { describe, expect, it } from 'vitest';
+import { digestOf } from '../../../src/core/canonical/canonical.js';
+import { generateKeyRing, parseKeyRing, trustedKeysOfRing } from '../../../src/core/receipts/keys.js';
+import { signReceipt, verifyReceiptSignature } from '../../../src/core/receipts/signing.js';
+import { logSigner, publishedKeys, receiptSigner } from '../../../src/platform/receipt-keys.js';
+import { ServiceError } from '../../../src/services/errors.js';
+
+const AT = 1_767_225_600_000;
+const doc = generateKeyRing(new Uint8Array(32).fill(5), 'writ.example', 0);
+const text = JSON.stringify(doc);
+
+function receipt(n: number) {
+  const body = { receipt_kind: 'execution', tenant_id: 't_1', n };
+  return { sha256: digestOf(body), body };
+}
+
+async function refusal(p: Promise<unknown> | (() => unknown)): Promise<string> {
+  try {
+    await (typeof p === 'function' ? p() : p);
+  } catch (e) {
+    return e instanceof ServiceError ? e.reason : `other: ${String(e)}`;
+  }
+  return 'none';
+}
+
+describe('receipt signer', () => {
+  it('signs exactly as the portable core signer, and the signature verifies strictly', async () => {
+    const ring = parseKeyRing(text);
+    if (!ring.ok) throw new Error('ring');
+    for (let n = 0; n < 20; n++) {
+      const r = receipt(n);
+      const native = await receiptSigner({ WRIT_RECEIPT_KEYS: text })(r, AT + n);
+      const portable = signReceipt(ring.value, r, AT + n);
+      expect(portable).toEqual({ ok: true, value: native });
+      expect(verifyReceiptSignature(native, r, trustedKeysOfRing(ring.value)).ok).toBe(true);
+    }
+  });
+
+  it('refuses with signing_unavailable without a usable key ring, before signing anything', async () => {
+    const r = receipt(1);
+    const plus = JSON.stringify({ ...doc, issuer: 'writ+example' });
+    const retired = JSON.stringify({
+      ...doc,
+      keys: doc.keys.map((k) => ({ ...k, signing_until_unix_ms: AT })),
+    });
+    for (const bad of [undefined, '', ' ', 'not json', '{}', plus, text.replace('"keys"', '"keyz"')]) {
+      const env = bad === undefined ? {} : { WRIT_RECEIPT_KEYS: bad };
+      expect(await refusal(receiptSigner(env)(r, AT)), String(bad)).toBe('signing_unavailable');
+      expect(await refusal(() => publishedKeys(env, AT))).toBe('signing_unavailable');
+      expect(await refusal(() => logSigner(env, 't_1'))).toBe('signing_unavailable');
+    }
+    // A retired active key cannot sign after its window; it still signs inside it (old receipts).
+    expect(await refusal(receiptSigner({ WRIT_RECEIPT_KEYS: retired })(r, AT))).toBe('signing_unavailable');
+    expect(await refusal(receiptSigner({ WRIT_RECEIPT_KEYS: retired })(r, AT - 1))).toBe('none');
+  });
+
+  it('names each tenant log by the issuer and tenant, and signs its checkpoints with the active key', () => {
+    const s = logSigner({ WRIT_RECEIPT_KEYS: text }, 't_1');
+    expect(s.origin).toBe('writ.example/log/t_1');
+    expect(s.signer.name).toBe('writ.example/log/t_1');
+  });
+});
