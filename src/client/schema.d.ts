@@ -3952,6 +3952,7 @@ export interface operations {
                                     /** @enum {string} */
                                     effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
                                     expires_at_unix_ms: number;
+                                    first_approver_principal_id?: string;
                                 } | null;
                             };
                             trusted_state: {
@@ -4239,6 +4240,19 @@ export interface operations {
                                         byte_size: number;
                                         media_type: string;
                                     } | null;
+                                    classifier?: {
+                                        /** @constant */
+                                        status: "verdict";
+                                        model: string;
+                                        injection_score: number;
+                                        threshold: number;
+                                    } | {
+                                        /** @constant */
+                                        status: "unavailable";
+                                        model: string;
+                                        /** @enum {string} */
+                                        reason: "error" | "malformed_answer" | "no_binding" | "timeout";
+                                    };
                                 };
                                 policy: {
                                     /** @constant */
@@ -4503,6 +4517,19 @@ export interface operations {
                                         byte_size: number;
                                         media_type: string;
                                     } | null;
+                                    classifier?: {
+                                        /** @constant */
+                                        status: "verdict";
+                                        model: string;
+                                        injection_score: number;
+                                        threshold: number;
+                                    } | {
+                                        /** @constant */
+                                        status: "unavailable";
+                                        model: string;
+                                        /** @enum {string} */
+                                        reason: "error" | "malformed_answer" | "no_binding" | "timeout";
+                                    };
                                 };
                                 policy: {
                                     /** @constant */
