@@ -748,6 +748,11 @@ class D1TenantStore implements TenantStore, RetentionStore {
             // The approver's revocation, read in the same batch: an approval ends with its approver.
             approver_revoked_at_unix_ms: principals.revoked_at_unix_ms,
             approver_id: principals.principal_id,
+            // The first of two approvers (irreversible effects, issue 14): revoking either ends it.
+            first_approved_by: approvals.first_approved_by,
+            first_approver_revoked_at_unix_ms: sql<
+              number | null
+            >`(select p.revoked_at_unix_ms from principals p where p.tenant_id = ${approvals.tenant_id} and p.principal_id = ${approvals.first_approved_by})`,
           })
           .from(approvals)
           .leftJoin(
@@ -787,7 +792,8 @@ class D1TenantStore implements TenantStore, RetentionStore {
         a.approval_id !== null &&
         (approvalRow === undefined ||
           approvalRow.approver_id === null ||
-          approvalRow.approver_revoked_at_unix_ms !== null),
+          approvalRow.approver_revoked_at_unix_ms !== null ||
+          (approvalRow.first_approved_by !== null && approvalRow.first_approver_revoked_at_unix_ms !== null)),
       agent_revoked: agentRow === undefined || agentRow.revoked_at_unix_ms !== null,
       key_operations: keyRows,
     };
