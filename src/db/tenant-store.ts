@@ -529,7 +529,7 @@ class D1TenantStore implements TenantStore, RetentionStore {
       }
       // Guards: each touches its row only if it was revoked or quarantined meanwhile, and the
       // "final" triggers then abort the batch (a revocation that committed first always wins).
-      const statements: BatchItem<'sqlite'>[] = [
+      const guards: BatchItem<'sqlite'>[] = [
         db
           .update(contracts)
           .set({ quarantined_at_unix_ms: sql`${contracts.quarantined_at_unix_ms}` })
@@ -552,7 +552,7 @@ class D1TenantStore implements TenantStore, RetentionStore {
           ),
       ];
       if (e.guards.grant_id !== null) {
-        statements.push(
+        guards.push(
           db
             .update(grants)
             .set({ revoked_at_unix_ms: sql`${grants.revoked_at_unix_ms}` })
@@ -568,7 +568,7 @@ class D1TenantStore implements TenantStore, RetentionStore {
       if (e.consume_approval_id !== null) {
         // The approver's revocation committing while this authorization was in flight wins, as
         // the caller's does: touch the approver's row only if revoked, and its trigger aborts.
-        statements.push(
+        guards.push(
           db
             .update(principals)
             .set({ revoked_at_unix_ms: sql`${principals.revoked_at_unix_ms}` })
@@ -586,6 +586,10 @@ class D1TenantStore implements TenantStore, RetentionStore {
               ),
             ),
         );
+      }
+      // The effects, after the guards and the freshness guard.
+      const statements: BatchItem<'sqlite'>[] = [];
+      if (e.consume_approval_id !== null) {
         // Single use: the trigger aborts unless the approval is still `approved`.
         statements.push(
           db
@@ -609,7 +613,16 @@ class D1TenantStore implements TenantStore, RetentionStore {
           })
           .where(and(eq(runs.tenant_id, t), eq(runs.run_id, e.charge_run.run_id))),
       );
-      await db.batch([insert, ...signature, ...(freshness === null ? [] : [freshness]), ...statements]);
+      // The guards change no row, so the freshness guard after them still compares the rows as
+      // the decision read them; placed first, it would pre-empt the approver's guard and report a
+      // revocation as `state_changed` (SECURITY.md, approver revoked in flight).
+      await db.batch([
+        insert,
+        ...signature,
+        ...guards,
+        ...(freshness === null ? [] : [freshness]),
+        ...statements,
+      ]);
       this.hooks.committed();
       return { ok: true };
     } catch (err) {

@@ -5,10 +5,17 @@
  * (so by the JSON API and the console alike), by triggers in the same write
  * (migrations/0007_console.sql), and by the authorization entry point.
  */
-import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { PURGE_CONTRACT, type Seeded } from '../../../scripts/seed.js';
-import { type Reply, call, createRun, ROLLBACK_INPUT, seedTenant, uniqueName } from '../platform/harness.js';
+import {
+  type Reply,
+  call,
+  createRun,
+  ROLLBACK_INPUT,
+  seedTenant,
+  tenantD1,
+  uniqueName,
+} from '../platform/harness.js';
 
 interface Purge {
   readonly s: Seeded;
@@ -84,10 +91,12 @@ async function authorizeWith(p: Purge, approval_id: string): Promise<Reply> {
   });
 }
 
-async function row(id: string) {
-  return env.DB.prepare(
-    'SELECT status, decided_by, first_approved_by, first_approval_lifetime_ms, expires_at_unix_ms, decided_at_unix_ms FROM approvals WHERE approval_id = ?',
-  )
+/** The approval's row, read on the shard holding the tenant. */
+async function row(p: Purge, id: string) {
+  return tenantD1(p.s)
+    .prepare(
+      'SELECT status, decided_by, first_approved_by, first_approval_lifetime_ms, expires_at_unix_ms, decided_at_unix_ms FROM approvals WHERE approval_id = ?',
+    )
     .bind(id)
     .first<{
       status: string;
@@ -129,7 +138,7 @@ describe('second approver for irreversible effects', () => {
       first_approver_principal_id: p.s.approver.principal_id,
       effect: 'irreversible',
     });
-    const stored = await row(id);
+    const stored = await row(p, id);
     expect(stored?.first_approval_lifetime_ms).toBe(600_000);
     expect((stored?.expires_at_unix_ms ?? 0) - (stored?.decided_at_unix_ms ?? 0)).toBe(300_000);
 
@@ -147,7 +156,7 @@ describe('second approver for irreversible effects', () => {
     expect(again.status).toBe(403);
     expect(again.body.error.code).toBe('self_approval');
     expect(again.body.error.message).toContain('second, distinct approver');
-    expect(await row(id)).toMatchObject({
+    expect(await row(p, id)).toMatchObject({
       status: 'pending',
       decided_by: null,
       first_approved_by: p.s.approver.principal_id,
@@ -176,7 +185,7 @@ describe('second approver for irreversible effects', () => {
     const asSecond = await approve(id, both.body.api_key);
     expect(asSecond.status).toBe(403);
     expect(asSecond.body.error.code).toBe('self_approval');
-    expect((await row(id))?.status).toBe('pending');
+    expect((await row(p, id))?.status).toBe('pending');
   });
 
   it('an effect that is not irreversible still needs one approver', async () => {
@@ -205,7 +214,7 @@ describe('second approver for irreversible effects', () => {
       const replies = await Promise.all([...keys, ...keys].map((k) => approve(id, k)));
       const statuses = replies.map((r) => r.status);
       expect(statuses.every((x) => x === 200 || x === 403 || x === 409)).toBe(true);
-      const r = await row(id);
+      const r = await row(p, id);
       expect(r?.first_approved_by).not.toBeNull();
       if (r?.status === 'approved') {
         expect(r.decided_by).not.toBe(r.first_approved_by);
@@ -225,36 +234,41 @@ describe('second approver for irreversible effects', () => {
     const now = Date.now();
     // Approving an irreversible request with no first approval.
     await expect(
-      env.DB.prepare(
-        "UPDATE approvals SET status = 'approved', decided_by = ?, decided_at_unix_ms = ?, expires_at_unix_ms = ? WHERE approval_id = ?",
-      )
+      tenantD1(p.s)
+        .prepare(
+          "UPDATE approvals SET status = 'approved', decided_by = ?, decided_at_unix_ms = ?, expires_at_unix_ms = ? WHERE approval_id = ?",
+        )
         .bind(p.s.approver.principal_id, now, now + 60_000, id)
         .run(),
     ).rejects.toThrow(/approval_second_approver/);
     // The requester as first approver.
     await expect(
-      env.DB.prepare('UPDATE approvals SET first_approved_by = ? WHERE approval_id = ?')
+      tenantD1(p.s)
+        .prepare('UPDATE approvals SET first_approved_by = ? WHERE approval_id = ?')
         .bind(p.s.agent.principal_id, id)
         .run(),
     ).rejects.toThrow(/approval_first_approval/);
     expect((await approve(id, p.s.approver.api_key)).status).toBe(200);
     // A first approval overwritten.
     await expect(
-      env.DB.prepare('UPDATE approvals SET first_approved_by = ? WHERE approval_id = ?')
+      tenantD1(p.s)
+        .prepare('UPDATE approvals SET first_approved_by = ? WHERE approval_id = ?')
         .bind(p.second.principal_id, id)
         .run(),
     ).rejects.toThrow(/approval_first_approval/);
     // The first approver completing it.
     await expect(
-      env.DB.prepare(
-        "UPDATE approvals SET status = 'approved', decided_by = ?, decided_at_unix_ms = ?, expires_at_unix_ms = ? WHERE approval_id = ?",
-      )
+      tenantD1(p.s)
+        .prepare(
+          "UPDATE approvals SET status = 'approved', decided_by = ?, decided_at_unix_ms = ?, expires_at_unix_ms = ? WHERE approval_id = ?",
+        )
         .bind(p.s.approver.principal_id, now, now + 60_000, id)
         .run(),
     ).rejects.toThrow(/approval_second_approver/);
     // The key an approval was requested with never changes.
     await expect(
-      env.DB.prepare("UPDATE approvals SET idempotency_key = 'another-key-1' WHERE approval_id = ?")
+      tenantD1(p.s)
+        .prepare("UPDATE approvals SET idempotency_key = 'another-key-1' WHERE approval_id = ?")
         .bind(id)
         .run(),
     ).rejects.toThrow(/approval_immutable/);
@@ -264,11 +278,15 @@ describe('second approver for irreversible effects', () => {
       body: { tool_contract_sha256: p.s.rollback_contract_sha256, input: ROLLBACK_INPUT },
     });
     await expect(
-      env.DB.prepare('UPDATE approvals SET first_approved_by = ? WHERE approval_id = ?')
+      tenantD1(p.s)
+        .prepare('UPDATE approvals SET first_approved_by = ? WHERE approval_id = ?')
         .bind(p.s.approver.principal_id, single.body.approval_id)
         .run(),
     ).rejects.toThrow(/approval_first_approval/);
-    expect(await row(id)).toMatchObject({ status: 'pending', first_approved_by: p.s.approver.principal_id });
+    expect(await row(p, id)).toMatchObject({
+      status: 'pending',
+      first_approved_by: p.s.approver.principal_id,
+    });
   });
 
   it('the authorize path refuses an irreversible approval of one approver, however it was stored', async () => {
@@ -276,23 +294,26 @@ describe('second approver for irreversible effects', () => {
     const id = await request(p);
     const now = Date.now();
     // A writer that bypasses the service and the guard (the trigger is restored below).
-    await env.DB.prepare('DROP TRIGGER approvals_second_approver').run();
+    await tenantD1(p.s).prepare('DROP TRIGGER approvals_second_approver').run();
     try {
-      await env.DB.prepare(
-        "UPDATE approvals SET status = 'approved', decided_by = ?, decided_at_unix_ms = ?, expires_at_unix_ms = ? WHERE approval_id = ?",
-      )
+      await tenantD1(p.s)
+        .prepare(
+          "UPDATE approvals SET status = 'approved', decided_by = ?, decided_at_unix_ms = ?, expires_at_unix_ms = ? WHERE approval_id = ?",
+        )
         .bind(p.s.approver.principal_id, now, now + 600_000, id)
         .run();
     } finally {
-      await env.DB.prepare(
-        "CREATE TRIGGER `approvals_second_approver` BEFORE UPDATE OF `status` ON `approvals` WHEN NEW.`status` = 'approved' AND NEW.`effect` = 'irreversible' AND (NEW.`first_approved_by` IS NULL OR NEW.`decided_by` IS NULL OR NEW.`decided_by` = NEW.`first_approved_by` OR NEW.`decided_by` = NEW.`requester_principal_id` OR NEW.`first_approved_by` = NEW.`requester_principal_id`) BEGIN SELECT RAISE(ABORT, 'approval_second_approver'); END",
-      ).run();
+      await tenantD1(p.s)
+        .prepare(
+          "CREATE TRIGGER `approvals_second_approver` BEFORE UPDATE OF `status` ON `approvals` WHEN NEW.`status` = 'approved' AND NEW.`effect` = 'irreversible' AND (NEW.`first_approved_by` IS NULL OR NEW.`decided_by` IS NULL OR NEW.`decided_by` = NEW.`first_approved_by` OR NEW.`decided_by` = NEW.`requester_principal_id` OR NEW.`first_approved_by` = NEW.`requester_principal_id`) BEGIN SELECT RAISE(ABORT, 'approval_second_approver'); END",
+        )
+        .run();
     }
     const z = await authorizeWith(p, id);
     expect(z.status).toBe(403);
     expect(z.body.violations).toEqual(['approval_unusable']);
     expect(z.body.receipt.body.decision).toBe('denied');
-    expect((await row(id))?.status).toBe('approved');
+    expect((await row(p, id))?.status).toBe('approved');
   });
 
   it('revoking the first approver voids the completed approval', async () => {

@@ -5,7 +5,6 @@
  * is `floor(quota * 90 / 100)`: an observation that lands exactly on it is stored, one byte (or
  * one receipt) more is `429 quota_exceeded` with nothing written.
  */
-import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { DEFAULT_QUOTAS, type Quotas } from '../../../src/services/ports.js';
 import type { Seeded } from '../../../scripts/seed.js';
@@ -17,6 +16,7 @@ import {
   call,
   createRun,
   seedTenant,
+  tenantD1,
 } from '../platform/harness.js';
 import { executed, postObservation, rawOutput } from './observation-helpers.js';
 
@@ -33,9 +33,11 @@ async function usage(s: Seeded): Promise<{ bytes: number; today: number }> {
   return { bytes: u.body.stored_bytes.used as number, today: u.body.receipts_per_day.used as number };
 }
 
-async function receiptCount(tenant_id: string): Promise<number> {
-  const row = await env.DB.prepare('SELECT count(*) AS n FROM receipts WHERE tenant_id = ?')
-    .bind(tenant_id)
+/** The tenant's receipt rows, counted on the shard holding it. */
+async function receiptCount(s: Seeded): Promise<number> {
+  const row = await tenantD1(s)
+    .prepare('SELECT count(*) AS n FROM receipts WHERE tenant_id = ?')
+    .bind(s.tenant_id)
     .first<{ n: number }>();
   return row?.n ?? 0;
 }
@@ -65,7 +67,7 @@ describe('the 90% observation tier', { timeout: 60_000 }, () => {
     expect(rowBytes).toBeGreaterThan(200);
 
     const used = (await usage(s)).bytes;
-    const receipts = await receiptCount(s.tenant_id);
+    const receipts = await receiptCount(s);
     // One byte short of room under 90%: refused, nothing written, usage unchanged.
     expect(
       (await setQuotas(s.tenant_id, { max_stored_bytes: quotaWithNinetyPercentAt(used + rowBytes - 1) }))
@@ -75,7 +77,7 @@ describe('the 90% observation tier', { timeout: 60_000 }, () => {
     expect(refused.status).toBe(429);
     expect(refused.body.error.code).toBe('quota_exceeded');
     expect(refused.headers.get('retry-after')).toBe('60');
-    expect(await receiptCount(s.tenant_id)).toBe(receipts);
+    expect(await receiptCount(s)).toBe(receipts);
     expect((await usage(s)).bytes).toBe(used);
 
     // Exactly at 90% after the insert: stored.
@@ -85,7 +87,7 @@ describe('the 90% observation tier', { timeout: 60_000 }, () => {
     const stored = await postObservation(s, sameSize(s, e, 'b'));
     expect(stored.status).toBe(201);
     expect((await usage(s)).bytes).toBe(used + rowBytes);
-    expect(await receiptCount(s.tenant_id)).toBe(receipts + 1);
+    expect(await receiptCount(s)).toBe(receipts + 1);
     // And the next one, past 90%, is refused.
     expect((await postObservation(s, sameSize(s, e, 'c'))).status).toBe(429);
   });
@@ -105,15 +107,15 @@ describe('the 90% observation tier', { timeout: 60_000 }, () => {
     expect((await postObservation(s, rawOutput(s, e))).status).toBe(201);
     expect((await usage(s)).today).toBe(today + 1);
     // One more would pass 90%: refused, with Retry-After until the UTC day ends, nothing written.
-    const receipts = await receiptCount(s.tenant_id);
+    const receipts = await receiptCount(s);
     const refused = await postObservation(s, rawOutput(s, e));
     expect(refused.status).toBe(429);
     expect(refused.body.error.code).toBe('quota_exceeded');
     expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
-    expect(await receiptCount(s.tenant_id)).toBe(receipts);
+    expect(await receiptCount(s)).toBe(receipts);
     // An authorization is refused only at 100%: the existing run still authorizes.
     const body = authorizeBody(s, run, { tool_contract_sha256: s.read_contract_sha256, input: READ_INPUT });
     expect((await authorize(s, body)).status).toBe(200);
-    expect(await receiptCount(s.tenant_id)).toBe(receipts + 1);
+    expect(await receiptCount(s)).toBe(receipts + 1);
   });
 });
