@@ -586,6 +586,26 @@ class D1TenantStore implements TenantStore, RetentionStore {
               ),
             ),
         );
+        // The first of two approvers (irreversible effects, issue 14) counts the same, also when
+        // the commit has no read to compare against.
+        guards.push(
+          db
+            .update(principals)
+            .set({ revoked_at_unix_ms: sql`${principals.revoked_at_unix_ms}` })
+            .where(
+              and(
+                eq(principals.tenant_id, t),
+                isNotNull(principals.revoked_at_unix_ms),
+                inArray(
+                  principals.principal_id,
+                  db
+                    .select({ id: approvals.first_approved_by })
+                    .from(approvals)
+                    .where(and(eq(approvals.tenant_id, t), eq(approvals.approval_id, e.consume_approval_id))),
+                ),
+              ),
+            ),
+        );
       }
       // The effects, after the guards and the freshness guard.
       const statements: BatchItem<'sqlite'>[] = [];
