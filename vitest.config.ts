@@ -49,8 +49,12 @@ export default defineConfig({
           cloudflareTest(async () => ({
             wrangler: { configPath: './wrangler.toml' },
             miniflare: {
-              // Test-only: the stale snapshot a lagging read replica serves (test/support/d1-routing.ts).
-              d1Databases: { DB_STALE_REPLICA: 'writ-stale-replica' },
+              // Test-only: the stale snapshots a lagging read replica serves (test/support/d1-routing.ts),
+              // one per D1 shard (DB, DB_SHARD_1), each its own database.
+              d1Databases: {
+                DB_STALE_REPLICA: 'writ-stale-replica',
+                DB_STALE_REPLICA_1: 'writ-stale-replica-1',
+              },
               bindings: {
                 // Read here (Node side), applied by test/setup/apply-migrations.ts.
                 TEST_MIGRATIONS: await readD1Migrations(path.join(import.meta.dirname, 'migrations')),

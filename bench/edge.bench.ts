@@ -3,10 +3,11 @@
  * read replication, in one run.
  *
  * Starts the Worker in workerd (wrangler's `unstable_startWorker`, local D1 and Durable Objects,
- * a throwaway state directory) through the bench-only entry bench/edge-worker.ts, which routes
- * the D1 binding as read replication would and sleeps before each round trip: `PRIMARY_MS` for
- * one to the primary, `REPLICA_MS` for one to a replica (defaults 80 and 5: an agent on another
- * continent than the primary, a replica nearby). Nothing in src/ knows about it.
+ * a throwaway state directory, migrations applied to every D1 shard) through the bench-only entry
+ * bench/edge-worker.ts, which routes every shard's D1 binding as read replication would and sleeps
+ * before each round trip: `PRIMARY_MS` for one to the primary, `REPLICA_MS` for one to a replica
+ * (defaults 80 and 5: an agent on another continent than the primary, a replica nearby). Nothing
+ * in src/ knows about it.
  *
  * For each route (authorize allowed, authorize denied, claim, report) it sends `BENCH_REQUESTS`
  * sequential requests in each of three modes, interleaved: replicas on, replicas off, and
@@ -17,13 +18,14 @@
  * Environment: PRIMARY_MS (80), REPLICA_MS (5), BENCH_REQUESTS (40, max 500).
  * Not part of `npm test`: numbers depend on the machine, and local workerd is not production.
  */
-import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { unstable_startWorker } from 'wrangler';
+import { applyMigrations } from '../scripts/migrate.js';
+import { generateKeyRing } from '../src/core/receipts/keys.js';
 import { DEMO_EXECUTOR_RELEASE, DEMO_POLICY, seedDemo, type Seeded } from '../scripts/seed.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
@@ -59,21 +61,20 @@ function percentile(sorted: readonly number[], p: number): number {
 async function main(): Promise<void> {
   const state = mkdtempSync(path.join(os.tmpdir(), 'writ-bench-edge-'));
   const adminToken = randomBytes(32).toString('hex');
-  // wrangler looks the required secret up in the environment too; the binding below is what counts.
+  // Every receipt is signed (issue 11): a throwaway key ring, as for the admin token.
+  const receiptKeys = JSON.stringify(generateKeyRing(randomBytes(32), 'writ.bench', Date.now()));
+  // wrangler looks the required secrets up in the environment too; the bindings below are what count.
   process.env.WRIT_ADMIN_TOKEN ??= adminToken;
-  const env = { ...process.env, CI: 'true', WRANGLER_SEND_METRICS: 'false' };
-  const migrate = spawnSync(
-    path.join(ROOT, 'node_modules', '.bin', 'wrangler'),
-    ['d1', 'migrations', 'apply', 'DB', '--local', '--persist-to', state],
-    { cwd: ROOT, env, encoding: 'utf8' },
-  );
-  if (migrate.status !== 0) throw new Error(`migrations failed:\n${migrate.stdout}\n${migrate.stderr}`);
+  process.env.WRIT_RECEIPT_KEYS ??= receiptKeys;
+  // Every shard wrangler.toml declares (the seeded tenant lands on whichever holds the fewest).
+  applyMigrations(['--local', '--persist-to', state]);
   console.log(`starting the Worker in workerd (state in ${state}) ...`);
   const worker = await unstable_startWorker({
     config: path.join(ROOT, 'wrangler.toml'),
     entrypoint: path.join(ROOT, 'bench', 'edge-worker.ts'),
     bindings: {
       WRIT_ADMIN_TOKEN: { type: 'plain_text', value: adminToken },
+      WRIT_RECEIPT_KEYS: { type: 'plain_text', value: receiptKeys },
       WRIT_BENCH_PRIMARY_MS: { type: 'plain_text', value: String(PRIMARY_MS) },
       WRIT_BENCH_REPLICA_MS: { type: 'plain_text', value: String(REPLICA_MS) },
       // Every request of the bench comes from one agent: the write limit is not what is measured.

@@ -7,6 +7,8 @@ declare global {
       TEST_MIGRATIONS: D1Migration[];
       /** Only for test/support/d1-routing.ts: a stale snapshot of `DB` (vitest.config.ts). */
       DB_STALE_REPLICA: D1Database;
+      /** The same for shard 1, `DB_SHARD_1` (tenants are spread over both shards). */
+      DB_STALE_REPLICA_1: D1Database;
     }
   }
 }

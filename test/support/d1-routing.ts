@@ -146,6 +146,37 @@ export function routedD1(primary: D1Database, o: RoutingOptions = {}): D1Databas
   return wrapper as unknown as D1Database;
 }
 
+/**
+ * The binding name of D1 shard `n`, as src/platform/shards.ts names it: shard 0 is `DB`, shard
+ * N >= 1 is `DB_SHARD_N`. Tenants are spread over the shards, so a test or bench that routes
+ * "the" database must route the shard (or shards) its tenants live on.
+ */
+export function shardBindingName(n: number): string {
+  return n === 0 ? 'DB' : `DB_SHARD_${n}`;
+}
+
+/**
+ * `env` with the D1 binding of each shard in `shards` routed by `routedD1`, `options(n)` giving
+ * shard n's routing (one counter may be shared, so a request's round trips are counted on
+ * whichever shard they went to). A shard without its binding is a set-up error.
+ */
+export function withRoutedShards<E extends object>(
+  env: E,
+  shards: readonly number[],
+  options: (shard: number) => RoutingOptions,
+): E {
+  const routed: Record<string, D1Database> = {};
+  for (const n of shards) {
+    const name = shardBindingName(n);
+    const d1: unknown = Reflect.get(env, name);
+    if (typeof d1 !== 'object' || d1 === null || typeof (d1 as D1Database).prepare !== 'function') {
+      throw new Error(`shard ${n}: no D1 binding ${name}`);
+    }
+    routed[name] = routedD1(d1 as D1Database, options(n));
+  }
+  return { ...env, ...routed };
+}
+
 /** Counts of round trips by kind, filled by `counting`. */
 export interface TripCounts {
   primary: number;

@@ -135,6 +135,13 @@ export function shardOf(s: Seeded): number {
   return route.shard;
 }
 
+/** The shard an API key names (`writ_<shard>_<secret>`): where every request with it is served. */
+export function shardOfKey(api_key: string): number {
+  const route = parseApiKey(api_key);
+  if (route === null) throw new Error('API key does not parse');
+  return route.shard;
+}
+
 /** The tenant-scoped handle arguments for `tenantStore(env, ...)`. */
 export function tenantRef(s: Seeded): TenantRef {
   return { tenant_id: s.tenant_id, shard: shardOf(s) };

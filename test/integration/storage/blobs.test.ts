@@ -16,7 +16,15 @@ import { runRetention } from '../../../src/platform/bindings.js';
 import { DEFAULT_QUOTAS } from '../../../src/services/ports.js';
 import worker from '../../../src/worker.js';
 import type { Seeded } from '../../../scripts/seed.js';
-import { ADMIN_TOKEN, BASE, authorizeBody, createRun, READ_INPUT } from '../platform/harness.js';
+import {
+  ADMIN_TOKEN,
+  BASE,
+  authorizeBody,
+  createRun,
+  d1Of,
+  READ_INPUT,
+  tenantD1,
+} from '../platform/harness.js';
 import {
   type Json,
   authorizedRollback,
@@ -95,18 +103,23 @@ interface Row {
   receipt_encoding: number;
 }
 
-function row(tenant_id: string, sha256: string): Promise<Row | null> {
-  return env.DB.prepare(
-    `SELECT length(CAST(receipt AS BLOB)) AS receipt_bytes, length(CAST(evidence AS BLOB)) AS evidence_bytes_in_row,
+// Tenants are spread over two D1 shards: raw SQL goes to the shard holding the tenant.
+async function row(tenant_id: string, sha256: string): Promise<Row | null> {
+  return (await d1Of(tenant_id))
+    .prepare(
+      `SELECT length(CAST(receipt AS BLOB)) AS receipt_bytes, length(CAST(evidence AS BLOB)) AS evidence_bytes_in_row,
             evidence_sha256, evidence_bytes, receipt_encoding
        FROM receipts WHERE tenant_id = ? AND sha256 = ?`,
-  )
+    )
     .bind(tenant_id, sha256)
     .first<Row>();
 }
 
 async function storedBytes(tenant_id: string): Promise<number> {
-  const r = await env.DB.prepare('SELECT stored_bytes FROM tenant_quotas WHERE tenant_id = ?')
+  const r = await (
+    await d1Of(tenant_id)
+  )
+    .prepare('SELECT stored_bytes FROM tenant_quotas WHERE tenant_id = ?')
     .bind(tenant_id)
     .first<{ stored_bytes: number }>();
   return r?.stored_bytes ?? -1;
@@ -119,12 +132,20 @@ function setQuotas(tenant_id: string, body: Record<string, unknown>) {
   });
 }
 
-/** An R2 binding that fails every call: proves a request never reaches R2. */
-const UNREACHABLE_R2 = new Proxy({} as R2Bucket, {
-  get() {
-    throw new Error('R2 touched on a path that must not touch it');
-  },
-});
+/**
+ * An R2 binding whose every operation is recorded and refused: proves a request never uses it.
+ * Only R2's operations refuse; reading any other property gives `undefined`, as on a real
+ * bucket (the request's D1 session wrapper, src/db/client.ts, probes each binding it is handed
+ * for `withSession` to tell D1 bindings from the rest: a probe, not a use of R2).
+ */
+function unreachableR2(touched: string[]): R2Bucket {
+  const refuse = (op: string) => () => {
+    touched.push(op);
+    throw new Error(`R2 ${op} on a path that must not touch R2`);
+  };
+  const ops = ['head', 'get', 'put', 'delete', 'list', 'createMultipartUpload', 'resumeMultipartUpload'];
+  return Object.fromEntries(ops.map((op) => [op, refuse(op)])) as unknown as R2Bucket;
+}
 
 async function fetchWith(e: Env, path: string, key: string, body: unknown) {
   const ctx = createExecutionContext();
@@ -176,14 +197,13 @@ describe('authorization receipts in D1', { timeout: SLOW_MS }, () => {
     // The compact encoding takes principal_id from its column: moving the receipt to another
     // principal must not produce a receipt that names them. (Receipts refuse updates, so the
     // tamper goes around the trigger the way an operator with raw access would.)
-    await env.DB.batch([
-      env.DB.prepare('DROP TRIGGER receipts_no_update'),
-      env.DB.prepare('UPDATE receipts SET principal_id = ? WHERE tenant_id = ? AND sha256 = ?').bind(
-        s.admin.principal_id,
-        s.tenant_id,
-        sha,
-      ),
-      env.DB.prepare(
+    const db = tenantD1(s);
+    await db.batch([
+      db.prepare('DROP TRIGGER receipts_no_update'),
+      db
+        .prepare('UPDATE receipts SET principal_id = ? WHERE tenant_id = ? AND sha256 = ?')
+        .bind(s.admin.principal_id, s.tenant_id, sha),
+      db.prepare(
         "CREATE TRIGGER `receipts_no_update` BEFORE UPDATE ON `receipts` BEGIN SELECT RAISE(ABORT, 'receipt_immutable'); END",
       ),
     ]);
@@ -194,7 +214,11 @@ describe('authorization receipts in D1', { timeout: SLOW_MS }, () => {
   it('POST /v1/authorize (allow and deny) never touches R2', async () => {
     const s = await seedTenant('no-r2');
     const run = await createRun(s);
-    const e = { ...env, BLOBS: UNREACHABLE_R2 } as Env;
+    // The decision path never uses the BLOBS bucket. (Each commit also kicks the tenant's log
+    // sequencer through waitUntil; that Durable Object runs with its own env and writes log tiles
+    // to the LOG_TILES bucket after the response, never to BLOBS: issue 11.)
+    const touched: string[] = [];
+    const e = { ...env, BLOBS: unreachableR2(touched) } as Env;
     const allow = await fetchWith(
       e,
       '/v1/authorize',
@@ -206,6 +230,7 @@ describe('authorization receipts in D1', { timeout: SLOW_MS }, () => {
     const deny = await fetchWith(e, '/v1/authorize', s.agent.api_key, authorizeBody(s, run));
     expect(deny.status).toBe(403);
     expect(deny.body.receipt.body.decision).toBe('denied');
+    expect(touched).toEqual([]);
   });
 });
 
@@ -269,9 +294,8 @@ describe('observation evidence in R2', { timeout: SLOW_MS }, () => {
     const raw = rawOutput(s, e, BIG_OUTPUT);
     const refused = await postObservation(s, raw);
     expect(refused.status).toBe(429);
-    const n = await env.DB.prepare(
-      "SELECT count(*) AS n FROM receipts WHERE tenant_id = ? AND kind = 'observation'",
-    )
+    const n = await tenantD1(s)
+      .prepare("SELECT count(*) AS n FROM receipts WHERE tenant_id = ? AND kind = 'observation'")
       .bind(s.tenant_id)
       .first<{ n: number }>();
     expect(n?.n).toBe(0);
@@ -301,7 +325,8 @@ describe('retention: receipts past the window move to R2 archives', { timeout: S
     expect(obs.status).toBe(201);
     const count = async () =>
       (
-        await env.DB.prepare('SELECT count(*) AS n FROM receipts WHERE tenant_id = ?')
+        await tenantD1(s)
+          .prepare('SELECT count(*) AS n FROM receipts WHERE tenant_id = ?')
           .bind(s.tenant_id)
           .first<{ n: number }>()
       )?.n ?? -1;
@@ -309,10 +334,11 @@ describe('retention: receipts past the window move to R2 archives', { timeout: S
     expect(before).toBeGreaterThanOrEqual(6); // 3 reads, rollback, execution, observation
     const bytesBefore = await storedBytes(s.tenant_id);
     // What the rows count against the quota (migrations/0002 and 0004).
-    const counted = await env.DB.prepare(
-      `SELECT sum(length(CAST(receipt AS BLOB)) + coalesce(length(CAST(evidence AS BLOB)), 0) + coalesce(evidence_bytes, 0) + 200) AS n
+    const counted = await tenantD1(s)
+      .prepare(
+        `SELECT sum(length(CAST(receipt AS BLOB)) + coalesce(length(CAST(evidence AS BLOB)), 0) + coalesce(evidence_bytes, 0) + 200) AS n
          FROM receipts WHERE tenant_id = ?`,
-    )
+      )
       .bind(s.tenant_id)
       .first<{ n: number }>();
 
@@ -331,9 +357,8 @@ describe('retention: receipts past the window move to R2 archives', { timeout: S
     expect(await storedBytes(s.tenant_id)).toBe(bytesBefore - (counted?.n ?? 0) + 200 * before);
 
     // The manifest records each archive's digest; the R2 object hashes to it and is canonical lines.
-    const manifests = await env.DB.prepare(
-      'SELECT archive_sha256, day, receipts, bytes FROM receipt_archives WHERE tenant_id = ?',
-    )
+    const manifests = await tenantD1(s)
+      .prepare('SELECT archive_sha256, day, receipts, bytes FROM receipt_archives WHERE tenant_id = ?')
       .bind(s.tenant_id)
       .all<{ archive_sha256: string; day: number; receipts: number; bytes: number }>();
     expect(manifests.results.reduce((n, m) => n + m.receipts, 0)).toBe(before);
@@ -379,14 +404,14 @@ describe('retention: receipts past the window move to R2 archives', { timeout: S
       body: authorizeBody(s, run, { tool_contract_sha256: s.read_contract_sha256, input: READ_INPUT }),
     });
     const sha = r.body.receipt.sha256 as string;
+    const db = tenantD1(s);
     await expect(
-      env.DB.prepare('DELETE FROM receipts WHERE tenant_id = ?').bind(s.tenant_id).run(),
+      db.prepare('DELETE FROM receipts WHERE tenant_id = ?').bind(s.tenant_id).run(),
     ).rejects.toThrow(/receipt_immutable/);
     // An entry naming an archive with no manifest proves nothing, and is refused.
     await expect(
-      env.DB.prepare(
-        'INSERT INTO receipt_archive_entries (tenant_id, sha256, archive_sha256) VALUES (?, ?, ?)',
-      )
+      db
+        .prepare('INSERT INTO receipt_archive_entries (tenant_id, sha256, archive_sha256) VALUES (?, ?, ?)')
         .bind(s.tenant_id, sha, 'f'.repeat(64))
         .run(),
     ).rejects.toThrow(/receipt_archive_unknown/);
@@ -396,10 +421,10 @@ describe('retention: receipts past the window move to R2 archives', { timeout: S
     await runRetention(env, Date.now() + 2 * DAY_MS);
     expect(await row(s.tenant_id, sha)).toBeNull();
     await expect(
-      env.DB.prepare('DELETE FROM receipt_archive_entries WHERE tenant_id = ?').bind(s.tenant_id).run(),
+      db.prepare('DELETE FROM receipt_archive_entries WHERE tenant_id = ?').bind(s.tenant_id).run(),
     ).rejects.toThrow(/receipt_archive_immutable/);
     await expect(
-      env.DB.prepare('UPDATE receipt_archives SET receipts = 0 WHERE tenant_id = ?').bind(s.tenant_id).run(),
+      db.prepare('UPDATE receipt_archives SET receipts = 0 WHERE tenant_id = ?').bind(s.tenant_id).run(),
     ).rejects.toThrow(/receipt_archive_immutable/);
   });
 

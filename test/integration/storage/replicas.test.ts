@@ -2,9 +2,11 @@
  * Issue 10, "reads near the agent, writes once": round trips per request, the D1 bookmark
  * header, and what a stale replica read can and cannot do.
  *
- * Requests go through the Worker's own handler with a routed D1 binding (test/support/d1-routing.ts)
- * that counts each round trip as D1 would route it (primary or replica) and, for the stale-read
- * tests, answers replica reads from a snapshot of the database taken before the change under test.
+ * Requests go through the Worker's own handler with routed D1 bindings (test/support/d1-routing.ts)
+ * that count each round trip as D1 would route it (primary or replica) and, for the stale-read
+ * tests, answer replica reads from a snapshot of the database taken before the change under test.
+ * Tenants are spread over two D1 shards (docs/scaling.md, "Shards"): every shard's binding is
+ * routed and counted, and the stale snapshot is of the shard the tenant lives on.
  */
 import { applyD1Migrations, createExecutionContext, waitOnExecutionContext } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
@@ -13,12 +15,13 @@ import { DEMO_POLICY, type Seeded } from '../../../scripts/seed.js';
 import worker from '../../../src/worker.js';
 import { MAX_BOOKMARK_LENGTH } from '../../../src/db/client.js';
 import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
+import { allShards } from '../../../src/platform/shards.js';
 import {
   type TripCounts,
   counting,
   dropTriggers,
-  routedD1,
   snapshotDatabase,
+  withRoutedShards,
 } from '../../support/d1-routing.js';
 import { authorizedRollback, observe } from '../executions/helpers.js';
 import {
@@ -30,6 +33,9 @@ import {
   createRun,
   READ_INPUT,
   seedTenant,
+  shardOf,
+  shardOfKey,
+  tenantD1,
   uniqueName,
 } from '../platform/harness.js';
 
@@ -40,7 +46,14 @@ interface Sent extends Reply {
   readonly trips: TripCounts;
 }
 
-/** One request through the Worker's handler, its D1 binding routed (and counted) as D1 would. */
+/** The stale snapshot standing in for a lagging replica of shard `n` (vitest.config.ts). */
+function staleReplicaOf(n: number): D1Database {
+  const d1 = [env.DB_STALE_REPLICA, env.DB_STALE_REPLICA_1][n];
+  if (d1 === undefined) throw new Error(`no stale replica database for shard ${n}`);
+  return d1;
+}
+
+/** One request through the Worker's handler, its D1 bindings routed (and counted) as D1 would. */
 async function send(
   method: string,
   path: string,
@@ -49,11 +62,14 @@ async function send(
   o: { headers?: Record<string, string>; replicas?: boolean; stale?: boolean } = {},
 ): Promise<Sent> {
   const trips: TripCounts = { primary: 0, replica: 0, stale: 0 };
-  const routed = routedD1(env.DB, {
+  // Every shard is routed into one count: a tenant request touches only the shard its key names,
+  // so a round trip to another shard would show here. The stale snapshot is the key's shard's.
+  const shard = shardOfKey(key);
+  const routed = withRoutedShards(env, allShards(env), (n) => ({
     onRoundTrip: counting(trips),
     ...(o.replicas === undefined ? {} : { replicas: o.replicas }),
-    ...(o.stale === true ? { staleReplica: env.DB_STALE_REPLICA } : {}),
-  });
+    ...(o.stale === true && n === shard ? { staleReplica: staleReplicaOf(n) } : {}),
+  }));
   const headers: Record<string, string> = { authorization: `Bearer ${key}`, ...o.headers };
   const init: RequestInit = { method, headers };
   if (body !== undefined) {
@@ -61,7 +77,7 @@ async function send(
     init.body = JSON.stringify(body);
   }
   const ctx = createExecutionContext();
-  const res = await worker.fetch(new Request(`${BASE}${path}`, init), { ...env, DB: routed }, ctx);
+  const res = await worker.fetch(new Request(`${BASE}${path}`, init), routed, ctx);
   await waitOnExecutionContext(ctx);
   const text = await res.text();
   return { status: res.status, body: text.length > 0 ? JSON.parse(text) : null, headers: res.headers, trips };
@@ -204,11 +220,14 @@ describe('Writ-D1-Bookmark', { timeout: SLOW_MS }, () => {
  */
 describe('a stale replica read never outruns a change committed at the primary', { timeout: SLOW_MS }, () => {
   beforeAll(async () => {
-    await applyD1Migrations(env.DB_STALE_REPLICA, env.TEST_MIGRATIONS);
-    await dropTriggers(env.DB_STALE_REPLICA);
+    for (const n of allShards(env)) {
+      await applyD1Migrations(staleReplicaOf(n), env.TEST_MIGRATIONS);
+      await dropTriggers(staleReplicaOf(n));
+    }
   });
 
-  const snapshot = () => snapshotDatabase(env.DB, env.DB_STALE_REPLICA);
+  /** The tenant's shard as it is now, copied into that shard's stale replica. */
+  const snapshot = (s: Seeded) => snapshotDatabase(tenantD1(s), staleReplicaOf(shardOf(s)));
   const stale = (s: Seeded, body: unknown) =>
     send('POST', '/v1/authorize', s.agent.api_key, body, { stale: true });
 
@@ -216,7 +235,7 @@ describe('a stale replica read never outruns a change committed at the primary',
     const s = await seedTenant('st');
     const run = await createRun(s);
     const approval_id = await approvedApproval(s);
-    await snapshot();
+    await snapshot(s);
     expect(
       (
         await call('POST', '/v1/authorize', {
@@ -234,7 +253,7 @@ describe('a stale replica read never outruns a change committed at the primary',
   it('a spent run budget', async () => {
     const s = await seedTenant('st');
     const run = await createRun(s, { max_calls: 1 });
-    await snapshot();
+    await snapshot(s);
     expect(
       (await call('POST', '/v1/authorize', { key: s.agent.api_key, body: readBody(s, run) })).status,
     ).toBe(200);
@@ -247,7 +266,7 @@ describe('a stale replica read never outruns a change committed at the primary',
   it('a revoked grant', async () => {
     const s = await seedTenant('st');
     const run = await createRun(s);
-    await snapshot();
+    await snapshot(s);
     expect((await call('POST', `/v1/grants/${s.grant_id}/revoke`, { key: s.admin.api_key })).status).toBe(
       200,
     );
@@ -260,7 +279,7 @@ describe('a stale replica read never outruns a change committed at the primary',
   it('a quarantined contract', async () => {
     const s = await seedTenant('st');
     const run = await createRun(s);
-    await snapshot();
+    await snapshot(s);
     await call('POST', `/v1/contracts/${s.read_contract_sha256}/quarantine`, { key: s.admin.api_key });
     const r = await stale(s, readBody(s, run));
     expect(r.trips.stale).toBe(1);
@@ -271,7 +290,7 @@ describe('a stale replica read never outruns a change committed at the primary',
   it('a revoked agent: never authorized', async () => {
     const s = await seedTenant('st');
     const run = await createRun(s);
-    await snapshot();
+    await snapshot(s);
     await call('POST', `/v1/principals/${s.agent.principal_id}/revoke`, { key: s.admin.api_key });
     const r = await stale(s, readBody(s, run));
     expect(r.trips.stale).toBe(1);
@@ -283,7 +302,7 @@ describe('a stale replica read never outruns a change committed at the primary',
     const s = await seedTenant('st');
     const run = await createRun(s);
     const approval_id = await approvedApproval(s);
-    await snapshot();
+    await snapshot(s);
     await call('POST', `/v1/principals/${s.approver.principal_id}/revoke`, { key: s.admin.api_key });
     const r = await stale(s, authorizeBody(s, run, { approval_id }));
     expect(r.trips.stale).toBe(1);
@@ -294,7 +313,7 @@ describe('a stale replica read never outruns a change committed at the primary',
   it('a changed policy: the decision is taken under the policy in force', async () => {
     const s = await seedTenant('st');
     const run = await createRun(s);
-    await snapshot();
+    await snapshot(s);
     const put = await call('PUT', '/v1/policy', {
       key: s.admin.api_key,
       body: { ...DEMO_POLICY, approval_required_effects: ['external_write', 'irreversible', 'read_only'] },
@@ -308,7 +327,7 @@ describe('a stale replica read never outruns a change committed at the primary',
 
   it('what the replica has not seen yet is read at the primary: a new key, run and approval', async () => {
     const s = await seedTenant('st');
-    await snapshot();
+    await snapshot(s);
     // Created after the snapshot: the replica knows none of them.
     const run = await createRun(s);
     const approval_id = await approvedApproval(s);
