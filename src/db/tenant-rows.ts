@@ -8,7 +8,8 @@
  * (the quota triggers would otherwise count the imported rows a second time, or refuse them),
  * then sets the exported quota row as it was, last.
  * Never: deletes a row (receipts and approvals cannot be deleted; a moved tenant's old copy is
- * frozen instead: every principal revoked).
+ * frozen instead: every principal revoked), or exports a webhook signing secret
+ * (`TENANT_TABLES_NOT_MOVED`).
  */
 import { and, asc, eq, getTableColumns, gt, isNull, sql } from 'drizzle-orm';
 import type { SQLiteTable } from 'drizzle-orm/sqlite-core';
@@ -21,6 +22,9 @@ import {
   operations,
   policies,
   principals,
+  receiptArchiveEntries,
+  receiptArchives,
+  receiptSignatures,
   receipts,
   runs,
   tenantQuotas,
@@ -42,8 +46,26 @@ export const TENANT_TABLES = {
   approvals,
   runs,
   receipts,
+  // Signatures after receipts (the import checks each names a receipt or an archive entry of the
+  // file); `seq` is renumbered on import (`importTenantRows`).
+  receipt_signatures: receiptSignatures,
+  // Archives before their entries (a trigger refuses an entry whose manifest is not stored). The
+  // archive objects stay where they are: R2 `BLOBS` is one bucket shared by every shard.
+  receipt_archives: receiptArchives,
+  receipt_archive_entries: receiptArchiveEntries,
   operations,
 } as const satisfies Record<string, SQLiteTable & { tenant_id: unknown }>;
+
+/**
+ * Tenant tables a move deliberately leaves behind, and why (docs/scaling.md, "Moving a tenant").
+ * - webhook_secrets: the only recoverable secrets a tenant has (HMAC keys, stored as issued). An
+ *   export file carrying them would be a credential; a move already re-keys every principal, so
+ *   executors get new webhook secrets too (issued after the move, like their new API keys).
+ * - webhook_deliveries: the 24 h de-duplication window of delivered `webhook-id`s. Every message
+ *   signed before the move carries a secret the new copy does not hold, so a retry of it is
+ *   refused (401) there, never executed twice; the window starts empty and nothing is lost.
+ */
+export const TENANT_TABLES_NOT_MOVED = ['webhook_secrets', 'webhook_deliveries'] as const;
 
 export type TenantTable = keyof typeof TENANT_TABLES;
 
@@ -111,6 +133,10 @@ export async function importTenantRows(
   const quota = rows.find((r) => r.table === 'tenant_quotas');
   if (quota === undefined) throw new Error('an import needs the tenant_quotas row');
   const unbounded = Math.floor(Number.MAX_SAFE_INTEGER / 100);
+  const exportedMaxSeq = rows.reduce(
+    (m, r) => (r.table === 'receipt_signatures' ? Math.max(m, Number(r.row.seq)) : m),
+    0,
+  );
   const statements = [
     db.insert(tenantQuotas).values({
       tenant_id,
@@ -123,6 +149,7 @@ export async function importTenantRows(
     ...rows
       .filter((r) => r.table !== 'tenant_quotas')
       .map((r) => {
+        if (r.table === 'receipt_signatures') return insertSignatureRow(db, r.row, exportedMaxSeq);
         const t = TENANT_TABLES[r.table as TenantTable];
         // Columns were checked against the table by the caller; drizzle binds every value.
         return db.insert(t).values(r.row as typeof t.$inferInsert);
@@ -136,4 +163,22 @@ export async function importTenantRows(
   ];
   await db.batch(statements as unknown as Parameters<Db['batch']>[0]);
   return 'imported';
+}
+
+/**
+ * A signature row with a new `seq`. `seq` is one AUTOINCREMENT per database and the order in which
+ * the tenant's log sequencer takes signatures in ("after my cursor"); the exported values may
+ * belong to other tenants on the target shard, so they cannot be kept. Each row instead gets one
+ * more than the larger of the target's highest `seq` and the highest exported `seq`, in export
+ * (= old `seq`) order. So the relative order is kept, and every moved row lies above the
+ * sequencer's cursor (a `seq` of the old shard, at most the highest exported one): the sequencer
+ * re-reads them once on the new shard, skips those already leaves (a receipt is a leaf once) and
+ * appends the rest, then the tenant's new receipts, in commit order.
+ */
+function insertSignatureRow(db: Db, row: TenantRow['row'], exportedMaxSeq: number) {
+  return db.insert(receiptSignatures).select(
+    sql`SELECT max(coalesce((SELECT max(${receiptSignatures.seq}) FROM ${receiptSignatures}), 0), ${exportedMaxSeq}) + 1,
+        ${row.tenant_id}, ${row.receipt_sha256}, ${row.envelope}, ${row.created_at_unix_ms}
+        WHERE 1`,
+  );
 }

@@ -10,8 +10,14 @@
  * the whole import with nothing written: a line that is not canonical JSON of that shape; an
  * unknown table or column, or a missing column; a row of another tenant; other than exactly one
  * `tenants` and one `tenant_quotas` row; a receipt whose stored text is not canonical, whose body
- * does not hash to its digest or whose digest is not the row's key; a policy, contract or grant
- * document that does not hash to its key. The rows are then written in one D1 batch on the
+ * (decoded from either encoding; a compact row gets its tenant and principal from the row's
+ * columns) does not hash to its digest or whose digest is not the row's key; evidence held in R2
+ * whose reference is malformed; a signature row whose envelope names another receipt, tenant or
+ * time, or no receipt or archive entry of the file, or out of `seq` order; an archive entry of no
+ * archive of the file; a policy, contract or grant document that does not hash to its key.
+ * R2 objects (large evidence, receipt archives) are not read: the bucket is shared by every shard,
+ * a move neither copies nor changes them, and every read re-hashes an object against its digest.
+ * Webhook secrets and deliveries are not moved (src/db/tenant-rows.ts, `TENANT_TABLES_NOT_MOVED`). The rows are then written in one D1 batch on the
  * target shard (all or nothing). An API key names its shard (src/core/identity), so a move
  * re-keys the tenant: every principal that was live gets a new key naming the target shard,
  * returned once by the import; keys issued before the move keep failing (the old copy is frozen:
@@ -26,6 +32,7 @@ import { quoted } from '../core/errors.js';
 import { apiKeyDigest } from '../core/identity/identity.js';
 import { Identifier } from '../core/schema.js';
 import { newApiKey } from '../db/ids.js';
+import { RECEIPT_ENCODING, decodeReceipt } from '../db/receipts.js';
 import type { LogFields } from './context.js';
 import { ServiceError, notFound } from './errors.js';
 import type { TenantMovePort, TenantRow } from './ports.js';
@@ -116,8 +123,40 @@ export function verifyExport(
     // Rows of two tenants in one file would plant one tenant's rows under another's move.
     if (r.row.tenant_id !== owner) throw refuse(i + 1, `row of another tenant than ${quoted(owner)}`);
   }
+  verifyReferences(rows);
   return { ...tenant, rows };
 }
+
+/**
+ * Rows that refer to other rows of the file: a signature names a receipt of the file (in D1 or
+ * archived), in strictly increasing `seq` (the log's order, kept by the import); an archive entry
+ * names an archive of the file.
+ */
+function verifyReferences(rows: readonly TenantRow[]): void {
+  const of = (table: string, column: string) =>
+    new Set(rows.filter((r) => r.table === table).map((r) => r.row[column]));
+  const stored = of('receipts', 'sha256');
+  const archived = of('receipt_archive_entries', 'sha256');
+  const archives = of('receipt_archives', 'archive_sha256');
+  let lastSeq = 0;
+  for (const [i, r] of rows.entries()) {
+    if (r.table === 'receipt_signatures') {
+      const sha = r.row.receipt_sha256;
+      if (!stored.has(sha) && !archived.has(sha))
+        throw refuse(i + 1, `signature of receipt ${quoted(String(sha))}, which the file does not hold`);
+      const seq = Number(r.row.seq);
+      if (!(seq > lastSeq)) throw refuse(i + 1, 'receipt_signatures out of seq order');
+      lastSeq = seq;
+    }
+    if (r.table === 'receipt_archive_entries' && !archives.has(r.row.archive_sha256))
+      throw refuse(
+        i + 1,
+        `archive entry of archive ${quoted(String(r.row.archive_sha256))}, which the file does not hold`,
+      );
+  }
+}
+
+const SHA256_HEX = /^[0-9a-f]{64}$/;
 
 function parseRow(port: Pick<TenantMovePort, 'columnsOf'>, n: number, v: JsonValue): TenantRow {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) throw refuse(n, 'not an object');
@@ -167,20 +206,59 @@ function verifyDocuments(n: number, r: TenantRow): void {
   switch (r.table) {
     case 'receipts': {
       const stored = text('receipt');
-      if (typeof stored !== 'object' || stored === null || Array.isArray(stored))
-        throw refuse(n, 'receipt is not an object');
-      const keys = Object.keys(stored).sort();
-      if (keys.join(',') !== 'body,sha256') throw refuse(n, 'receipt is not {body, sha256}');
-      // The receipt's identity is its body's digest, and the row is keyed by that identity.
-      expect(
-        typeof stored.sha256 === 'string' &&
-          digestOf(stored.body) === stored.sha256 &&
-          stored.sha256 === r.row.sha256,
-        `receipt ${quoted(String(r.row.sha256))}`,
-      );
+      const { sha256, principal_id, receipt, receipt_encoding } = r.row;
+      if (receipt_encoding === RECEIPT_ENCODING.wrapped) {
+        const keys = typeof stored === 'object' && stored !== null ? Object.keys(stored).sort() : [];
+        if (keys.join(',') !== 'body,sha256') throw refuse(n, 'receipt is not {body, sha256}');
+      }
+      // The receipt's identity is its body's digest, and the row is keyed by that identity. The
+      // reader's own decoder: a compact row's body is completed from the row's tenant and
+      // principal columns, so an edited column is caught as an edited body is.
+      let decoded = false;
+      if (
+        typeof sha256 === 'string' &&
+        typeof receipt === 'string' &&
+        typeof receipt_encoding === 'number' &&
+        (principal_id === null || typeof principal_id === 'string')
+      ) {
+        try {
+          decoded =
+            decodeReceipt({
+              tenant_id: String(r.row.tenant_id),
+              sha256,
+              principal_id,
+              receipt,
+              receipt_encoding,
+            }).sha256 === sha256;
+        } catch {
+          decoded = false;
+        }
+      }
+      expect(decoded, `receipt ${quoted(String(sha256))}`);
       if (r.row.evidence !== null) text('evidence');
+      verifyEvidenceRef(n, r);
       return;
     }
+    case 'receipt_signatures': {
+      const e = text('envelope');
+      // What the store checks before it writes a signature row (src/db/receipts.ts).
+      const ok =
+        typeof e === 'object' &&
+        e !== null &&
+        !Array.isArray(e) &&
+        e.receipt_sha256 === r.row.receipt_sha256 &&
+        e.tenant_id === r.row.tenant_id &&
+        e.issued_at_unix_ms === r.row.created_at_unix_ms;
+      if (!ok) throw refuse(n, 'signature envelope does not match its row');
+      return;
+    }
+    case 'receipt_archives':
+      if (!SHA256_HEX.test(String(r.row.archive_sha256))) throw refuse(n, 'archive_sha256 is not a digest');
+      return;
+    case 'receipt_archive_entries':
+      if (!SHA256_HEX.test(String(r.row.sha256)) || !SHA256_HEX.test(String(r.row.archive_sha256)))
+        throw refuse(n, 'archive entry is not two digests');
+      return;
     case 'policies':
       expect(digestOf(text('document')) === r.row.policy_sha256, 'policy');
       return;
@@ -193,6 +271,22 @@ function verifyDocuments(n: number, r: TenantRow): void {
     default:
       return;
   }
+}
+
+/**
+ * Evidence held in R2: the row names it by digest and size, with no text of its own. Only the
+ * reference is checked (the object stays in the shared bucket; reads re-hash it).
+ */
+function verifyEvidenceRef(n: number, r: TenantRow): void {
+  const { evidence, evidence_sha256, evidence_bytes } = r.row;
+  const ok =
+    evidence_sha256 === null
+      ? evidence_bytes === null
+      : evidence === null &&
+        SHA256_HEX.test(String(evidence_sha256)) &&
+        typeof evidence_bytes === 'number' &&
+        evidence_bytes > 0;
+  if (!ok) throw refuse(n, 'receipt evidence reference is malformed');
 }
 
 /**

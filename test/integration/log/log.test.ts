@@ -22,6 +22,7 @@ import { receiptSignatures, receipts } from '../../../src/db/schema.js';
 import { app } from '../../../src/http/app.js';
 import { d1TenantStore } from '../../../src/db/tenant-store.js';
 import { tenantStore } from '../../../src/platform/bindings.js';
+import { shardDb } from '../../../src/platform/shards.js';
 import { receiptSigner } from '../../../src/platform/receipt-keys.js';
 import { runVerify } from '../../../src/cli/verify.js';
 import { verifyBundle } from '../../../src/verify/bundle.js';
@@ -36,6 +37,8 @@ import {
   authorize,
   authorizeBody,
   createRun,
+  d1Of,
+  shardOf,
   tenantRef,
 } from '../platform/harness.js';
 
@@ -84,7 +87,8 @@ async function callWith(
 }
 
 async function receiptCount(tenant_id: string) {
-  const db = database(env);
+  // The tenant's own shard (the directory's answer): placement may put it on any shard.
+  const db = database({ DB: await d1Of(tenant_id) });
   const [r] = await db.select({ n: count() }).from(receipts).where(eq(receipts.tenant_id, tenant_id));
   const [s] = await db
     .select({ n: count() })
@@ -198,8 +202,10 @@ describe('signed receipts and the tenant log', () => {
 
   it('eviction mid-drain loses and repeats nothing: every receipt is logged exactly once, in commit order', async () => {
     const s = await seedTenant('log-evict');
-    // No kick on commit: the sequencer must not start before this test drives it.
-    const store = d1TenantStore(database(env), s.tenant_id, {
+    // No kick on commit: the sequencer must not start before this test drives it. The store is
+    // opened on the tenant's own shard: the sequencer reads the shard the directory names, and a
+    // receipt written to another shard would be neither in the tenant's quota nor in its log.
+    const store = d1TenantStore(shardDb(env, shardOf(s)), s.tenant_id, {
       sign: receiptSigner(env),
       committed: () => {},
     });

@@ -7,6 +7,8 @@ import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { canonicalize } from '../../../src/core/canonical/canonical.js';
 import { parseApiKey } from '../../../src/core/identity/identity.js';
+import { TENANT_TABLES } from '../../../src/db/tenant-rows.js';
+import { logSequencerStub } from '../../../durable-objects/log-sequencer.js';
 import type { Seeded } from '../../../scripts/seed.js';
 import {
   ADMIN_TOKEN,
@@ -44,16 +46,7 @@ function d1(shard: number): D1Database {
 
 async function rowsOn(shard: number, tenant_id: string): Promise<number> {
   let n = 0;
-  for (const t of [
-    'tenants',
-    'tenant_quotas',
-    'policies',
-    'principals',
-    'contracts',
-    'grants',
-    'runs',
-    'receipts',
-  ]) {
+  for (const t of Object.keys(TENANT_TABLES)) {
     const r = await d1(shard)
       .prepare(`SELECT count(*) AS n FROM ${t} WHERE tenant_id = ?`)
       .bind(tenant_id)
@@ -61,6 +54,15 @@ async function rowsOn(shard: number, tenant_id: string): Promise<number> {
     n += r?.n ?? 0;
   }
   return n;
+}
+
+/** The receipts whose signatures `shard` holds for the tenant, in `seq` (log) order. */
+async function signatures(shard: number, tenant_id: string): Promise<string[]> {
+  const r = await d1(shard)
+    .prepare('SELECT receipt_sha256 FROM receipt_signatures WHERE tenant_id = ? ORDER BY seq')
+    .bind(tenant_id)
+    .all<{ receipt_sha256: string }>();
+  return r.results.map((x) => x.receipt_sha256);
 }
 
 /** A tenant with a run and one stored authorization receipt. */
@@ -157,6 +159,9 @@ describe('moving a tenant to the other shard', () => {
       body: { tool_contract_sha256: s.read_contract_sha256, input: READ_INPUT, run_id: run.body.run_id },
     });
     expect(again.status).toBe(200);
+    // The signatures came along, in their order (the log's order; `seq` itself is renumbered).
+    expect(await signatures(from, s.tenant_id)).toEqual([receipt]);
+    expect(await signatures(to, s.tenant_id)).toEqual([receipt, again.body.receipt.sha256]);
     // The directory points at the new shard; old keys still fail.
     const dir = await env.DB.prepare('SELECT shard FROM tenant_shards WHERE tenant_id = ?')
       .bind(s.tenant_id)
@@ -165,6 +170,61 @@ describe('moving a tenant to the other shard', () => {
     expect((await call('GET', '/v1/policy', { key: s.agent.api_key })).status).toBe(401);
     // Importing it again onto the same shard is refused.
     expect((await importTo(to, e.text)).status).toBe(409);
+  });
+});
+
+describe("a moved tenant's transparency log", () => {
+  it('goes on on the new shard: each receipt logged once, in order, though the old shard counted seq higher', async () => {
+    const s = await seedTenant('move-log');
+    const from = shardOf(s);
+    const to = 1 - from;
+    // The old shard's AUTOINCREMENT ahead of the new one's (a busier shard): the sequencer's
+    // cursor, a seq of the old shard, is then above any seq the new shard would assign next.
+    const top = async (shard: number) =>
+      (
+        await d1(shard)
+          .prepare('SELECT coalesce(max(seq), 0) AS m FROM receipt_signatures')
+          .first<{ m: number }>()
+      )?.m ?? 0;
+    await d1(from)
+      .prepare(
+        "INSERT INTO receipt_signatures (seq, tenant_id, receipt_sha256, envelope, created_at_unix_ms) VALUES (?, 'ten-seqpad', ?, '{}', 0)",
+      )
+      .bind(Math.max(await top(from), await top(to)) + 1000, crypto.randomUUID())
+      .run();
+    const first = await authorize(s, {
+      tool_contract_sha256: s.read_contract_sha256,
+      input: READ_INPUT,
+      run_id: await createRun(s),
+    });
+    expect(first.status).toBe(200);
+    const log = logSequencerStub(env, s.tenant_id);
+    await log.drain(s.tenant_id);
+    expect(await log.inclusion(s.tenant_id, first.body.receipt.sha256)).toMatchObject({ index: 0, size: 1 });
+
+    const e = await exportOf(s.tenant_id, true);
+    const imported = await importTo(to, e.text);
+    expect(imported.status).toBe(201);
+    const keys = imported.body.keys as { principal_id: string; api_key: string }[];
+    const agent = keys.find((k) => k.principal_id === s.agent.principal_id)?.api_key as string;
+    const run = await call('POST', '/v1/runs', {
+      key: agent,
+      body: { max_calls: 5, max_external_writes: 1, max_duration_ms: 600_000 },
+    });
+    const second = await call('POST', '/v1/authorize', {
+      key: agent,
+      body: { tool_contract_sha256: s.read_contract_sha256, input: READ_INPUT, run_id: run.body.run_id },
+    });
+    expect(second.status).toBe(200);
+    await log.drain(s.tenant_id);
+    for (const [index, sha] of [first.body.receipt.sha256, second.body.receipt.sha256].entries()) {
+      expect(await log.inclusion(s.tenant_id, sha as string)).toMatchObject({
+        status: 'included',
+        index,
+        size: 2,
+      });
+    }
+    expect((await log.drain(s.tenant_id)).appended).toBe(0);
   });
 });
 
@@ -179,6 +239,43 @@ describe('an import is refused whole, writing nothing', () => {
             ...row,
             receipt: canonicalize({ ...stored, body: { ...stored.body, outcome: 'denied' } }),
           };
+        }),
+    ],
+    [
+      'a compact receipt whose body was changed',
+      (t) =>
+        tamper(t, 'receipts', (row) => {
+          // The stored text is the body less tenant_id and principal_id (encoding 2).
+          expect(row.receipt_encoding).toBe(2);
+          const body = JSON.parse(String(row.receipt)) as Record<string, unknown>;
+          return { ...row, receipt: canonicalize({ ...body, outcome: 'denied' }) };
+        }),
+    ],
+    [
+      'a compact receipt moved to another principal (the body is completed from the columns)',
+      (t) => tamper(t, 'receipts', (row) => ({ ...row, principal_id: 'prn-someoneelse' })),
+    ],
+    [
+      'evidence in R2 named by a malformed digest',
+      (t) =>
+        tamper(t, 'receipts', (row) => ({
+          ...row,
+          evidence: null,
+          evidence_sha256: 'x',
+          evidence_bytes: 2048,
+        })),
+    ],
+    [
+      'a signature envelope of another receipt',
+      (t) => tamper(t, 'receipt_signatures', (row) => ({ ...row, receipt_sha256: 'f'.repeat(64) })),
+    ],
+    [
+      'a signature of a receipt the file does not hold',
+      (t) =>
+        tamper(t, 'receipt_signatures', (row) => {
+          const e = JSON.parse(String(row.envelope)) as Record<string, unknown>;
+          const other = 'e'.repeat(64);
+          return { ...row, receipt_sha256: other, envelope: canonicalize({ ...e, receipt_sha256: other }) };
         }),
     ],
     [
