@@ -303,7 +303,8 @@ export class IdempotencyObject extends DurableObject<Env> {
     this.#apply(current, t, `reconcile:${receipt.body.resolution}`, req.now, {
       kind: 'reconciliation',
       receipt,
-      evidence: { observation: req.observation },
+      // The skew is the policy's of this moment: without it no bundle can recompute the receipt.
+      evidence: { observation: req.observation, max_clock_skew_ms: req.max_clock_skew_ms },
       principal_id: req.principal_id,
     });
     await this.#afterChange(t, req.now);

@@ -472,6 +472,7 @@ export async function reconcileExecution(ctx: TenantContext, body: ReconcileBody
     principal_id: caller.principal_id,
     reconciliation_receipt: receipt,
     observation: body.observation,
+    max_clock_skew_ms: opCtx.policy.observation_limits.max_clock_skew_ms,
     now,
   });
   if (result.outcome === 'refused') {

@@ -9,6 +9,7 @@
  * anything (signing happens where receipts are written), or reads another tenant's log.
  */
 import { decodeJsonText } from '../core/canonical/json.js';
+import { ReconciliationReceipt } from '../core/execution/reconciliation.js';
 import { ExecutionReceipt } from '../core/model.js';
 import type { PublicKeySet } from '../core/receipts/keys.js';
 import { SignatureEnvelope } from '../core/receipts/signing.js';
@@ -190,8 +191,9 @@ async function bundleInputs(store: TenantStore, stored: StoredReceipt): Promise<
     case 'observation':
     case 'error_observation': {
       const e = stored.evidence;
-      // A refused observation keeps no payload: its bundle could not recompute it offline.
-      if (field(e, 'withheld') !== undefined) throw unavailable('the observation payload was not kept');
+      // A refused observation keeps no payload, only its digest, size and findings (`withheld`):
+      // the bundle carries those, and the verifier replays them with the core's withheld replay.
+      const withheld = field(e, 'withheld');
       const execution = await maybeReceipt(store, body.execution_receipt_sha256);
       const authorization = await maybeReceipt(store, execution?.receipt.body.authorization_receipt_sha256);
       const contractSha = authorization?.receipt.body.tool_contract_sha256;
@@ -209,13 +211,46 @@ async function bundleInputs(store: TenantStore, stored: StoredReceipt): Promise<
           },
           now: field(e, 'evaluated_at_unix_ms'),
           observation: field(e, 'observation'),
+          ...(withheld === undefined ? {} : { withheld }),
         },
       });
     }
-    case 'reconciliation':
-      // The clock skew allowed at reconciliation is the policy's of that moment, not kept with
-      // the receipt: a bundle would have to guess it (docs/receipts.md, "Bundles").
-      throw unavailable('reconciliation receipts have no offline bundle yet');
+    case 'reconciliation': {
+      // The clock skew allowed at reconciliation is the tenant policy's of that moment (not the
+      // policy the authorization binds, nor one the receipt names), so it is not derivable from
+      // the receipt: the operation's object keeps it in the evidence since it was needed here.
+      const e = stored.evidence;
+      const skew = field(e, 'max_clock_skew_ms');
+      if (skew === undefined) {
+        throw unavailable(
+          'this reconciliation receipt predates stored clock skew: the skew its policy allowed is not kept, so it cannot be recomputed offline',
+        );
+      }
+      const r = ReconciliationReceipt.safeParse(stored.receipt);
+      if (!r.success) throw unavailable('the reconciliation receipt does not parse');
+      const rb = r.data.body;
+      const [authorization, contract, original] = await Promise.all([
+        store.getReceipt(rb.authorization_receipt_sha256),
+        store.getContract(rb.tool_contract_sha256),
+        rb.original_execution_receipt_sha256 === null
+          ? Promise.resolve(null)
+          : store.getReceipt(rb.original_execution_receipt_sha256),
+      ]);
+      if (rb.original_execution_receipt_sha256 !== null && original === null) {
+        throw unavailable('the execution receipt the reconciliation resolves is gone');
+      }
+      return checked({
+        kind: 'reconciliation',
+        contract: contract?.contract,
+        authorization: authorization?.receipt,
+        original: original?.receipt ?? null,
+        observation: field(e, 'observation'),
+        max_clock_skew_ms: skew,
+        operation_id: rb.operation_id,
+        reconciled_by: rb.reconciled_by,
+        reconciled_at_unix_ms: rb.reconciled_at_unix_ms,
+      });
+    }
     default:
       throw unavailable(`no offline bundle for ${stored.kind} receipts`);
   }

@@ -13,7 +13,7 @@ import {
 } from '../core/execution/idempotency.js';
 import { ReconciliationReceipt } from '../core/execution/reconciliation.js';
 import { ExecutionReceipt, IdempotencyKey, ToolExecutionObservation } from '../core/model.js';
-import { Identifier, Sha256, UnixMs, strict } from '../core/schema.js';
+import { Count, Identifier, Sha256, UnixMs, strict } from '../core/schema.js';
 
 const Duration = z.number().int().min(1).max(Number.MAX_SAFE_INTEGER);
 
@@ -48,6 +48,11 @@ export const ReconcileRequest = strict({
   principal_id: Identifier,
   reconciliation_receipt: ReconciliationReceipt,
   observation: ToolExecutionObservation,
+  /**
+   * The policy's clock skew the receipt was computed with: kept in the receipt's evidence (it is
+   * the policy's of that moment, named nowhere else), so its offline bundle can recompute it.
+   */
+  max_clock_skew_ms: Count,
   now: UnixMs,
 });
 export type ReconcileRequest = z.infer<typeof ReconcileRequest>;

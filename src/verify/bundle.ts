@@ -26,8 +26,19 @@ import {
   ToolInvocation,
   TrustedState,
 } from '../core/model.js';
-import { ErrorObservationValidationInput, ObservationValidationInput } from '../core/observation/validate.js';
-import { verifyErrorObservationReceipt, verifyObservationReceipt } from '../core/observation/replay.js';
+import {
+  ErrorObservationValidationInput,
+  ObservationValidationInput,
+  WithheldContent,
+  WithheldErrorObservation,
+  WithheldObservation,
+} from '../core/observation/validate.js';
+import {
+  verifyErrorObservationReceipt,
+  verifyObservationReceipt,
+  verifyWithheldErrorObservationReceipt,
+  verifyWithheldObservationReceipt,
+} from '../core/observation/replay.js';
 import { parsePublicKeySet, PublicKeySet, type TrustedKeys } from '../core/receipts/keys.js';
 import {
   compare,
@@ -135,7 +146,10 @@ const ReconciliationBundleInputs = strict({
   /** The execution receipt the reconciliation resolves, or `null` if the owner never reported. */
   original: ExecutionReceipt.nullable(),
   observation: ToolExecutionObservation,
-  /** From the policy in force at reconciliation (`observation_limits.max_clock_skew_ms`). */
+  /**
+   * From the policy in force at reconciliation (`observation_limits.max_clock_skew_ms`), as the
+   * reconciliation's stored evidence keeps it (receipts issued before it was kept have no bundle).
+   */
   max_clock_skew_ms: Count,
   /** Stated by the receipt itself: the operation, who reconciled, when. */
   operation_id: Sha256,
@@ -152,12 +166,40 @@ const ErrorObservationBundleInputs = strict({
   validation: ErrorObservationValidationInput,
 });
 
-export const BundleInputs = z.discriminatedUnion('kind', [
-  AuthorizationBundleInputs,
-  ExecutionBundleInputs,
-  ReconciliationBundleInputs,
-  ObservationBundleInputs,
-  ErrorObservationBundleInputs,
+/**
+ * A refused observation whose payload (or error detail) was not kept: the raw observation less
+ * those bytes, and what was kept of them (`withheld`: raw digest, size, findings). The core's
+ * withheld replay recomputes every other check; the findings are bound by the receipt's digest.
+ */
+const WithheldObservationBundleInputs = strict({
+  kind: z.literal('observation'),
+  validation: ObservationValidationInput.omit({ observation: true }).extend({
+    observation: WithheldObservation,
+    withheld: WithheldContent,
+  }),
+});
+const WithheldErrorObservationBundleInputs = strict({
+  kind: z.literal('error_observation'),
+  validation: ErrorObservationValidationInput.omit({ observation: true }).extend({
+    observation: WithheldErrorObservation,
+    withheld: WithheldContent,
+  }),
+});
+
+/**
+ * By kind; an observation kind has two forms told apart by `validation.withheld` (the schemas are
+ * strict, so no input parses as both).
+ */
+export const BundleInputs = z.union([
+  z.discriminatedUnion('kind', [
+    AuthorizationBundleInputs,
+    ExecutionBundleInputs,
+    ReconciliationBundleInputs,
+    ObservationBundleInputs,
+    ErrorObservationBundleInputs,
+  ]),
+  WithheldObservationBundleInputs,
+  WithheldErrorObservationBundleInputs,
 ]);
 export type BundleInputs = z.infer<typeof BundleInputs>;
 
@@ -417,8 +459,12 @@ function recompute(
       return compare(stored, { ok: true, value: r.value.receipt });
     }
     case 'observation':
-      return verifyObservationReceipt(stored, i.validation);
+      return 'withheld' in i.validation
+        ? verifyWithheldObservationReceipt(stored, i.validation)
+        : verifyObservationReceipt(stored, i.validation);
     case 'error_observation':
-      return verifyErrorObservationReceipt(stored, i.validation);
+      return 'withheld' in i.validation
+        ? verifyWithheldErrorObservationReceipt(stored, i.validation)
+        : verifyErrorObservationReceipt(stored, i.validation);
   }
 }
