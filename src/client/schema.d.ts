@@ -3880,7 +3880,7 @@ export interface operations {
                             issued_at_unix_ms: number;
                             signature: string;
                         };
-                        inputs: {
+                        inputs: ({
                             /** @constant */
                             kind: "authorization";
                             contract: {
@@ -4695,6 +4695,504 @@ export interface operations {
                                     detail_sha256: string;
                                     detail_bytes: number;
                                     observed_at_unix_ms: number;
+                                };
+                            };
+                        }) | {
+                            /** @constant */
+                            kind: "observation";
+                            validation: {
+                                trusted: {
+                                    tenant_id: string;
+                                    policy_sha256: string;
+                                    observation_id_conflict: boolean;
+                                    min_source_generation: number | null;
+                                    artifact_record: {
+                                        tenant_id: string;
+                                        artifact_sha256: string;
+                                        byte_size: number;
+                                        media_type: string;
+                                    } | null;
+                                    classifier?: {
+                                        /** @constant */
+                                        status: "verdict";
+                                        model: string;
+                                        injection_score: number;
+                                        threshold: number;
+                                    } | {
+                                        /** @constant */
+                                        status: "unavailable";
+                                        model: string;
+                                        /** @enum {string} */
+                                        reason: "error" | "malformed_answer" | "no_binding" | "timeout";
+                                    };
+                                };
+                                policy: {
+                                    /** @constant */
+                                    policy_version: 1;
+                                    allowed_media_types: string[];
+                                    max_payload_bytes: number;
+                                    max_artifact_bytes: number;
+                                    max_locators: number;
+                                    max_locator_bytes: number;
+                                    require_locator: boolean;
+                                    max_age_ms: number;
+                                    max_clock_skew_ms: number;
+                                    require_source_generation: boolean;
+                                    max_inline_encoded_chars: number;
+                                };
+                                contract: {
+                                    schema_version: number;
+                                    contract_release: string;
+                                    tool_name: string;
+                                    executor_release: string;
+                                    input_schema_sha256: string;
+                                    output_schema_sha256: string;
+                                    /** @enum {string} */
+                                    effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
+                                    required_capabilities: string[];
+                                    /** @enum {string} */
+                                    idempotency: "not_required" | "key_required";
+                                    reversible: boolean;
+                                    timeout_ms: number;
+                                    max_input_bytes: number;
+                                    max_output_bytes: number;
+                                    resource: {
+                                        type: string;
+                                        attributes: {
+                                            [key: string]: string;
+                                        };
+                                    };
+                                };
+                                authorization: {
+                                    sha256: string;
+                                    body: {
+                                        /** @constant */
+                                        receipt_kind: "authorization";
+                                        tenant_id: string;
+                                        principal_id: string;
+                                        policy_sha256: string;
+                                        tool_contract_sha256: string;
+                                        grant_sha256: string;
+                                        invocation_sha256: string;
+                                        trusted_state_sha256: string;
+                                        invocation_id: string;
+                                        run_envelope_sha256: string;
+                                        input_sha256: string;
+                                        input_bytes: number;
+                                        /** @enum {string} */
+                                        effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
+                                        target: {
+                                            type: string;
+                                            attributes: {
+                                                [key: string]: string;
+                                            };
+                                        };
+                                        idempotency_key: string | null;
+                                        approval_id: string | null;
+                                        requested_at_unix_ms: number;
+                                        evaluated_at_unix_ms: number;
+                                        /** @enum {string} */
+                                        decision: "authorized" | "denied";
+                                        violations: ("approval_contract_mismatch" | "approval_effect_mismatch" | "approval_expired" | "approval_input_mismatch" | "approval_missing" | "approval_policy_mismatch" | "approval_self_approved" | "approval_tenant_mismatch" | "approval_unusable" | "capability_not_granted" | "contract_mismatch" | "contract_quarantined" | "effect_not_allowed" | "grant_expired" | "grant_not_yet_valid" | "grant_revoked" | "idempotency_key_missing" | "input_too_large" | "input_empty" | "named_principal_mismatch" | "named_tenant_mismatch" | "policy_mismatch" | "principal_mismatch" | "principal_revoked" | "resource_out_of_scope" | "resource_type_mismatch" | "run_call_budget_spent" | "run_expired" | "run_unknown" | "run_write_budget_spent" | "tenant_mismatch" | "tool_not_allowed")[];
+                                        /** @constant */
+                                        receipt_version: 1;
+                                    } | {
+                                        /** @constant */
+                                        receipt_kind: "authorization";
+                                        tenant_id: string;
+                                        principal_id: string;
+                                        policy_sha256: string;
+                                        tool_contract_sha256: string;
+                                        grant_sha256: string;
+                                        invocation_sha256: string;
+                                        trusted_state_sha256: string;
+                                        invocation_id: string;
+                                        run_envelope_sha256: string;
+                                        input_sha256: string;
+                                        input_bytes: number;
+                                        /** @enum {string} */
+                                        effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
+                                        target: {
+                                            type: string;
+                                            attributes: {
+                                                [key: string]: string;
+                                            };
+                                        };
+                                        idempotency_key: string | null;
+                                        approval_id: string | null;
+                                        requested_at_unix_ms: number;
+                                        evaluated_at_unix_ms: number;
+                                        /** @enum {string} */
+                                        decision: "authorized" | "denied";
+                                        violations: ("approval_contract_mismatch" | "approval_effect_mismatch" | "approval_expired" | "approval_input_mismatch" | "approval_missing" | "approval_policy_mismatch" | "approval_self_approved" | "approval_tenant_mismatch" | "approval_unusable" | "capability_not_granted" | "contract_mismatch" | "contract_quarantined" | "effect_not_allowed" | "grant_expired" | "grant_not_yet_valid" | "grant_revoked" | "idempotency_key_missing" | "input_too_large" | "input_empty" | "named_principal_mismatch" | "named_tenant_mismatch" | "policy_mismatch" | "principal_mismatch" | "principal_revoked" | "resource_out_of_scope" | "resource_type_mismatch" | "run_call_budget_spent" | "run_expired" | "run_unknown" | "run_write_budget_spent" | "tenant_mismatch" | "tool_not_allowed")[];
+                                        /** @constant */
+                                        receipt_version: 2;
+                                        executor_release: string;
+                                        executor_principal_id: string | null;
+                                        dispatch_deadline_unix_ms: number;
+                                        named_principal_id: string | null;
+                                        named_tenant_id: string | null;
+                                    };
+                                };
+                                execution: {
+                                    receipt: {
+                                        sha256: string;
+                                        body: {
+                                            /** @constant */
+                                            receipt_kind: "execution";
+                                            /** @constant */
+                                            receipt_version: 1;
+                                            tenant_id: string;
+                                            tool_contract_sha256: string;
+                                            authorization_receipt_sha256: string;
+                                            observation_sha256: string;
+                                            invocation_sha256: string;
+                                            /** @enum {string} */
+                                            status: "verified_succeeded" | "verified_failed_no_effect" | "indeterminate" | "rejected";
+                                            reconciliation_required: boolean;
+                                            output_sha256: string | null;
+                                            output_bytes: number;
+                                            effect_id: string | null;
+                                            idempotency_key: string | null;
+                                            completed_at_unix_ms: number;
+                                            violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing")[];
+                                        };
+                                    };
+                                    observation: {
+                                        observation_id: string;
+                                        authorization_receipt_sha256: string;
+                                        invocation_sha256: string;
+                                        executor_release: string;
+                                        /** @enum {string} */
+                                        outcome: "succeeded" | "failed_no_effect" | "indeterminate";
+                                        started_at_unix_ms: number;
+                                        completed_at_unix_ms: number;
+                                        output_sha256: string | null;
+                                        output_bytes: number;
+                                        effect_id: string | null;
+                                        before_state_sha256: string | null;
+                                        after_state_sha256: string | null;
+                                        idempotency_key: string | null;
+                                    };
+                                };
+                                now: number;
+                                observation: {
+                                    observation_id: string;
+                                    tenant_id: string;
+                                    policy_sha256: string;
+                                    tool_contract_sha256: string;
+                                    invocation_sha256: string;
+                                    execution_receipt_sha256: string;
+                                    source_release: string;
+                                    source_generation: number | null;
+                                    source_as_of_unix_ms: number;
+                                    media_type: string;
+                                    artifact: {
+                                        artifact_sha256: string;
+                                        byte_size: number;
+                                        media_type: string;
+                                        storage_tenant_id: string;
+                                        decoder_release: string | null;
+                                        media: ({
+                                            /** @constant */
+                                            kind: "image";
+                                            width_px: number;
+                                            height_px: number;
+                                        } | {
+                                            /** @constant */
+                                            kind: "audio";
+                                            duration_ms: number;
+                                        } | {
+                                            /** @constant */
+                                            kind: "video";
+                                            duration_ms: number;
+                                            width_px: number;
+                                            height_px: number;
+                                        }) | null;
+                                    } | null;
+                                    payload_sha256: string;
+                                    payload_bytes: number;
+                                    locators: ({
+                                        /** @constant */
+                                        kind: "json_pointer";
+                                        locator_id: string;
+                                        pointer: string;
+                                        source_snapshot: string;
+                                    } | {
+                                        /** @constant */
+                                        kind: "database_row";
+                                        locator_id: string;
+                                        database: string;
+                                        table: string;
+                                        primary_key: {
+                                            [key: string]: string;
+                                        };
+                                        row_version: string;
+                                    } | {
+                                        /** @constant */
+                                        kind: "log_event";
+                                        locator_id: string;
+                                        log_stream: string;
+                                        event_id: string;
+                                        start_unix_ms: number;
+                                        end_unix_ms: number;
+                                    } | {
+                                        /** @constant */
+                                        kind: "source_span";
+                                        locator_id: string;
+                                        byte_start: number;
+                                        byte_end: number;
+                                        line_start: number;
+                                        line_end: number;
+                                    } | {
+                                        /** @constant */
+                                        kind: "image_region";
+                                        locator_id: string;
+                                        region: {
+                                            x: number;
+                                            y: number;
+                                            width: number;
+                                            height: number;
+                                        };
+                                        orientation_degrees: 0 | 90 | 180 | 270;
+                                        map_id: string;
+                                    } | {
+                                        /** @constant */
+                                        kind: "media_time_range";
+                                        locator_id: string;
+                                        track: string | null;
+                                        start_ms: number;
+                                        end_ms: number;
+                                        frame_region: {
+                                            x: number;
+                                            y: number;
+                                            width: number;
+                                            height: number;
+                                        } | null;
+                                    })[];
+                                    observed_at_unix_ms: number;
+                                };
+                                withheld: {
+                                    raw_observation_sha256: string;
+                                    actual_bytes: number;
+                                    actual_sha256: string | null;
+                                    content_violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
+                                    signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                                    signal_hits: {
+                                        /** @enum {string} */
+                                        signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                        rule: string;
+                                        /** @enum {string} */
+                                        encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                                    }[];
+                                };
+                            };
+                        } | {
+                            /** @constant */
+                            kind: "error_observation";
+                            validation: {
+                                trusted: {
+                                    tenant_id: string;
+                                    policy_sha256: string;
+                                    observation_id_conflict: boolean;
+                                    min_source_generation: number | null;
+                                    artifact_record: {
+                                        tenant_id: string;
+                                        artifact_sha256: string;
+                                        byte_size: number;
+                                        media_type: string;
+                                    } | null;
+                                    classifier?: {
+                                        /** @constant */
+                                        status: "verdict";
+                                        model: string;
+                                        injection_score: number;
+                                        threshold: number;
+                                    } | {
+                                        /** @constant */
+                                        status: "unavailable";
+                                        model: string;
+                                        /** @enum {string} */
+                                        reason: "error" | "malformed_answer" | "no_binding" | "timeout";
+                                    };
+                                };
+                                policy: {
+                                    /** @constant */
+                                    policy_version: 1;
+                                    allowed_media_types: string[];
+                                    max_payload_bytes: number;
+                                    max_artifact_bytes: number;
+                                    max_locators: number;
+                                    max_locator_bytes: number;
+                                    require_locator: boolean;
+                                    max_age_ms: number;
+                                    max_clock_skew_ms: number;
+                                    require_source_generation: boolean;
+                                    max_inline_encoded_chars: number;
+                                };
+                                contract: {
+                                    schema_version: number;
+                                    contract_release: string;
+                                    tool_name: string;
+                                    executor_release: string;
+                                    input_schema_sha256: string;
+                                    output_schema_sha256: string;
+                                    /** @enum {string} */
+                                    effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
+                                    required_capabilities: string[];
+                                    /** @enum {string} */
+                                    idempotency: "not_required" | "key_required";
+                                    reversible: boolean;
+                                    timeout_ms: number;
+                                    max_input_bytes: number;
+                                    max_output_bytes: number;
+                                    resource: {
+                                        type: string;
+                                        attributes: {
+                                            [key: string]: string;
+                                        };
+                                    };
+                                };
+                                authorization: {
+                                    sha256: string;
+                                    body: {
+                                        /** @constant */
+                                        receipt_kind: "authorization";
+                                        tenant_id: string;
+                                        principal_id: string;
+                                        policy_sha256: string;
+                                        tool_contract_sha256: string;
+                                        grant_sha256: string;
+                                        invocation_sha256: string;
+                                        trusted_state_sha256: string;
+                                        invocation_id: string;
+                                        run_envelope_sha256: string;
+                                        input_sha256: string;
+                                        input_bytes: number;
+                                        /** @enum {string} */
+                                        effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
+                                        target: {
+                                            type: string;
+                                            attributes: {
+                                                [key: string]: string;
+                                            };
+                                        };
+                                        idempotency_key: string | null;
+                                        approval_id: string | null;
+                                        requested_at_unix_ms: number;
+                                        evaluated_at_unix_ms: number;
+                                        /** @enum {string} */
+                                        decision: "authorized" | "denied";
+                                        violations: ("approval_contract_mismatch" | "approval_effect_mismatch" | "approval_expired" | "approval_input_mismatch" | "approval_missing" | "approval_policy_mismatch" | "approval_self_approved" | "approval_tenant_mismatch" | "approval_unusable" | "capability_not_granted" | "contract_mismatch" | "contract_quarantined" | "effect_not_allowed" | "grant_expired" | "grant_not_yet_valid" | "grant_revoked" | "idempotency_key_missing" | "input_too_large" | "input_empty" | "named_principal_mismatch" | "named_tenant_mismatch" | "policy_mismatch" | "principal_mismatch" | "principal_revoked" | "resource_out_of_scope" | "resource_type_mismatch" | "run_call_budget_spent" | "run_expired" | "run_unknown" | "run_write_budget_spent" | "tenant_mismatch" | "tool_not_allowed")[];
+                                        /** @constant */
+                                        receipt_version: 1;
+                                    } | {
+                                        /** @constant */
+                                        receipt_kind: "authorization";
+                                        tenant_id: string;
+                                        principal_id: string;
+                                        policy_sha256: string;
+                                        tool_contract_sha256: string;
+                                        grant_sha256: string;
+                                        invocation_sha256: string;
+                                        trusted_state_sha256: string;
+                                        invocation_id: string;
+                                        run_envelope_sha256: string;
+                                        input_sha256: string;
+                                        input_bytes: number;
+                                        /** @enum {string} */
+                                        effect: "read_only" | "creates_draft" | "external_write" | "irreversible";
+                                        target: {
+                                            type: string;
+                                            attributes: {
+                                                [key: string]: string;
+                                            };
+                                        };
+                                        idempotency_key: string | null;
+                                        approval_id: string | null;
+                                        requested_at_unix_ms: number;
+                                        evaluated_at_unix_ms: number;
+                                        /** @enum {string} */
+                                        decision: "authorized" | "denied";
+                                        violations: ("approval_contract_mismatch" | "approval_effect_mismatch" | "approval_expired" | "approval_input_mismatch" | "approval_missing" | "approval_policy_mismatch" | "approval_self_approved" | "approval_tenant_mismatch" | "approval_unusable" | "capability_not_granted" | "contract_mismatch" | "contract_quarantined" | "effect_not_allowed" | "grant_expired" | "grant_not_yet_valid" | "grant_revoked" | "idempotency_key_missing" | "input_too_large" | "input_empty" | "named_principal_mismatch" | "named_tenant_mismatch" | "policy_mismatch" | "principal_mismatch" | "principal_revoked" | "resource_out_of_scope" | "resource_type_mismatch" | "run_call_budget_spent" | "run_expired" | "run_unknown" | "run_write_budget_spent" | "tenant_mismatch" | "tool_not_allowed")[];
+                                        /** @constant */
+                                        receipt_version: 2;
+                                        executor_release: string;
+                                        executor_principal_id: string | null;
+                                        dispatch_deadline_unix_ms: number;
+                                        named_principal_id: string | null;
+                                        named_tenant_id: string | null;
+                                    };
+                                };
+                                execution: {
+                                    receipt: {
+                                        sha256: string;
+                                        body: {
+                                            /** @constant */
+                                            receipt_kind: "execution";
+                                            /** @constant */
+                                            receipt_version: 1;
+                                            tenant_id: string;
+                                            tool_contract_sha256: string;
+                                            authorization_receipt_sha256: string;
+                                            observation_sha256: string;
+                                            invocation_sha256: string;
+                                            /** @enum {string} */
+                                            status: "verified_succeeded" | "verified_failed_no_effect" | "indeterminate" | "rejected";
+                                            reconciliation_required: boolean;
+                                            output_sha256: string | null;
+                                            output_bytes: number;
+                                            effect_id: string | null;
+                                            idempotency_key: string | null;
+                                            completed_at_unix_ms: number;
+                                            violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing")[];
+                                        };
+                                    };
+                                    observation: {
+                                        observation_id: string;
+                                        authorization_receipt_sha256: string;
+                                        invocation_sha256: string;
+                                        executor_release: string;
+                                        /** @enum {string} */
+                                        outcome: "succeeded" | "failed_no_effect" | "indeterminate";
+                                        started_at_unix_ms: number;
+                                        completed_at_unix_ms: number;
+                                        output_sha256: string | null;
+                                        output_bytes: number;
+                                        effect_id: string | null;
+                                        before_state_sha256: string | null;
+                                        after_state_sha256: string | null;
+                                        idempotency_key: string | null;
+                                    };
+                                };
+                                now: number;
+                                observation: {
+                                    observation_id: string;
+                                    tenant_id: string;
+                                    policy_sha256: string;
+                                    tool_contract_sha256: string;
+                                    invocation_sha256: string;
+                                    execution_receipt_sha256: string;
+                                    source_release: string;
+                                    error_code: string;
+                                    media_type: string;
+                                    detail_sha256: string;
+                                    detail_bytes: number;
+                                    observed_at_unix_ms: number;
+                                };
+                                withheld: {
+                                    raw_observation_sha256: string;
+                                    actual_bytes: number;
+                                    actual_sha256: string | null;
+                                    content_violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
+                                    signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                                    signal_hits: {
+                                        /** @enum {string} */
+                                        signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                        rule: string;
+                                        /** @enum {string} */
+                                        encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                                    }[];
                                 };
                             };
                         };
