@@ -18,7 +18,7 @@ import { z } from 'zod';
 import type { DoorRequest } from '../../services/tool-call.js';
 import type { JsonValue } from '../../core/canonical/json.js';
 import { fromZodError, type FieldIssue } from '../../core/errors.js';
-import { Sha256 } from '../../core/schema.js';
+import { SHA256_PATTERN, Sha256 } from '../../core/schema.js';
 
 /**
  * An object of free-form members. Checked as a whole, not member by member: a zod record walks
@@ -128,6 +128,24 @@ const WritContext = z.object({
   tool_contract_sha256: Sha256.optional(),
 });
 
+/**
+ * `WritContext.safeParse`, with the well-formed case checked by hand (the same rules; zod's object
+ * parse runs jitless on Workers): anything else goes to `WritContext`, so every issue is zod's.
+ */
+function writContextOf(
+  c: Record<string, unknown>,
+): ReturnType<typeof WritContext.safeParse> | { success: true; data: z.infer<typeof WritContext> } {
+  const { input, run_id, tool_contract_sha256: digest } = c;
+  if (
+    input !== undefined &&
+    typeof run_id === 'string' &&
+    (digest === undefined || (typeof digest === 'string' && SHA256_PATTERN.test(digest)))
+  ) {
+    return { success: true, data: { input: input as JsonValue, run_id, tool_contract_sha256: digest } };
+  }
+  return WritContext.safeParse(c);
+}
+
 export type Translated =
   | {
       readonly ok: true;
@@ -141,7 +159,7 @@ export type Translated =
 
 /** One evaluation as Writ's request. The subject is carried as a named principal: checked, never selecting. */
 export function translateEvaluation(e: Evaluation): Translated {
-  const parsed = WritContext.safeParse(e.context ?? {});
+  const parsed = writContextOf(e.context ?? {});
   if (!parsed.success) {
     const err = fromZodError('invalid_request', 'context', parsed.error);
     return { ok: false, message: err.message, issues: err.issues };

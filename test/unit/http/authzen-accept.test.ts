@@ -1,11 +1,12 @@
 /**
  * The AuthZEN evaluation acceptor (src/http/authzen/translate.ts `acceptEvaluation`): its
  * hand-written path for well-formed evaluations must accept exactly what the `Evaluation` zod
- * schema accepts, into the same values, and every rejection must be zod's own.
+ * schema accepts, into the same values, and every rejection must be zod's own. The same for the
+ * Writ fields `translateEvaluation` reads from the context.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Evaluation, acceptEvaluation } from '../../../src/http/authzen/translate.js';
+import { Evaluation, acceptEvaluation, translateEvaluation } from '../../../src/http/authzen/translate.js';
 
 // Values around every rule: string length bounds (1..256 for type and name, 0..1024 for id),
 // null/absent free-form members, arrays and scalars where objects belong.
@@ -136,5 +137,41 @@ describe('acceptEvaluation', () => {
     expect(r.success).toBe(false);
     expect(z.success).toBe(false);
     if (!r.success && !z.success) expect(r.error.issues).toEqual(z.error.issues);
+  });
+});
+
+describe('translateEvaluation reads the Writ context fields by the same rules', () => {
+  const digest = 'a'.repeat(64);
+  const field = fc.oneof(
+    fc.constant(undefined),
+    fc.constantFrom(null, 'r', '', digest, digest.toUpperCase(), `${digest}0`, 1, {}),
+  );
+  it('accepts exactly an input, a string run_id and an absent or well-formed digest', () => {
+    fc.assert(
+      fc.property(field, field, field, (input, run_id, tool_contract_sha256) => {
+        const context = Object.fromEntries(
+          Object.entries({ input, run_id, tool_contract_sha256 }).filter(([, v]) => v !== undefined),
+        );
+        const e = acceptEvaluation({
+          subject: { type: 'agent', id: 'p' },
+          action: { name: 'tool' },
+          resource: { type: 'deployment', id: 'd' },
+          context,
+        });
+        if (!e.success) throw new Error('evaluation refused');
+        const t = translateEvaluation(e.data);
+        const valid =
+          input !== undefined &&
+          typeof run_id === 'string' &&
+          (tool_contract_sha256 === undefined || tool_contract_sha256 === digest);
+        expect(t.ok).toBe(valid);
+        if (t.ok) {
+          expect(t.tool_contract_sha256).toBe(tool_contract_sha256);
+          expect(t.request).toEqual({ input, run_id, principal_id: 'p' });
+        } else {
+          expect(t.message).toMatch(/^context/);
+        }
+      }),
+    );
   });
 });
