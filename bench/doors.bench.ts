@@ -9,7 +9,7 @@
  * - MCP: strict decode, `translateToolsCall` (envelope, revision, Writ `_meta`, `forward`),
  *   `authorizeNamedTool` (tool name to pinned contract, `AuthorizeRequest`, `authorize`), the
  *   answer `{decision: "allow", receipt, forward}` serialized.
- * - AuthZEN: strict decode, `Evaluation` (lenient envelope), `translateEvaluation`,
+ * - AuthZEN: strict decode, `acceptEvaluation` (the lenient envelope), `translateEvaluation`,
  *   `authorizeNamedTool`, the answer `{decision: true, context: {receipt_sha256, receipt}}`.
  * - Docker MCP Gateway `before`: strict decode, `translateBefore`, `authorizeNamedTool`, the
  *   empty answer.
@@ -25,7 +25,7 @@ import os from 'node:os';
 import { AuthorizeRequest } from '../src/core/authorization/decide.js';
 import { useSha256 } from '../src/core/canonical/canonical.js';
 import { decodeJsonBytes, utf8Encode } from '../src/core/canonical/json.js';
-import { Evaluation, translateEvaluation } from '../src/http/authzen/translate.js';
+import { acceptEvaluation, translateEvaluation } from '../src/http/authzen/translate.js';
 import { translateBefore } from '../src/http/mcp/interceptor.js';
 import { translateToolsCall } from '../src/http/mcp/translate.js';
 import { LAB_IDS, buildToolLoopFixture } from '../src/lab/tool-loop.js';
@@ -166,7 +166,7 @@ const paths: Record<string, () => Promise<Answer>> = {
     return { authorized, input_sha256: receipt.body.input_sha256, text };
   },
   authzen: async () => {
-    const e = Evaluation.safeParse(decode(authzenBytes));
+    const e = acceptEvaluation(decode(authzenBytes));
     if (!e.success) throw new Error(e.error.message);
     const t = translateEvaluation(e.data);
     if (!t.ok) throw new Error(t.message);
@@ -188,7 +188,7 @@ const translations: Record<string, () => unknown> = {
   '/v1': () => AuthorizeRequest.safeParse(decode(v1Bytes)),
   mcp: () => translateToolsCall(decode(mcpBytes), NO_HEADERS),
   authzen: () => {
-    const e = Evaluation.safeParse(decode(authzenBytes));
+    const e = acceptEvaluation(decode(authzenBytes));
     return e.success ? translateEvaluation(e.data) : null;
   },
   docker: () => translateBefore(decode(dockerBytes), b.run_id),

@@ -82,7 +82,8 @@ export async function authorizeNamedTool(ctx: TenantContext, call: NamedToolCall
   const { receipt } = outcome.decision;
   const requestable = !outcome.authorized && receipt.body.violations.includes('approval_missing');
   return {
-    ...outcome,
+    decision: outcome.decision,
+    authorized: outcome.authorized,
     tool_contract_sha256: pinned.tool_contract_sha256,
     access_request: requestable
       ? {

@@ -31,6 +31,7 @@ import { readJsonValue } from '../body.js';
 import type { AppEnv } from '../env.js';
 import { wireError } from '../errors.js';
 import {
+  acceptEvaluation,
   type Evaluation,
   EvaluationsRequest,
   Evaluation as EvaluationSchema,
@@ -121,7 +122,7 @@ api.use('/t/:tenant_id/access/*', async (c, next) => {
 
 for (const prefix of ['', '/t/:tenant_id']) {
   api.post(`${prefix}/access/v1/evaluation`, requireRole(ROLES_FOR.authorize), async (c) => {
-    const parsed = EvaluationSchema.safeParse(await readJsonValue(c));
+    const parsed = acceptEvaluation(await readJsonValue(c));
     if (!parsed.success) throw badRequest(parsed.error);
     return c.json(await evaluate(c, parsed.data));
   });

@@ -18,7 +18,7 @@ import { z } from 'zod';
 import type { DoorRequest } from '../../services/tool-call.js';
 import type { JsonValue } from '../../core/canonical/json.js';
 import { fromZodError, type FieldIssue } from '../../core/errors.js';
-import { Sha256 } from '../../core/schema.js';
+import { SHA256_PATTERN, Sha256 } from '../../core/schema.js';
 
 /**
  * An object of free-form members. Checked as a whole, not member by member: a zod record walks
@@ -44,6 +44,55 @@ const Context = FreeObject.nullish().transform((v) => v ?? undefined);
 
 export const Evaluation = z.object({ subject: Entity, action: Action, resource: Entity, context: Context });
 export type Evaluation = z.infer<typeof Evaluation>;
+
+// The evaluation endpoint's acceptor. zod's object parse of the envelope (three nested objects,
+// jitless on Workers) costs more than the authorize request's own parse (docs/benchmarks.md
+// "Doors"), so a well-formed evaluation is accepted by hand, by the same rules, into the same
+// values (unknown members dropped, a null `properties`/`context` read as undefined). Anything the
+// hand check does not accept goes to `Evaluation` itself, so every rejection and its message is
+// zod's. A property test holds the two equal (test/unit/http/authzen-accept.test.ts).
+const isObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+const isString = (v: unknown, min: number, max: number): v is string =>
+  typeof v === 'string' && v.length >= min && v.length <= max;
+
+/** A free-form member as `Properties`/`Context` read it; null when it is not an object. */
+const NOT_FREE = null;
+function freeMember(v: unknown): Record<string, unknown> | undefined | typeof NOT_FREE {
+  if (v === undefined || v === null) return undefined;
+  return isObject(v) ? v : NOT_FREE;
+}
+
+function entityOf(v: unknown): Evaluation['subject'] | null {
+  if (!isObject(v) || !isString(v.type, 1, 256) || !isString(v.id, 0, 1024)) return null;
+  const properties = freeMember(v.properties);
+  return properties === NOT_FREE ? null : { type: v.type, id: v.id, properties };
+}
+
+/** `Evaluation.safeParse`, with a hand-written path for the well-formed case. */
+export function acceptEvaluation(
+  value: unknown,
+): { success: true; data: Evaluation } | { success: false; error: z.ZodError } {
+  if (isObject(value)) {
+    const subject = entityOf(value.subject);
+    const resource = entityOf(value.resource);
+    const a = value.action;
+    const properties = isObject(a) ? freeMember(a.properties) : NOT_FREE;
+    const context = freeMember(value.context);
+    if (
+      subject !== null &&
+      resource !== null &&
+      isObject(a) &&
+      isString(a.name, 1, 256) &&
+      properties !== NOT_FREE &&
+      context !== NOT_FREE
+    ) {
+      return { success: true, data: { subject, action: { name: a.name, properties }, resource, context } };
+    }
+  }
+  const parsed = Evaluation.safeParse(value);
+  return parsed.success ? { success: true, data: parsed.data } : { success: false, error: parsed.error };
+}
 
 export const EVALUATIONS_SEMANTICS = ['execute_all', 'deny_on_first_deny', 'permit_on_first_permit'] as const;
 export type EvaluationsSemantic = (typeof EVALUATIONS_SEMANTICS)[number];
@@ -79,6 +128,24 @@ const WritContext = z.object({
   tool_contract_sha256: Sha256.optional(),
 });
 
+/**
+ * `WritContext.safeParse`, with the well-formed case checked by hand (the same rules; zod's object
+ * parse runs jitless on Workers): anything else goes to `WritContext`, so every issue is zod's.
+ */
+function writContextOf(
+  c: Record<string, unknown>,
+): ReturnType<typeof WritContext.safeParse> | { success: true; data: z.infer<typeof WritContext> } {
+  const { input, run_id, tool_contract_sha256: digest } = c;
+  if (
+    input !== undefined &&
+    typeof run_id === 'string' &&
+    (digest === undefined || (typeof digest === 'string' && SHA256_PATTERN.test(digest)))
+  ) {
+    return { success: true, data: { input: input as JsonValue, run_id, tool_contract_sha256: digest } };
+  }
+  return WritContext.safeParse(c);
+}
+
 export type Translated =
   | {
       readonly ok: true;
@@ -92,7 +159,7 @@ export type Translated =
 
 /** One evaluation as Writ's request. The subject is carried as a named principal: checked, never selecting. */
 export function translateEvaluation(e: Evaluation): Translated {
-  const parsed = WritContext.safeParse(e.context ?? {});
+  const parsed = writContextOf(e.context ?? {});
   if (!parsed.success) {
     const err = fromZodError('invalid_request', 'context', parsed.error);
     return { ok: false, message: err.message, issues: err.issues };
@@ -101,16 +168,14 @@ export function translateEvaluation(e: Evaluation): Translated {
   const raw = e.context ?? {};
   const idem = raw.idempotency_key ?? undefined;
   const approval = raw.approval_id ?? undefined;
-  const request: DoorRequest = {
-    input: ctx.input,
-    run_id: ctx.run_id,
-    ...(idem === undefined ? {} : { idempotency_key: idem }),
-    ...(approval === undefined ? {} : { approval_id: approval }),
-    principal_id: e.subject.id,
-    ...(e.resource.properties !== undefined
-      ? { target: { type: e.resource.type, attributes: e.resource.properties } }
-      : {}),
-  };
+  // Assigned member by member, not spread from conditional literals (objects per call).
+  const request: Record<string, unknown> = { input: ctx.input, run_id: ctx.run_id };
+  if (idem !== undefined) request.idempotency_key = idem;
+  if (approval !== undefined) request.approval_id = approval;
+  request.principal_id = e.subject.id;
+  if (e.resource.properties !== undefined) {
+    request.target = { type: e.resource.type, attributes: e.resource.properties };
+  }
   return {
     ok: true,
     tool_name: e.action.name,
