@@ -568,44 +568,29 @@ class D1TenantStore implements TenantStore, RetentionStore {
       if (e.consume_approval_id !== null) {
         // The approver's revocation committing while this authorization was in flight wins, as
         // the caller's does: touch the approver's row only if revoked, and its trigger aborts.
-        guards.push(
-          db
-            .update(principals)
-            .set({ revoked_at_unix_ms: sql`${principals.revoked_at_unix_ms}` })
-            .where(
-              and(
-                eq(principals.tenant_id, t),
-                isNotNull(principals.revoked_at_unix_ms),
-                inArray(
-                  principals.principal_id,
-                  db
-                    .select({ id: approvals.decided_by })
-                    .from(approvals)
-                    .where(and(eq(approvals.tenant_id, t), eq(approvals.approval_id, e.consume_approval_id))),
-                ),
-              ),
-            ),
-        );
         // The first of two approvers (irreversible effects, issue 14) counts the same, also when
         // the commit has no read to compare against.
-        guards.push(
-          db
-            .update(principals)
-            .set({ revoked_at_unix_ms: sql`${principals.revoked_at_unix_ms}` })
-            .where(
-              and(
-                eq(principals.tenant_id, t),
-                isNotNull(principals.revoked_at_unix_ms),
-                inArray(
-                  principals.principal_id,
-                  db
-                    .select({ id: approvals.first_approved_by })
-                    .from(approvals)
-                    .where(and(eq(approvals.tenant_id, t), eq(approvals.approval_id, e.consume_approval_id))),
+        const approvalId = e.consume_approval_id;
+        for (const approver of [approvals.decided_by, approvals.first_approved_by]) {
+          guards.push(
+            db
+              .update(principals)
+              .set({ revoked_at_unix_ms: sql`${principals.revoked_at_unix_ms}` })
+              .where(
+                and(
+                  eq(principals.tenant_id, t),
+                  isNotNull(principals.revoked_at_unix_ms),
+                  inArray(
+                    principals.principal_id,
+                    db
+                      .select({ id: approver })
+                      .from(approvals)
+                      .where(and(eq(approvals.tenant_id, t), eq(approvals.approval_id, approvalId))),
+                  ),
                 ),
               ),
-            ),
-        );
+          );
+        }
       }
       // The effects, after the guards and the freshness guard.
       const statements: BatchItem<'sqlite'>[] = [];
