@@ -443,6 +443,10 @@ export function receiptPage(
         </dd>
       </dl>
       <pre aria-label="receipt">${raw(body)}</pre>
-      <p class="muted">The same document as JSON: <code>GET /v1/receipts/${sha}</code> with an API key.</p>`,
+      <p class="muted">The same document as JSON: <code>GET /v1/receipts/${sha}</code> with an API key.</p>
+      <p>
+        <a href="/console/receipts/${sha}/bundle" download>Download the offline bundle</a>
+        (signature, inputs, log proof; check it anywhere with <code>npx writ verify</code>).
+      </p>`,
   );
 }

@@ -17,9 +17,11 @@ import { Sha256 } from '../../core/schema.js';
 import { getPolicy } from '../../services/admin.js';
 import { approve, deny, getApproval, listApprovals } from '../../services/approvals.js';
 import { ROLES_FOR } from '../../services/context.js';
-import { ServiceError } from '../../services/errors.js';
+import { ServiceError, notFound } from '../../services/errors.js';
 import { PageQuery } from '../../services/pagination.js';
+import { receiptBundle } from '../../services/log.js';
 import { getReceipt } from '../../services/receipts.js';
+import { keysPort, receiptLogPort } from '../../platform/bindings.js';
 import type { AppEnv } from '../env.js';
 import { wireError } from '../errors.js';
 import { rateLimitWrites } from '../rate-limit.js';
@@ -229,6 +231,24 @@ consoleRoutes.get('/receipts/:sha256', async (c) => {
   const chrome = await signedIn(c);
   const sha = c.req.param('sha256');
   return c.html(receiptPage(chrome, sha, await getReceipt(c.var.tenant, sha)));
+});
+
+/**
+ * The receipt's offline bundle (issue 11), as a download: the same document as
+ * `GET /v1/receipts/{sha256}/bundle`, for `npx writ verify` on the approver's own machine.
+ */
+consoleRoutes.get('/receipts/:sha256/bundle', async (c) => {
+  await signedIn(c);
+  const sha = c.req.param('sha256');
+  if (!Sha256.safeParse(sha).success) throw notFound('receipt');
+  const bundle = await receiptBundle(
+    c.var.tenant,
+    receiptLogPort(c.env, c.var.tenant.caller.tenant_id),
+    keysPort(c.env),
+    sha,
+  );
+  c.header('content-disposition', `attachment; filename="writ-bundle-${sha}.json"`);
+  return c.json(bundle);
 });
 
 consoleRoutes.onError((e, c) => {

@@ -5,6 +5,9 @@
  * render, self-approval, CSRF and origin checks, cookie flags, CSP, and hidden characters.
  */
 import { describe, expect, it } from 'vitest';
+import { parsePublicKeySet } from '../../../src/core/receipts/keys.js';
+import { verifyBundle } from '../../../src/verify/bundle.js';
+import { receiptLogVerifier } from '../../../src/verify/log.js';
 import { DEMO_POLICY, PURGE_CONTRACT, type Seeded } from '../../../scripts/seed.js';
 import {
   BASE,
@@ -214,9 +217,25 @@ describe('approval console', () => {
     expect(history.text).toContain(id);
     const receipt = /href="\/console\/receipts\/([0-9a-f]{64})"/.exec(history.text);
     expect(receipt).not.toBeNull();
-    const rp = await b.get(`/console/receipts/${(receipt as RegExpExecArray)[1]}`);
+    const sha = (receipt as RegExpExecArray)[1] as string;
+    const rp = await b.get(`/console/receipts/${sha}`);
     expect(rp.status).toBe(200);
     expect(rp.text).toContain('authorized');
+
+    // The receipt page links its offline bundle (issue 11), which verifies with the published keys.
+    expect(rp.text).toContain(`href="/console/receipts/${sha}/bundle"`);
+    const dl = await b.get(`/console/receipts/${sha}/bundle`);
+    expect(dl.status).toBe(200);
+    expect(dl.headers.get('content-disposition')).toBe(`attachment; filename="writ-bundle-${sha}.json"`);
+    const keys = parsePublicKeySet((await call('GET', '/.well-known/writ-keys')).body);
+    if (!keys.ok) throw new Error(keys.error.message);
+    const verdict = verifyBundle(JSON.parse(dl.text), {
+      trustedKeys: keys.value,
+      logVerifier: receiptLogVerifier,
+    });
+    expect(verdict).toMatchObject({ valid: true });
+    // Signed out, the bundle is not served (the sign-in page instead).
+    expect((await new Browser().get(`/console/receipts/${sha}/bundle`)).status).toBe(303);
   });
 
   it('denies with a reason; a missing reason is refused', async () => {
