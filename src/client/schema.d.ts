@@ -5431,8 +5431,6 @@ export interface operations {
                             body: {
                                 /** @constant */
                                 receipt_kind: "reconciliation";
-                                /** @constant */
-                                receipt_version: 1;
                                 tenant_id: string;
                                 operation_id: string;
                                 tool_contract_sha256: string;
@@ -5445,6 +5443,26 @@ export interface operations {
                                 reconciled_by: string;
                                 reconciled_at_unix_ms: number;
                                 violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing" | "effect_id_mismatch" | "observed_after_reconciliation" | "original_receipt_mismatch" | "outcome_indeterminate")[];
+                                /** @constant */
+                                receipt_version: 1;
+                            } | {
+                                /** @constant */
+                                receipt_kind: "reconciliation";
+                                tenant_id: string;
+                                operation_id: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                original_execution_receipt_sha256: string | null;
+                                target_observation_sha256: string;
+                                /** @enum {string} */
+                                resolution: "verified_succeeded" | "verified_failed_no_effect";
+                                effect_id: string | null;
+                                reconciled_by: string;
+                                reconciled_at_unix_ms: number;
+                                violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing" | "effect_id_mismatch" | "observed_after_reconciliation" | "original_receipt_mismatch" | "outcome_indeterminate")[];
+                                /** @constant */
+                                receipt_version: 2;
+                                max_clock_skew_ms: number;
                             };
                         } | null;
                         /** @constant */
@@ -5616,8 +5634,6 @@ export interface operations {
                             body: {
                                 /** @constant */
                                 receipt_kind: "reconciliation";
-                                /** @constant */
-                                receipt_version: 1;
                                 tenant_id: string;
                                 operation_id: string;
                                 tool_contract_sha256: string;
@@ -5630,6 +5646,26 @@ export interface operations {
                                 reconciled_by: string;
                                 reconciled_at_unix_ms: number;
                                 violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing" | "effect_id_mismatch" | "observed_after_reconciliation" | "original_receipt_mismatch" | "outcome_indeterminate")[];
+                                /** @constant */
+                                receipt_version: 1;
+                            } | {
+                                /** @constant */
+                                receipt_kind: "reconciliation";
+                                tenant_id: string;
+                                operation_id: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                original_execution_receipt_sha256: string | null;
+                                target_observation_sha256: string;
+                                /** @enum {string} */
+                                resolution: "verified_succeeded" | "verified_failed_no_effect";
+                                effect_id: string | null;
+                                reconciled_by: string;
+                                reconciled_at_unix_ms: number;
+                                violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing" | "effect_id_mismatch" | "observed_after_reconciliation" | "original_receipt_mismatch" | "outcome_indeterminate")[];
+                                /** @constant */
+                                receipt_version: 2;
+                                max_clock_skew_ms: number;
                             };
                         } | null;
                         status: string;
@@ -5694,8 +5730,6 @@ export interface operations {
                             body: {
                                 /** @constant */
                                 receipt_kind: "reconciliation";
-                                /** @constant */
-                                receipt_version: 1;
                                 tenant_id: string;
                                 operation_id: string;
                                 tool_contract_sha256: string;
@@ -5708,6 +5742,26 @@ export interface operations {
                                 reconciled_by: string;
                                 reconciled_at_unix_ms: number;
                                 violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing" | "effect_id_mismatch" | "observed_after_reconciliation" | "original_receipt_mismatch" | "outcome_indeterminate")[];
+                                /** @constant */
+                                receipt_version: 1;
+                            } | {
+                                /** @constant */
+                                receipt_kind: "reconciliation";
+                                tenant_id: string;
+                                operation_id: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                original_execution_receipt_sha256: string | null;
+                                target_observation_sha256: string;
+                                /** @enum {string} */
+                                resolution: "verified_succeeded" | "verified_failed_no_effect";
+                                effect_id: string | null;
+                                reconciled_by: string;
+                                reconciled_at_unix_ms: number;
+                                violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing" | "effect_id_mismatch" | "observed_after_reconciliation" | "original_receipt_mismatch" | "outcome_indeterminate")[];
+                                /** @constant */
+                                receipt_version: 2;
+                                max_clock_skew_ms: number;
                             };
                         } | null;
                         status: string;
@@ -5841,8 +5895,6 @@ export interface operations {
                             body: {
                                 /** @constant */
                                 receipt_kind: "reconciliation";
-                                /** @constant */
-                                receipt_version: 1;
                                 tenant_id: string;
                                 operation_id: string;
                                 tool_contract_sha256: string;
@@ -5855,6 +5907,26 @@ export interface operations {
                                 reconciled_by: string;
                                 reconciled_at_unix_ms: number;
                                 violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing" | "effect_id_mismatch" | "observed_after_reconciliation" | "original_receipt_mismatch" | "outcome_indeterminate")[];
+                                /** @constant */
+                                receipt_version: 1;
+                            } | {
+                                /** @constant */
+                                receipt_kind: "reconciliation";
+                                tenant_id: string;
+                                operation_id: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                original_execution_receipt_sha256: string | null;
+                                target_observation_sha256: string;
+                                /** @enum {string} */
+                                resolution: "verified_succeeded" | "verified_failed_no_effect";
+                                effect_id: string | null;
+                                reconciled_by: string;
+                                reconciled_at_unix_ms: number;
+                                violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing" | "effect_id_mismatch" | "observed_after_reconciliation" | "original_receipt_mismatch" | "outcome_indeterminate")[];
+                                /** @constant */
+                                receipt_version: 2;
+                                max_clock_skew_ms: number;
                             };
                         } | null;
                         status: string;
@@ -5900,8 +5972,6 @@ export interface operations {
                             body: {
                                 /** @constant */
                                 receipt_kind: "reconciliation";
-                                /** @constant */
-                                receipt_version: 1;
                                 tenant_id: string;
                                 operation_id: string;
                                 tool_contract_sha256: string;
@@ -5914,6 +5984,26 @@ export interface operations {
                                 reconciled_by: string;
                                 reconciled_at_unix_ms: number;
                                 violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing" | "effect_id_mismatch" | "observed_after_reconciliation" | "original_receipt_mismatch" | "outcome_indeterminate")[];
+                                /** @constant */
+                                receipt_version: 1;
+                            } | {
+                                /** @constant */
+                                receipt_kind: "reconciliation";
+                                tenant_id: string;
+                                operation_id: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                original_execution_receipt_sha256: string | null;
+                                target_observation_sha256: string;
+                                /** @enum {string} */
+                                resolution: "verified_succeeded" | "verified_failed_no_effect";
+                                effect_id: string | null;
+                                reconciled_by: string;
+                                reconciled_at_unix_ms: number;
+                                violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing" | "effect_id_mismatch" | "observed_after_reconciliation" | "original_receipt_mismatch" | "outcome_indeterminate")[];
+                                /** @constant */
+                                receipt_version: 2;
+                                max_clock_skew_ms: number;
                             };
                         } | null;
                         status: string;
@@ -6137,8 +6227,6 @@ export interface operations {
                             body: {
                                 /** @constant */
                                 receipt_kind: "reconciliation";
-                                /** @constant */
-                                receipt_version: 1;
                                 tenant_id: string;
                                 operation_id: string;
                                 tool_contract_sha256: string;
@@ -6151,6 +6239,26 @@ export interface operations {
                                 reconciled_by: string;
                                 reconciled_at_unix_ms: number;
                                 violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing" | "effect_id_mismatch" | "observed_after_reconciliation" | "original_receipt_mismatch" | "outcome_indeterminate")[];
+                                /** @constant */
+                                receipt_version: 1;
+                            } | {
+                                /** @constant */
+                                receipt_kind: "reconciliation";
+                                tenant_id: string;
+                                operation_id: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                original_execution_receipt_sha256: string | null;
+                                target_observation_sha256: string;
+                                /** @enum {string} */
+                                resolution: "verified_succeeded" | "verified_failed_no_effect";
+                                effect_id: string | null;
+                                reconciled_by: string;
+                                reconciled_at_unix_ms: number;
+                                violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing" | "effect_id_mismatch" | "observed_after_reconciliation" | "original_receipt_mismatch" | "outcome_indeterminate")[];
+                                /** @constant */
+                                receipt_version: 2;
+                                max_clock_skew_ms: number;
                             };
                         } | null;
                     };
@@ -6416,6 +6524,49 @@ export interface operations {
                                 receipt_version: 2;
                                 /** @constant */
                                 signals_release: "writ-signals/2";
+                            } | {
+                                /** @constant */
+                                receipt_kind: "observation";
+                                observation_id: string;
+                                tenant_id: string;
+                                policy_sha256: string;
+                                observation_policy_sha256: string;
+                                trusted_context_sha256: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                execution_receipt_sha256: string;
+                                invocation_sha256: string;
+                                raw_observation_sha256: string;
+                                source_release: string;
+                                source_generation: number | null;
+                                source_as_of_unix_ms: number;
+                                media_type: string;
+                                /** @enum {string} */
+                                content_kind: "inline" | "artifact";
+                                payload_sha256: string;
+                                payload_bytes: number;
+                                locators_sha256: string;
+                                locator_count: number;
+                                observed_at_unix_ms: number;
+                                evaluated_at_unix_ms: number;
+                                /** @enum {string} */
+                                decision: "accepted_untrusted_evidence" | "rejected";
+                                authority: "untrusted_evidence_only" | null;
+                                signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                                signal_hits: {
+                                    /** @enum {string} */
+                                    signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                    rule: string;
+                                    /** @enum {string} */
+                                    encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                                }[];
+                                violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
+                                actual_sha256: string | null;
+                                actual_bytes: number | null;
+                                /** @constant */
+                                receipt_version: 3;
+                                /** @constant */
+                                signals_release: "writ-signals/2";
                             };
                         };
                         candidate?: {
@@ -6636,6 +6787,49 @@ export interface operations {
                                 violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
                                 /** @constant */
                                 receipt_version: 2;
+                                /** @constant */
+                                signals_release: "writ-signals/2";
+                            } | {
+                                /** @constant */
+                                receipt_kind: "observation";
+                                observation_id: string;
+                                tenant_id: string;
+                                policy_sha256: string;
+                                observation_policy_sha256: string;
+                                trusted_context_sha256: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                execution_receipt_sha256: string;
+                                invocation_sha256: string;
+                                raw_observation_sha256: string;
+                                source_release: string;
+                                source_generation: number | null;
+                                source_as_of_unix_ms: number;
+                                media_type: string;
+                                /** @enum {string} */
+                                content_kind: "inline" | "artifact";
+                                payload_sha256: string;
+                                payload_bytes: number;
+                                locators_sha256: string;
+                                locator_count: number;
+                                observed_at_unix_ms: number;
+                                evaluated_at_unix_ms: number;
+                                /** @enum {string} */
+                                decision: "accepted_untrusted_evidence" | "rejected";
+                                authority: "untrusted_evidence_only" | null;
+                                signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                                signal_hits: {
+                                    /** @enum {string} */
+                                    signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                    rule: string;
+                                    /** @enum {string} */
+                                    encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                                }[];
+                                violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
+                                actual_sha256: string | null;
+                                actual_bytes: number | null;
+                                /** @constant */
+                                receipt_version: 3;
                                 /** @constant */
                                 signals_release: "writ-signals/2";
                             };
@@ -6876,6 +7070,49 @@ export interface operations {
                                 violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
                                 /** @constant */
                                 receipt_version: 2;
+                                /** @constant */
+                                signals_release: "writ-signals/2";
+                            } | {
+                                /** @constant */
+                                receipt_kind: "observation";
+                                observation_id: string;
+                                tenant_id: string;
+                                policy_sha256: string;
+                                observation_policy_sha256: string;
+                                trusted_context_sha256: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                execution_receipt_sha256: string;
+                                invocation_sha256: string;
+                                raw_observation_sha256: string;
+                                source_release: string;
+                                source_generation: number | null;
+                                source_as_of_unix_ms: number;
+                                media_type: string;
+                                /** @enum {string} */
+                                content_kind: "inline" | "artifact";
+                                payload_sha256: string;
+                                payload_bytes: number;
+                                locators_sha256: string;
+                                locator_count: number;
+                                observed_at_unix_ms: number;
+                                evaluated_at_unix_ms: number;
+                                /** @enum {string} */
+                                decision: "accepted_untrusted_evidence" | "rejected";
+                                authority: "untrusted_evidence_only" | null;
+                                signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                                signal_hits: {
+                                    /** @enum {string} */
+                                    signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                    rule: string;
+                                    /** @enum {string} */
+                                    encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                                }[];
+                                violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
+                                actual_sha256: string | null;
+                                actual_bytes: number | null;
+                                /** @constant */
+                                receipt_version: 3;
                                 /** @constant */
                                 signals_release: "writ-signals/2";
                             };
@@ -7321,8 +7558,6 @@ export interface operations {
                             body: {
                                 /** @constant */
                                 receipt_kind: "reconciliation";
-                                /** @constant */
-                                receipt_version: 1;
                                 tenant_id: string;
                                 operation_id: string;
                                 tool_contract_sha256: string;
@@ -7335,6 +7570,26 @@ export interface operations {
                                 reconciled_by: string;
                                 reconciled_at_unix_ms: number;
                                 violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing" | "effect_id_mismatch" | "observed_after_reconciliation" | "original_receipt_mismatch" | "outcome_indeterminate")[];
+                                /** @constant */
+                                receipt_version: 1;
+                            } | {
+                                /** @constant */
+                                receipt_kind: "reconciliation";
+                                tenant_id: string;
+                                operation_id: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                original_execution_receipt_sha256: string | null;
+                                target_observation_sha256: string;
+                                /** @enum {string} */
+                                resolution: "verified_succeeded" | "verified_failed_no_effect";
+                                effect_id: string | null;
+                                reconciled_by: string;
+                                reconciled_at_unix_ms: number;
+                                violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing" | "effect_id_mismatch" | "observed_after_reconciliation" | "original_receipt_mismatch" | "outcome_indeterminate")[];
+                                /** @constant */
+                                receipt_version: 2;
+                                max_clock_skew_ms: number;
                             };
                         } | null;
                         status: string;
@@ -7399,8 +7654,6 @@ export interface operations {
                             body: {
                                 /** @constant */
                                 receipt_kind: "reconciliation";
-                                /** @constant */
-                                receipt_version: 1;
                                 tenant_id: string;
                                 operation_id: string;
                                 tool_contract_sha256: string;
@@ -7413,6 +7666,26 @@ export interface operations {
                                 reconciled_by: string;
                                 reconciled_at_unix_ms: number;
                                 violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing" | "effect_id_mismatch" | "observed_after_reconciliation" | "original_receipt_mismatch" | "outcome_indeterminate")[];
+                                /** @constant */
+                                receipt_version: 1;
+                            } | {
+                                /** @constant */
+                                receipt_kind: "reconciliation";
+                                tenant_id: string;
+                                operation_id: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                original_execution_receipt_sha256: string | null;
+                                target_observation_sha256: string;
+                                /** @enum {string} */
+                                resolution: "verified_succeeded" | "verified_failed_no_effect";
+                                effect_id: string | null;
+                                reconciled_by: string;
+                                reconciled_at_unix_ms: number;
+                                violations: ("authorization_altered" | "authorization_contract_mismatch" | "authorization_denied" | "authorization_mismatch" | "completed_after_timeout" | "completed_before_request" | "completed_before_start" | "draft_effect_id_missing" | "effect_claimed_on_no_effect_failure" | "effect_claimed_on_read_only" | "executor_release_mismatch" | "idempotency_key_mismatch" | "invocation_mismatch" | "output_empty" | "output_missing_digest" | "output_too_large" | "started_before_authorization" | "write_after_state_missing" | "write_before_state_missing" | "write_effect_id_missing" | "effect_id_mismatch" | "observed_after_reconciliation" | "original_receipt_mismatch" | "outcome_indeterminate")[];
+                                /** @constant */
+                                receipt_version: 2;
+                                max_clock_skew_ms: number;
                             };
                         } | null;
                         status: string;
@@ -7701,6 +7974,49 @@ export interface operations {
                                 receipt_version: 2;
                                 /** @constant */
                                 signals_release: "writ-signals/2";
+                            } | {
+                                /** @constant */
+                                receipt_kind: "observation";
+                                observation_id: string;
+                                tenant_id: string;
+                                policy_sha256: string;
+                                observation_policy_sha256: string;
+                                trusted_context_sha256: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                execution_receipt_sha256: string;
+                                invocation_sha256: string;
+                                raw_observation_sha256: string;
+                                source_release: string;
+                                source_generation: number | null;
+                                source_as_of_unix_ms: number;
+                                media_type: string;
+                                /** @enum {string} */
+                                content_kind: "inline" | "artifact";
+                                payload_sha256: string;
+                                payload_bytes: number;
+                                locators_sha256: string;
+                                locator_count: number;
+                                observed_at_unix_ms: number;
+                                evaluated_at_unix_ms: number;
+                                /** @enum {string} */
+                                decision: "accepted_untrusted_evidence" | "rejected";
+                                authority: "untrusted_evidence_only" | null;
+                                signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                                signal_hits: {
+                                    /** @enum {string} */
+                                    signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                    rule: string;
+                                    /** @enum {string} */
+                                    encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                                }[];
+                                violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
+                                actual_sha256: string | null;
+                                actual_bytes: number | null;
+                                /** @constant */
+                                receipt_version: 3;
+                                /** @constant */
+                                signals_release: "writ-signals/2";
                             };
                         };
                         candidate?: {
@@ -7921,6 +8237,49 @@ export interface operations {
                                 violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
                                 /** @constant */
                                 receipt_version: 2;
+                                /** @constant */
+                                signals_release: "writ-signals/2";
+                            } | {
+                                /** @constant */
+                                receipt_kind: "observation";
+                                observation_id: string;
+                                tenant_id: string;
+                                policy_sha256: string;
+                                observation_policy_sha256: string;
+                                trusted_context_sha256: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                execution_receipt_sha256: string;
+                                invocation_sha256: string;
+                                raw_observation_sha256: string;
+                                source_release: string;
+                                source_generation: number | null;
+                                source_as_of_unix_ms: number;
+                                media_type: string;
+                                /** @enum {string} */
+                                content_kind: "inline" | "artifact";
+                                payload_sha256: string;
+                                payload_bytes: number;
+                                locators_sha256: string;
+                                locator_count: number;
+                                observed_at_unix_ms: number;
+                                evaluated_at_unix_ms: number;
+                                /** @enum {string} */
+                                decision: "accepted_untrusted_evidence" | "rejected";
+                                authority: "untrusted_evidence_only" | null;
+                                signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                                signal_hits: {
+                                    /** @enum {string} */
+                                    signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                    rule: string;
+                                    /** @enum {string} */
+                                    encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                                }[];
+                                violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
+                                actual_sha256: string | null;
+                                actual_bytes: number | null;
+                                /** @constant */
+                                receipt_version: 3;
                                 /** @constant */
                                 signals_release: "writ-signals/2";
                             };
@@ -8161,6 +8520,49 @@ export interface operations {
                                 violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
                                 /** @constant */
                                 receipt_version: 2;
+                                /** @constant */
+                                signals_release: "writ-signals/2";
+                            } | {
+                                /** @constant */
+                                receipt_kind: "observation";
+                                observation_id: string;
+                                tenant_id: string;
+                                policy_sha256: string;
+                                observation_policy_sha256: string;
+                                trusted_context_sha256: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                execution_receipt_sha256: string;
+                                invocation_sha256: string;
+                                raw_observation_sha256: string;
+                                source_release: string;
+                                source_generation: number | null;
+                                source_as_of_unix_ms: number;
+                                media_type: string;
+                                /** @enum {string} */
+                                content_kind: "inline" | "artifact";
+                                payload_sha256: string;
+                                payload_bytes: number;
+                                locators_sha256: string;
+                                locator_count: number;
+                                observed_at_unix_ms: number;
+                                evaluated_at_unix_ms: number;
+                                /** @enum {string} */
+                                decision: "accepted_untrusted_evidence" | "rejected";
+                                authority: "untrusted_evidence_only" | null;
+                                signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                                signal_hits: {
+                                    /** @enum {string} */
+                                    signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                    rule: string;
+                                    /** @enum {string} */
+                                    encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                                }[];
+                                violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
+                                actual_sha256: string | null;
+                                actual_bytes: number | null;
+                                /** @constant */
+                                receipt_version: 3;
                                 /** @constant */
                                 signals_release: "writ-signals/2";
                             };

@@ -16,7 +16,7 @@
 import { z } from 'zod';
 import { canonicalize } from '../core/canonical/canonical.js';
 import { decodeJsonBytes, type JsonValue, utf8Encode } from '../core/canonical/json.js';
-import { reconcileOperation } from '../core/execution/reconciliation.js';
+import { reconcileOperation, storedReconciliationVersion } from '../core/execution/reconciliation.js';
 import {
   AuthorizationReceipt,
   ExecutionReceipt,
@@ -149,6 +149,7 @@ const ReconciliationBundleInputs = strict({
   /**
    * From the policy in force at reconciliation (`observation_limits.max_clock_skew_ms`), as the
    * reconciliation's stored evidence keeps it (receipts issued before it was kept have no bundle).
+   * A version 2 receipt binds it exactly; version 1 only from below (docs/receipts.md).
    */
   max_clock_skew_ms: Count,
   /** Stated by the receipt itself: the operation, who reconciled, when. */
@@ -444,16 +445,20 @@ function recompute(
         observation: i.observation,
       });
     case 'reconciliation': {
-      const r = reconcileOperation({
-        contract: i.contract,
-        authorization: i.authorization,
-        operation_id: i.operation_id,
-        original: i.original,
-        observation: i.observation,
-        reconciled_by: i.reconciled_by,
-        now: i.reconciled_at_unix_ms,
-        max_clock_skew_ms: i.max_clock_skew_ms,
-      });
+      // Under the version the receipt names: version 2 binds the skew, version 1 checks it from below.
+      const r = reconcileOperation(
+        {
+          contract: i.contract,
+          authorization: i.authorization,
+          operation_id: i.operation_id,
+          original: i.original,
+          observation: i.observation,
+          reconciled_by: i.reconciled_by,
+          now: i.reconciled_at_unix_ms,
+          max_clock_skew_ms: i.max_clock_skew_ms,
+        },
+        { receiptVersion: storedReconciliationVersion(stored) },
+      );
       if (!r.ok) return compare(stored, r);
       if (!r.value.ok) return { ok: false, differences: ['recompute_failed: reconciliation_refused'] };
       return compare(stored, { ok: true, value: r.value.receipt });

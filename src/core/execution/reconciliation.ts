@@ -7,12 +7,14 @@
  * `failed_no_effect`; a still-indeterminate or rejected observation is refused with every
  * violation, sorted and unique. The receipt links the original execution receipt (or `null` when
  * the owner never reported) and the authorization receipt by digest; it never changes either.
+ * Version 2 receipts (the default) also bind the clock skew the check allowed; version 1 is
+ * computed only when replay asks for it.
  * Never: reads a clock (`now` is an argument), does I/O, or decides who may reconcile (the
  * adapter checks the reconciliation owner).
  */
 import { z } from 'zod';
 import { digestOf } from '../canonical/canonical.js';
-import type { CoreError } from '../errors.js';
+import { type CoreError, fromZodError } from '../errors.js';
 import { verifyExecution } from './execution.js';
 import { ReconciliationResolution } from './idempotency.js';
 import {
@@ -24,7 +26,7 @@ import {
   type ToolExecutionObservation,
 } from '../model.js';
 import { err, ok, type Result } from '../result.js';
-import { Identifier, Sha256, UnixMs, strict } from '../schema.js';
+import { Count, Identifier, Sha256, UnixMs, strict } from '../schema.js';
 
 /** Violations of the execution check, plus what only a reconciliation can get wrong. */
 export const RECONCILIATION_VIOLATIONS = [
@@ -37,9 +39,21 @@ export const RECONCILIATION_VIOLATIONS = [
 export const ReconciliationViolation = z.enum(RECONCILIATION_VIOLATIONS);
 export type ReconciliationViolation = z.infer<typeof ReconciliationViolation>;
 
-export const ReconciliationReceiptBody = strict({
+/**
+ * Reconciliation receipt versions. Version 1 did not bind the clock skew its check allowed: the
+ * skew is the tenant policy's at reconciliation, so a verifier given it out of band could check
+ * it only from below (a larger skew recomputes the same receipt). Version 2 binds
+ * `max_clock_skew_ms` in the body, so exactly one value replays. A receipt is recomputed under the
+ * version written in its own body (`storedReconciliationVersion`).
+ */
+export const RECONCILIATION_RECEIPT_VERSIONS = [1, 2] as const;
+export const ReconciliationReceiptVersion = z.union([z.literal(1), z.literal(2)]);
+export type ReconciliationReceiptVersion = z.infer<typeof ReconciliationReceiptVersion>;
+/** The version new reconciliation receipts are issued under. */
+export const RECONCILIATION_RECEIPT_VERSION = 2 satisfies ReconciliationReceiptVersion;
+
+const RECONCILIATION_BODY_FIELDS = {
   receipt_kind: z.literal('reconciliation'),
-  receipt_version: z.literal(RECEIPT_VERSION),
   tenant_id: Identifier,
   operation_id: Sha256,
   tool_contract_sha256: Sha256,
@@ -53,7 +67,17 @@ export const ReconciliationReceiptBody = strict({
   reconciled_at_unix_ms: UnixMs,
   /** Always empty on a published receipt: a violating observation is refused, not receipted. */
   violations: z.array(ReconciliationViolation),
-});
+} as const;
+
+export const ReconciliationReceiptBody = z.discriminatedUnion('receipt_version', [
+  strict({ ...RECONCILIATION_BODY_FIELDS, receipt_version: z.literal(RECEIPT_VERSION) }),
+  strict({
+    ...RECONCILIATION_BODY_FIELDS,
+    receipt_version: z.literal(2),
+    /** The tenant policy's allowed observer clock skew at reconciliation, as the check used it. */
+    max_clock_skew_ms: Count,
+  }),
+]);
 export type ReconciliationReceiptBody = z.infer<typeof ReconciliationReceiptBody>;
 
 export const ReconciliationReceipt = strict({ sha256: Sha256, body: ReconciliationReceiptBody });
@@ -77,6 +101,14 @@ export interface ReconciliationRefusal {
   readonly violations: readonly ReconciliationViolation[];
 }
 
+/**
+ * Which version to compute: new receipts are the current version (the default); version 1 is for
+ * replaying a receipt issued under it.
+ */
+export interface ReconciliationVersionOption {
+  readonly receiptVersion?: ReconciliationReceiptVersion;
+}
+
 export type ReconciliationOutcome =
   | { readonly ok: true; readonly receipt: ReconciliationReceipt }
   | { readonly ok: false; readonly refusal: ReconciliationRefusal };
@@ -85,7 +117,14 @@ export type ReconciliationOutcome =
  * Verify a target observation and, if it settles the outcome, build the reconciliation receipt.
  * `Err` is "cannot evaluate" (invalid contract); a refusal is a normal value.
  */
-export function reconcileOperation(i: ReconciliationInputs): Result<ReconciliationOutcome, CoreError> {
+export function reconcileOperation(
+  i: ReconciliationInputs,
+  options: ReconciliationVersionOption = {},
+): Result<ReconciliationOutcome, CoreError> {
+  const version = ReconciliationReceiptVersion.safeParse(
+    options.receiptVersion ?? RECONCILIATION_RECEIPT_VERSION,
+  );
+  if (!version.success) return err(fromZodError('invalid_request', 'receiptVersion', version.error));
   const verified = verifyExecution(i.contract, i.authorization, i.observation);
   if (!verified.ok) return err(verified.error);
   const exec = verified.value.body;
@@ -97,6 +136,10 @@ export function reconcileOperation(i: ReconciliationInputs): Result<Reconciliati
   if (i.original !== null && i.original.body.authorization_receipt_sha256 !== i.authorization.sha256) {
     v.add('original_receipt_mismatch');
   }
+  // An original whose body does not hash to the digest it is linked by is not that receipt (an
+  // edited copy would otherwise lend its effect id to the check below).
+  if (i.original !== null && digestOf(i.original.body) !== i.original.sha256)
+    v.add('original_receipt_mismatch');
   // The executor saw one effect; the target reporting another means they are not the same operation.
   if (
     i.original !== null &&
@@ -113,9 +156,8 @@ export function reconcileOperation(i: ReconciliationInputs): Result<Reconciliati
   if (v.size > 0 || exec.status === 'rejected' || exec.status === 'indeterminate') {
     return ok({ ok: false, refusal: { violations: [...v].sort() } });
   }
-  const body: ReconciliationReceiptBody = {
-    receipt_kind: 'reconciliation',
-    receipt_version: RECEIPT_VERSION,
+  const common = {
+    receipt_kind: 'reconciliation' as const,
     tenant_id: i.authorization.body.tenant_id,
     operation_id: i.operation_id,
     tool_contract_sha256: exec.tool_contract_sha256,
@@ -128,5 +170,25 @@ export function reconcileOperation(i: ReconciliationInputs): Result<Reconciliati
     reconciled_at_unix_ms: i.now,
     violations: [],
   };
+  const body: ReconciliationReceiptBody =
+    version.data === 1
+      ? { ...common, receipt_version: RECEIPT_VERSION }
+      : { ...common, receipt_version: 2, max_clock_skew_ms: i.max_clock_skew_ms };
   return ok({ ok: true, receipt: { sha256: digestOf(body), body } });
+}
+
+/**
+ * The reconciliation receipt version a stored receipt (untrusted data) names in its body. Anything
+ * that is not a known version is recomputed as the current version, so it fails with every
+ * differing field named rather than as an unreadable receipt.
+ */
+export function storedReconciliationVersion(stored: unknown): ReconciliationReceiptVersion {
+  const v = ReconciliationReceiptVersion.safeParse(ownField(ownField(stored, 'body'), 'receipt_version'));
+  return v.success ? v.data : RECONCILIATION_RECEIPT_VERSION;
+}
+
+function ownField(o: unknown, k: string): unknown {
+  if (o === null || typeof o !== 'object' || Array.isArray(o)) return undefined;
+  // Own properties only: a `__proto__` key must never read through to a prototype.
+  return Object.prototype.hasOwnProperty.call(o, k) ? (o as Record<string, unknown>)[k] : undefined;
 }

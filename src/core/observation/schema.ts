@@ -393,50 +393,108 @@ export type ObservationViolation = z.infer<typeof ObservationViolation>;
 /**
  * Observation receipt versions. What a receipt binds includes the signals its payload raised, so
  * the signal rule set is part of the format: version 1 bound the signals of release
- * `writ-signals/1` without naming it; version 2 names `writ-signals/2` in the body. A change to the
- * detector's output for any text is a new release and a new receipt version; replay recomputes a
- * stored receipt under the version written in its own body (docs/observations.md).
+ * `writ-signals/1` without naming it; version 2 names `writ-signals/2` in the body. Version 3 (same
+ * signal release) also binds the digest and size of the bytes actually received
+ * (`actual_sha256`, `actual_bytes`) in the output and error-observation bodies: before it, a
+ * refusal whose payload was withheld bound them only as "differs from the declared value", so an
+ * offline bundle could carry another differing value unnoticed. A derived-observation body of
+ * version 3 binds what version 2 did (one version line for every observation kind). A change to
+ * what a receipt binds, or to the detector's output for any text, is a new receipt version; replay
+ * recomputes a stored receipt under the version written in its own body (docs/observations.md).
  */
-export const OBSERVATION_RECEIPT_VERSIONS = [1, 2] as const;
-export const ObservationReceiptVersion = z.union([z.literal(1), z.literal(2)]);
+export const OBSERVATION_RECEIPT_VERSIONS = [1, 2, 3] as const;
+export const ObservationReceiptVersion = z.union([z.literal(1), z.literal(2), z.literal(3)]);
 export type ObservationReceiptVersion = z.infer<typeof ObservationReceiptVersion>;
 
 /** The version new observation, error-observation and derived-observation receipts are issued under. */
-export const OBSERVATION_RECEIPT_VERSION = 2 satisfies ObservationReceiptVersion;
+export const OBSERVATION_RECEIPT_VERSION = 3 satisfies ObservationReceiptVersion;
 
-/** The signal rule-set release each receipt version binds (version 1 implicitly, 2 by name). */
+/** The signal rule-set release each receipt version binds (version 1 implicitly, 2 and 3 by name). */
 export const SIGNALS_RELEASES = {
   1: 'writ-signals/1',
   2: 'writ-signals/2',
+  3: 'writ-signals/2',
 } as const satisfies Readonly<Record<ObservationReceiptVersion, string>>;
 
 /** The release of `signals.ts`, the detector new receipts are issued with. */
 export const SIGNALS_RELEASE = SIGNALS_RELEASES[OBSERVATION_RECEIPT_VERSION];
 
 /**
- * The version-specific head of every observation receipt body: version 1 as it was issued, version
- * 2 with the signal release named, so a reader (and a digest) sees which rule set spoke.
+ * The version-specific head of every observation receipt body: version 1 as it was issued, versions
+ * 2 and 3 with the signal release named, so a reader (and a digest) sees which rule set spoke.
  */
 const RECEIPT_V1_FIELDS = { receipt_version: z.literal(1) } as const;
 const RECEIPT_V2_FIELDS = {
   receipt_version: z.literal(2),
   signals_release: z.literal(SIGNALS_RELEASES[2]),
 } as const;
+const RECEIPT_V3_FIELDS = {
+  receipt_version: z.literal(3),
+  signals_release: z.literal(SIGNALS_RELEASES[3]),
+} as const;
 
-/** Build a discriminated union of one body per receipt version, each strict. */
-export function versionedReceiptBody<const F extends z.ZodRawShape>(fields: F) {
+/**
+ * Build a discriminated union of one body per receipt version, each strict; `v3` holds the fields
+ * only version 3 binds (none for a derived observation).
+ */
+export function versionedReceiptBody<
+  const F extends z.ZodRawShape,
+  const G extends z.ZodRawShape = Record<never, never>,
+>(fields: F, v3?: G) {
   return z.discriminatedUnion('receipt_version', [
     strict({ ...fields, ...RECEIPT_V1_FIELDS }),
     strict({ ...fields, ...RECEIPT_V2_FIELDS }),
+    strict({ ...fields, ...((v3 ?? {}) as G), ...RECEIPT_V3_FIELDS }),
   ]);
 }
 
 /** The version fields of a body issued under `version` (spread into every body the core builds). */
 export function receiptVersionFields(version: ObservationReceiptVersion) {
-  return version === 1
-    ? { receipt_version: 1 as const }
-    : { receipt_version: 2 as const, signals_release: SIGNALS_RELEASES[2] };
+  switch (version) {
+    case 1:
+      return { receipt_version: 1 as const };
+    case 2:
+      return { receipt_version: 2 as const, signals_release: SIGNALS_RELEASES[2] };
+    case 3:
+      return { receipt_version: 3 as const, signals_release: SIGNALS_RELEASES[3] };
+  }
 }
+
+/** What every version of a receipt body binds (version 1's body less its version). */
+export type VersionlessBody<B extends { receipt_version: number }> = Omit<
+  Extract<B, { receipt_version: 1 }>,
+  'receipt_version'
+>;
+
+/**
+ * A body under `version`: the fields every version binds, plus `v3` (what only version 3 binds)
+ * when it is version 3. Never lets an older version carry a newer field: its digest would change.
+ */
+export function versionedBody<const B extends object, const E extends object>(
+  version: ObservationReceiptVersion,
+  common: B,
+  v3: E,
+) {
+  switch (version) {
+    case 1:
+      return { ...common, receipt_version: 1 as const };
+    case 2:
+      return { ...common, receipt_version: 2 as const, signals_release: SIGNALS_RELEASES[2] };
+    case 3:
+      return { ...common, ...v3, receipt_version: 3 as const, signals_release: SIGNALS_RELEASES[3] };
+  }
+}
+
+/**
+ * What version 3 binds of the content itself: the SHA-256 and UTF-8 length of the inline bytes
+ * received (the findings a refusal keeps instead of the bytes). `actual_sha256` is null when the
+ * bytes were over the bound and never hashed; both are null for an artifact (its digest and size
+ * are the declared ones, already bound).
+ */
+const CONTENT_V3_FIELDS = {
+  actual_sha256: Sha256.nullable(),
+  actual_bytes: Count.nullable(),
+} as const;
 
 export const ObservationDecision = z.enum(['accepted_untrusted_evidence', 'rejected']);
 export type ObservationDecision = z.infer<typeof ObservationDecision>;
@@ -462,26 +520,29 @@ const RECEIPT_JOIN_FIELDS = {
 } as const;
 
 /** What is hashed. Any envelope (issuer, signature, log position) wraps it, never joins it. */
-export const ObservationReceiptBody = versionedReceiptBody({
-  receipt_kind: z.literal('observation'),
-  ...RECEIPT_JOIN_FIELDS,
-  source_generation: Count.nullable(),
-  source_as_of_unix_ms: UnixMs,
-  media_type: MediaType,
-  content_kind: z.enum(['inline', 'artifact']),
-  payload_sha256: Sha256,
-  payload_bytes: Count,
-  locators_sha256: Sha256,
-  locator_count: Count,
-  observed_at_unix_ms: UnixMs,
-  evaluated_at_unix_ms: UnixMs,
-  decision: ObservationDecision,
-  /** `untrusted_evidence_only` when accepted; `null` when rejected (a rejection admits nothing). */
-  authority: ObservationAuthority.nullable(),
-  signals: z.array(ObservationSignal),
-  signal_hits: z.array(SignalHit),
-  violations: z.array(ObservationViolation),
-});
+export const ObservationReceiptBody = versionedReceiptBody(
+  {
+    receipt_kind: z.literal('observation'),
+    ...RECEIPT_JOIN_FIELDS,
+    source_generation: Count.nullable(),
+    source_as_of_unix_ms: UnixMs,
+    media_type: MediaType,
+    content_kind: z.enum(['inline', 'artifact']),
+    payload_sha256: Sha256,
+    payload_bytes: Count,
+    locators_sha256: Sha256,
+    locator_count: Count,
+    observed_at_unix_ms: UnixMs,
+    evaluated_at_unix_ms: UnixMs,
+    decision: ObservationDecision,
+    /** `untrusted_evidence_only` when accepted; `null` when rejected (a rejection admits nothing). */
+    authority: ObservationAuthority.nullable(),
+    signals: z.array(ObservationSignal),
+    signal_hits: z.array(SignalHit),
+    violations: z.array(ObservationViolation),
+  },
+  CONTENT_V3_FIELDS,
+);
 export type ObservationReceiptBody = z.infer<typeof ObservationReceiptBody>;
 
 export const ObservationReceipt = strict({ sha256: Sha256, body: ObservationReceiptBody });
@@ -546,21 +607,24 @@ export const RawToolErrorObservation = strict({
 });
 export type RawToolErrorObservation = z.infer<typeof RawToolErrorObservation>;
 
-export const ErrorObservationReceiptBody = versionedReceiptBody({
-  receipt_kind: z.literal('error_observation'),
-  ...RECEIPT_JOIN_FIELDS,
-  error_code: Identifier,
-  media_type: MediaType,
-  detail_sha256: Sha256,
-  detail_bytes: Count,
-  observed_at_unix_ms: UnixMs,
-  evaluated_at_unix_ms: UnixMs,
-  decision: z.enum(['accepted_error_diagnostic', 'rejected']),
-  authority: ObservationAuthority.nullable(),
-  signals: z.array(ObservationSignal),
-  signal_hits: z.array(SignalHit),
-  violations: z.array(ObservationViolation),
-});
+export const ErrorObservationReceiptBody = versionedReceiptBody(
+  {
+    receipt_kind: z.literal('error_observation'),
+    ...RECEIPT_JOIN_FIELDS,
+    error_code: Identifier,
+    media_type: MediaType,
+    detail_sha256: Sha256,
+    detail_bytes: Count,
+    observed_at_unix_ms: UnixMs,
+    evaluated_at_unix_ms: UnixMs,
+    decision: z.enum(['accepted_error_diagnostic', 'rejected']),
+    authority: ObservationAuthority.nullable(),
+    signals: z.array(ObservationSignal),
+    signal_hits: z.array(SignalHit),
+    violations: z.array(ObservationViolation),
+  },
+  CONTENT_V3_FIELDS,
+);
 export type ErrorObservationReceiptBody = z.infer<typeof ErrorObservationReceiptBody>;
 
 export const ErrorObservationReceipt = strict({ sha256: Sha256, body: ErrorObservationReceiptBody });

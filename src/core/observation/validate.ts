@@ -53,7 +53,8 @@ import {
   SignalHit,
   canonicalizable,
   ObservationSignal,
-  receiptVersionFields,
+  type VersionlessBody,
+  versionedBody,
   type ToolErrorEvidence,
   type ToolEvidenceCandidate,
   isJsonMediaType,
@@ -275,9 +276,8 @@ function decideObservation(
 
   const violations = [...v].sort();
   const accepted = violations.length === 0;
-  const body: ObservationReceiptBody = {
+  const common: VersionlessBody<ObservationReceiptBody> = {
     receipt_kind: 'observation',
-    ...receiptVersionFields(version),
     ...receiptJoins(i, o, contractSha, findings?.raw_observation_sha256 ?? digestOf(o)),
     source_generation: o.source_generation,
     source_as_of_unix_ms: o.source_as_of_unix_ms,
@@ -295,6 +295,12 @@ function decideObservation(
     signal_hits: signals.hits,
     violations,
   };
+  // Version 3 binds the received bytes' digest and size themselves, not only whether they differ
+  // from the declared ones: a withheld refusal's findings then have exactly one value that replays.
+  const body: ObservationReceiptBody = versionedBody(version, common, {
+    actual_sha256: findings?.actual_sha256 ?? null,
+    actual_bytes: findings?.actual_bytes ?? null,
+  });
   const receipt: ObservationReceipt = { sha256: digestOf(body), body };
   // Withheld content is only ever a refusal's: without the bytes there is nothing to admit.
   if (!accepted || (content !== null && 'withheld' in content)) return { receipt, candidate: null };
@@ -423,9 +429,8 @@ function decideErrorObservation(
 
   const violations = [...v].sort();
   const accepted = violations.length === 0;
-  const body: ErrorObservationReceiptBody = {
+  const common: VersionlessBody<ErrorObservationReceiptBody> = {
     receipt_kind: 'error_observation',
-    ...receiptVersionFields(version),
     ...receiptJoins(i, o, contractSha, findings.raw_observation_sha256),
     error_code: o.error_code,
     media_type: o.media_type,
@@ -439,6 +444,11 @@ function decideErrorObservation(
     signal_hits: signals.hits,
     violations,
   };
+  // As for output observations: version 3 binds the received detail's digest and size exactly.
+  const body: ErrorObservationReceiptBody = versionedBody(version, common, {
+    actual_sha256: findings.actual_sha256,
+    actual_bytes: findings.actual_bytes,
+  });
   const receipt: ErrorObservationReceipt = { sha256: digestOf(body), body };
   // Withheld content is only ever a refusal's: without the bytes there is nothing to admit.
   if (!accepted || !('text' in content)) return { receipt, evidence: null };

@@ -94,6 +94,6 @@ describe('retry of an observation recorded under receipt version 1', () => {
     // A new observation is still issued under the current version.
     const fresh = await postObservation(s, rawOutput(s, e));
     expect(fresh.status).toBe(201);
-    expect(fresh.body.receipt.body.receipt_version).toBe(2);
+    expect(fresh.body.receipt.body.receipt_version).toBe(3);
   });
 });

@@ -11,9 +11,9 @@ const PINNED = {
   policy_sha256: '528633eee64774c23dd4aeaf65bfcbc16216349888d9eb6c2b6c00964016286b',
   observation_policy_sha256: '42c1319ecaa0decb981fc58b715aa4723c74e0373f2efdcba94b8648ab06da5f',
   execution_receipt_sha256: '288e3084ec6fb8ce58c420eb6c219482a15c1d9e26603c8af02fd4d6dc961f07',
-  observation_receipt_sha256: '7a7684fc0c1277ec46d69062b61b5866eeefb84c6aa7bd3cd8e320f739b62214',
+  observation_receipt_sha256: 'b340bd0bf2710c645c9817810a117063fb406de70290c315927ae37c438a4213',
   report_bytes: 5288,
-  report_sha256: '1a1be5456a374223f3c5674b31291d3a14dca98e90e7dd784f311fea1eef588d',
+  report_sha256: 'a05503fc6aafb9d076ac9458e77d2c049237b2255ddcb2d0def7f04ffaa8be63',
 } as const;
 
 describe('observation lab', () => {

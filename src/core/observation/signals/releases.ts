@@ -1,6 +1,6 @@
 /**
  * The signal detector of each observation receipt version: version 1 receipts were issued with
- * release `writ-signals/1` (the frozen `legacy-v1.ts`), version 2 with `writ-signals/2` (the
+ * release `writ-signals/1` (the frozen `legacy-v1.ts`), versions 2 and 3 with `writ-signals/2` (the
  * current `../signals.ts`).
  *
  * Guarantees: a receipt is only ever recomputed with the detector of the version written in it, so
@@ -22,6 +22,8 @@ export interface SignalScan {
 const DETECTORS: Readonly<Record<ObservationReceiptVersion, (text: string) => SignalScan>> = {
   1: detectSignalsV1,
   2: detectSignals,
+  // Version 3 changed what a receipt binds of the content, not the signal rules.
+  3: detectSignals,
 };
 
 /** Scan `text` with the rule set that receipts of `version` bind. */

@@ -669,6 +669,8 @@ describe('dispatchRefusal', () => {
 });
 
 describe('reconcileOperation', () => {
+  /** An edited body under its own digest: a consistent forgery, caught only by what it says. */
+  const rehashed = <B extends object>(body: B) => ({ sha256: digestOf(body), body });
   const later = (o: ToolExecutionObservation, dt: number): ToolExecutionObservation => ({
     ...o,
     observation_id: `${o.observation_id}-reconciled`,
@@ -703,7 +705,7 @@ describe('reconcileOperation', () => {
     const { receipt } = r.value;
     expect(receipt.body).toEqual({
       receipt_kind: 'reconciliation',
-      receipt_version: 1,
+      receipt_version: 2,
       tenant_id: i.authorization.body.tenant_id,
       operation_id: h('0'),
       tool_contract_sha256: i.authorization.body.tool_contract_sha256,
@@ -715,9 +717,42 @@ describe('reconcileOperation', () => {
       reconciled_by: 'executor-1',
       reconciled_at_unix_ms: i.now,
       violations: [],
+      max_clock_skew_ms: 5_000,
     });
     expect(receipt.sha256).toBe(digestOf(receipt.body));
     expect(ReconciliationReceipt.parse(receipt)).toEqual(receipt);
+  });
+
+  it('computes version 1 (no skew bound) only when asked, and refuses an unknown version', () => {
+    const i = inputs('succeeded');
+    const v1 = reconcileOperation(i, { receiptVersion: 1 });
+    const v2 = reconcileOperation(i);
+    if (!v1.ok || !v1.value.ok || !v2.ok || !v2.value.ok) throw new Error('expected receipts');
+    const {
+      max_clock_skew_ms: _skew,
+      receipt_version: _v,
+      ...rest
+    } = v2.value.receipt.body as Record<string, unknown>;
+    expect(v1.value.receipt.body).toEqual({ ...rest, receipt_version: 1 });
+    expect(ReconciliationReceipt.parse(v1.value.receipt)).toEqual(v1.value.receipt);
+    // Version 2 binds the skew: another skew that also passes the check is another receipt.
+    const wider = reconcileOperation({ ...i, max_clock_skew_ms: 6_000 });
+    expect(wider.ok && wider.value.ok && wider.value.receipt.sha256).not.toBe(v2.value.receipt.sha256);
+    // Version 1 does not: the loose binding version 2 exists to close.
+    const widerV1 = reconcileOperation({ ...i, max_clock_skew_ms: 6_000 }, { receiptVersion: 1 });
+    expect(widerV1.ok && widerV1.value.ok && widerV1.value.receipt.sha256).toBe(v1.value.receipt.sha256);
+    // A version 1 body carrying the skew, or a version 2 body without it, is refused by the schema.
+    expect(
+      ReconciliationReceipt.safeParse({
+        ...v1.value.receipt,
+        body: { ...v1.value.receipt.body, max_clock_skew_ms: 5_000 },
+      }).success,
+    ).toBe(false);
+    expect(
+      ReconciliationReceipt.safeParse({ ...v2.value.receipt, body: { ...rest, receipt_version: 2 } }).success,
+    ).toBe(false);
+    const unknown = reconcileOperation(i, { receiptVersion: 3 as never });
+    expect(!unknown.ok && unknown.error.reason).toBe('invalid_request');
   });
 
   it('resolves to no effect, and without an original when the owner never reported', () => {
@@ -748,14 +783,19 @@ describe('reconcileOperation', () => {
     ],
     [
       'another effect than the original saw',
-      (i) => ({ ...i, original: { ...i.original, body: { ...i.original.body, effect_id: 'rollout-0001' } } }),
+      (i) => ({ ...i, original: rehashed({ ...i.original.body, effect_id: 'rollout-0001' }) }),
       ['effect_id_mismatch'],
+    ],
+    [
+      'an original whose body does not hash to its digest',
+      (i) => ({ ...i, original: { ...i.original, body: { ...i.original.body, effect_id: 'rollout-0001' } } }),
+      ['effect_id_mismatch', 'original_receipt_mismatch'],
     ],
     [
       'an original of another authorization',
       (i) => ({
         ...i,
-        original: { ...i.original, body: { ...i.original.body, authorization_receipt_sha256: h('e') } },
+        original: rehashed({ ...i.original.body, authorization_receipt_sha256: h('e') }),
       }),
       ['original_receipt_mismatch'],
     ],

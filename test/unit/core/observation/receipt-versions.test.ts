@@ -1,6 +1,7 @@
 // Observation receipt versions: version 1 receipts (signals of `writ-signals/1`, the frozen
-// legacy detector) still replay after the detector rewrite; new receipts are version 2 and name
-// `writ-signals/2`; a receipt replays only under the version written in it, so an edited version
+// legacy detector) still replay after the detector rewrite; version 2 names `writ-signals/2`; new
+// receipts are version 3, which also binds the received bytes' digest and size (`actual_sha256`,
+// `actual_bytes`); a receipt replays only under the version written in it, so an edited version
 // fails. The version 1 receipts in `legacy-v1-receipts.json` were issued by Writ at commit 033c877
 // (before the rewrite) with their full inputs, as a verifier finds them in storage.
 import { describe, expect, it } from 'vitest';
@@ -112,30 +113,53 @@ describe('version 1 receipts issued before the detector rewrite', () => {
   });
 });
 
-describe('version 2 receipts', () => {
-  it('are what validation issues now: the release named, the current signals bound, replay ok', () => {
+describe('version 2 receipts (writ-signals/2, received bytes bound loosely)', () => {
+  it('name the release, bind the current signals, and replay ok under their own version', () => {
+    const r = validateObservation(OBS_INPUT, { receiptVersion: 2 });
+    if (!r.ok) throw new Error(r.error.message);
+    const v2 = stored(r.value.receipt) as StoredReceipt;
+    expect(v2.body.receipt_version).toBe(2);
+    expect(v2.body.signals_release).toBe('writ-signals/2');
+    expect(v2.body).not.toHaveProperty('actual_sha256');
+    expect(v2.body.signal_hits).toEqual([
+      { signal: 'instruction_like_text', rule: 'instruction.delimiter_forgery', encoding: 'plain' },
+    ]);
+    expect(v2.sha256).not.toBe(legacy('observation').receipt.sha256);
+    expect(verifyObservationReceipt(v2, OBS_INPUT)).toEqual(OK);
+  });
+});
+
+describe('version 3 receipts', () => {
+  it('are what validation issues now: the release named, the received bytes bound, replay ok', () => {
     const now = issueNow();
-    expect(OBSERVATION_RECEIPT_VERSION).toBe(2);
-    expect(now.body.receipt_version).toBe(2);
+    expect(OBSERVATION_RECEIPT_VERSION).toBe(3);
+    expect(now.body.receipt_version).toBe(3);
     expect(now.body.signals_release).toBe(SIGNALS_RELEASE);
     expect(SIGNALS_RELEASE).toBe('writ-signals/2');
+    expect(now.body.actual_sha256).toBe(OBS_INPUT.observation.payload_sha256);
+    expect(now.body.actual_bytes).toBe(OBS_INPUT.observation.payload_bytes);
     expect(now.body.signal_hits).toEqual([
       { signal: 'instruction_like_text', rule: 'instruction.delimiter_forgery', encoding: 'plain' },
     ]);
-    expect(now.sha256).not.toBe(legacy('observation').receipt.sha256);
     expect(verifyObservationReceipt(now, OBS_INPUT)).toEqual(OK);
   });
 
-  it('error-observation and derived receipts are version 2 too, and replay ok', () => {
+  it('error-observation and derived receipts are version 3 too, and replay ok', () => {
     const e = validateErrorObservation(ERR_INPUT);
     if (!e.ok) throw new Error(e.error.message);
-    expect(e.value.receipt.body).toMatchObject({ receipt_version: 2, signals_release: 'writ-signals/2' });
+    expect(e.value.receipt.body).toMatchObject({
+      receipt_version: 3,
+      signals_release: 'writ-signals/2',
+      actual_sha256: ERR_INPUT.observation.detail_sha256,
+      actual_bytes: ERR_INPUT.observation.detail_bytes,
+    });
     expect(e.value.receipt.body.signal_hits.map((h) => h.rule)).toEqual(['instruction.delimiter_forgery']);
     expect(verifyErrorObservationReceipt(stored(e.value.receipt), ERR_INPUT)).toEqual(OK);
 
+    // A derived observation has no received bytes to bind: version 3 binds what version 2 did.
     const d = deriveObservation(DER_INPUT);
     if (!d.ok) throw new Error(d.error.message);
-    expect(d.value.receipt.body).toMatchObject({ receipt_version: 2, signals_release: 'writ-signals/2' });
+    expect(d.value.receipt.body).toMatchObject({ receipt_version: 3, signals_release: 'writ-signals/2' });
     expect(d.value.receipt.body.signal_hits.map((h) => h.rule)).toEqual([
       'instruction.delimiter_forgery',
       'instruction.role_play',
@@ -145,22 +169,28 @@ describe('version 2 receipts', () => {
 });
 
 describe('a receipt replays only under its own version', () => {
-  it('a version 2 receipt relabelled version 1 fails (as is, re-hashed, and with the release dropped)', () => {
+  it('a version 3 receipt relabelled version 1 or 2 fails (as is, re-hashed, and with the release dropped)', () => {
     const now = issueNow();
     const relabelled: Record<string, JsonValue> = { ...now.body, receipt_version: 1 };
     expect(verifyObservationReceipt({ ...now, body: relabelled }, OBS_INPUT).ok).toBe(false);
     expect(verifyObservationReceipt(rehashed(relabelled), OBS_INPUT).differences).toEqual([
+      'body.actual_bytes',
+      'body.actual_sha256',
       'body.signal_hits',
       'body.signals',
       'body.signals_release',
       'sha256',
     ]);
-    const { signals_release: _dropped, ...asV1 } = relabelled;
+    const { signals_release: _dropped, actual_sha256: _s, actual_bytes: _b, ...asV1 } = relabelled;
     expect(verifyObservationReceipt(rehashed(asV1), OBS_INPUT).differences).toEqual([
       'body.signal_hits',
       'body.signals',
       'sha256',
     ]);
+    // Relabelled version 2 (same signal rules): only the content binding differs.
+    expect(
+      verifyObservationReceipt(rehashed({ ...now.body, receipt_version: 2 }), OBS_INPUT).differences,
+    ).toEqual(['body.actual_bytes', 'body.actual_sha256', 'sha256']);
   });
 
   it('a version 1 receipt relabelled version 2 fails', () => {
@@ -178,7 +208,7 @@ describe('a receipt replays only under its own version', () => {
 
   it('an unknown or missing version is recomputed as the current one and fails', () => {
     const now = issueNow();
-    for (const v of [3, 0, '2', null]) {
+    for (const v of [4, 0, '3', null]) {
       const report = verifyObservationReceipt(rehashed({ ...now.body, receipt_version: v }), OBS_INPUT);
       expect(report.differences).toEqual(['body.receipt_version', 'sha256']);
     }
@@ -190,12 +220,12 @@ describe('a receipt replays only under its own version', () => {
   });
 
   it('reads the stored version as untrusted data', () => {
-    expect(storedReceiptVersion(null)).toBe(2);
-    expect(storedReceiptVersion([{ body: { receipt_version: 1 } }])).toBe(2);
-    expect(storedReceiptVersion({ body: [] })).toBe(2);
+    expect(storedReceiptVersion(null)).toBe(3);
+    expect(storedReceiptVersion([{ body: { receipt_version: 1 } }])).toBe(3);
+    expect(storedReceiptVersion({ body: [] })).toBe(3);
     // An inherited version (prototype pollution) is not the receipt's own field.
     const body = Object.create({ receipt_version: 1 }) as object;
-    expect(storedReceiptVersion({ body })).toBe(2);
+    expect(storedReceiptVersion({ body })).toBe(3);
     expect(storedReceiptVersion({ body: { receipt_version: 1 } })).toBe(1);
   });
 });
@@ -209,14 +239,18 @@ describe('the versioned schemas and the version option', () => {
     expect(parse(now.body)).toBe(true);
     // A version 1 body carrying a release, or a version 2 body without one (or naming another).
     expect(parse({ ...old.body, signals_release: 'writ-signals/1' })).toBe(false);
-    const { signals_release: _r, ...v2without } = now.body;
-    expect(parse(v2without)).toBe(false);
+    const { signals_release: _r, ...v3noRelease } = now.body;
+    expect(parse(v3noRelease)).toBe(false);
     expect(parse({ ...now.body, signals_release: 'writ-signals/1' })).toBe(false);
-    expect(parse({ ...now.body, receipt_version: 3 })).toBe(false);
+    expect(parse({ ...now.body, receipt_version: 4 })).toBe(false);
+    // A version 3 body without the received bytes' binding, or a version 2 body carrying it.
+    const { actual_sha256: _s, ...v3without } = now.body;
+    expect(parse(v3without)).toBe(false);
+    expect(parse({ ...now.body, receipt_version: 2 })).toBe(false);
   });
 
   it('an unknown receipt version is a typed error, never a receipt under guessed rules', () => {
-    for (const receiptVersion of [0, 3, '1', null]) {
+    for (const receiptVersion of [0, 4, '1', null]) {
       const options = { receiptVersion } as unknown as { receiptVersion: 1 };
       const o = validateObservation(OBS_INPUT, options);
       expect(o.ok ? 'receipt' : o.error.reason).toBe('invalid_request');
@@ -228,7 +262,7 @@ describe('the versioned schemas and the version option', () => {
   });
 });
 
-describe('every single-field mutation fails replay, for both versions', () => {
+describe('every single-field mutation fails replay, for old and current versions', () => {
   /** Every path to a leaf (or an empty container) of a JSON value. */
   function leaves(v: JsonValue, path: (string | number)[] = []): (string | number)[][] {
     if (v !== null && typeof v === 'object') {
@@ -251,7 +285,7 @@ describe('every single-field mutation fails replay, for both versions', () => {
 
   const cases: [string, JsonValue, (r: unknown) => { ok: boolean }][] = [
     ['v1 observation', legacy('observation').receipt, (r) => verifyObservationReceipt(r, OBS_INPUT)],
-    ['v2 observation', issueNow(), (r) => verifyObservationReceipt(r, OBS_INPUT)],
+    ['v3 observation', issueNow(), (r) => verifyObservationReceipt(r, OBS_INPUT)],
     [
       'v1 derived',
       legacy('derived_observation').receipt,

@@ -19,6 +19,12 @@ const RECEIPT_V1 = (() => {
   if (!r.ok) throw new Error(r.error.message);
   return r.value.receipt;
 })();
+/** And as version 2 (writ-signals/2, before the received bytes' digest and size were bound). */
+const RECEIPT_V2 = (() => {
+  const r = validateObservation(INPUT, { receiptVersion: 2 });
+  if (!r.ok) throw new Error(r.error.message);
+  return r.value.receipt;
+})();
 
 /** The receipt as a verifier reads it from storage: canonical bytes, strictly decoded. */
 function stored(v: unknown): JsonValue {
@@ -81,7 +87,8 @@ describe('observation receipt replay', () => {
   });
 
   it.each([
-    ['version 2 (current)', RECEIPT],
+    ['version 3 (current)', RECEIPT],
+    ['version 2 (writ-signals/2)', RECEIPT_V2],
     ['version 1 (writ-signals/1)', RECEIPT_V1],
   ])(
     'any single-field mutation of a stored %s receipt fails replay (property)',
@@ -93,7 +100,7 @@ describe('observation receipt replay', () => {
       expect(paths.length).toBeGreaterThan(30);
       // The version fields are what replay dispatches on: always among the mutated paths.
       const versionPaths = paths.filter((p) => p[1] === 'receipt_version' || p[1] === 'signals_release');
-      expect(versionPaths.length).toBe(receipt.body.receipt_version === 2 ? 2 : 1);
+      expect(versionPaths.length).toBe(receipt.body.receipt_version === 1 ? 1 : 2);
       fc.assert(
         fc.property(
           fc.oneof(fc.constantFrom(...paths), fc.constantFrom(...versionPaths)),
