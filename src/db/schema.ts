@@ -330,6 +330,7 @@ export const tenantShards = sqliteTable(
 /**
  * Issue 11 (migrations/0005): each receipt's signature envelope, written in the receipt's own batch;
  * `seq` is the order the tenant's transparency log takes them in (AUTOINCREMENT: never reused).
+ * Its bytes count toward the tenant's `stored_bytes` (migrations/0010 triggers).
  */
 export const receiptSignatures = sqliteTable(
   'receipt_signatures',

@@ -186,9 +186,11 @@ describe("a moved tenant's transparency log", () => {
           .prepare('SELECT coalesce(max(seq), 0) AS m FROM receipt_signatures')
           .first<{ m: number }>()
       )?.m ?? 0;
+    // An execution signature: the quota triggers (migrations/0010) count it, never refuse it, so
+    // the padding row needs no tenant quota row.
     await d1(from)
       .prepare(
-        "INSERT INTO receipt_signatures (seq, tenant_id, receipt_sha256, envelope, created_at_unix_ms) VALUES (?, 'ten-seqpad', ?, '{}', 0)",
+        `INSERT INTO receipt_signatures (seq, tenant_id, receipt_sha256, envelope, created_at_unix_ms) VALUES (?, 'ten-seqpad', ?, '{"receipt_kind":"execution"}', 0)`,
       )
       .bind(Math.max(await top(from), await top(to)) + 1000, crypto.randomUUID())
       .run();
