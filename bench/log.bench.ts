@@ -10,8 +10,15 @@
  *    drained from D1 by the alarm) beside `GET /v1/healthz`; then how long after the last response
  *    the log's checkpoint covers every receipt (the inclusion delay), and the appends per second
  *    the sequencer sustained end to end.
+ * 3. Paired (issue 11, "no added latency beyond noise"): a second `wrangler dev` built with
+ *    `--define WRIT_BENCH_LOG_OFF:true` (no Ed25519 signature, no log kick, so no draining; the
+ *    signature row is still written with an empty signature, src/platform/bindings.ts) beside
+ *    the log-on one, both seeded alike. Concurrent loops send `POST /v1/authorize` to both in
+ *    turn, alternating which goes first, for BENCH_PAIRED_S seconds: p50 / p99 of each, their
+ *    ratio, the median paired difference, and a sign test over the pairs.
  *
- * Environment: BENCH_DURATION_S (default 10, max 60), BENCH_CONNECTIONS (default 8).
+ * Environment: BENCH_DURATION_S (default 10, max 60), BENCH_CONNECTIONS (default 8),
+ * BENCH_PAIRED_S (default 20, max 60), BENCH_PAIRED_LOOPS (default 4).
  * Not part of `npm test`: numbers depend on the machine, and wrangler dev is not production.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -59,6 +66,8 @@ const DURATION_S = Math.min(60, Math.max(1, Number(process.env.BENCH_DURATION_S 
 const CONNECTIONS = Math.min(64, Math.max(1, Number(process.env.BENCH_CONNECTIONS ?? 8)));
 /** Longest wait for the log to cover every receipt after the load stops. */
 const CATCH_UP_LIMIT_MS = 60_000;
+const PAIRED_S = Math.min(60, Math.max(1, Number(process.env.BENCH_PAIRED_S ?? 20)));
+const PAIRED_LOOPS = Math.min(16, Math.max(1, Number(process.env.BENCH_PAIRED_LOOPS ?? 4)));
 
 async function inProcess(): Promise<void> {
   const doc = generateKeyRing(new Uint8Array(32).fill(1), 'writ.bench', 0);
@@ -123,44 +132,73 @@ function freePort(): Promise<number> {
   });
 }
 
+/** A seeded local Worker, ready to authorize: its URL, the agent's headers, one authorize body. */
+interface Target {
+  readonly baseUrl: string;
+  readonly agent: Record<string, string>;
+  readonly body: string;
+  readonly logSize: () => Promise<number>;
+}
+
+async function seeded(baseUrl: string, adminToken: string): Promise<Target> {
+  const policy = {
+    ...DEMO_POLICY,
+    run_budget_limits: { ...DEMO_POLICY.run_budget_limits, max_calls: 100_000 },
+  };
+  const s = await seedDemo({ baseUrl, adminToken, fetch, now: Date.now(), name: 'bench', policy });
+  const agent = { authorization: `Bearer ${s.agent.api_key}`, 'content-type': 'application/json' };
+  const runRes = await fetch(`${baseUrl}/v1/runs`, {
+    method: 'POST',
+    headers: agent,
+    body: JSON.stringify({ max_calls: 100_000, max_external_writes: 0, max_duration_ms: 3_600_000 }),
+  });
+  const run = (await runRes.json()) as { run_id: string };
+  const body = JSON.stringify({
+    tool_contract_sha256: s.read_contract_sha256,
+    input: { service: 'api', environment: 'production' },
+    run_id: run.run_id,
+  });
+  const probe = await fetch(`${baseUrl}/v1/authorize`, { method: 'POST', headers: agent, body });
+  if (probe.status !== 200)
+    throw new Error(`authorize probe answered ${probe.status}: ${await probe.text()}`);
+  const logSize = async (): Promise<number> => {
+    const r = await fetch(`${baseUrl}/v1/log/checkpoint`, { headers: agent });
+    return Number((await r.text()).split('\n')[1]);
+  };
+  return { baseUrl, agent, body, logSize };
+}
+
 async function overHttp(): Promise<void> {
   const adminToken = ensureDevVars();
-  const port = await freePort();
+  const [port, portOff] = [await freePort(), await freePort()];
   const state = mkdtempSync(path.join(os.tmpdir(), 'writ-bench-log-'));
-  console.log(`\nstarting wrangler dev on 127.0.0.1:${port} (state in ${state}) ...`);
-  const worker = await startLocalWorker({ port, persistTo: state, inheritOutput: false, logLevel: 'error' });
+  const stateOff = mkdtempSync(path.join(os.tmpdir(), 'writ-bench-log-off-'));
+  console.log(`\nstarting wrangler dev on 127.0.0.1:${port} (log on) and :${portOff} (log off) ...`);
+  const quiet = { inheritOutput: false, logLevel: 'error' } as const;
+  // Both at once: wrangler's start-up is most of the bench's wall time. If one fails, the other
+  // is stopped before the error propagates (nothing outlives the bench).
+  const started = await Promise.allSettled([
+    startLocalWorker({ port, persistTo: state, ...quiet }),
+    startLocalWorker({
+      port: portOff,
+      persistTo: stateOff,
+      ...quiet,
+      extraArgs: ['--define', 'WRIT_BENCH_LOG_OFF:true'],
+    }),
+  ]);
+  const [a, b] = started;
+  if (a?.status !== 'fulfilled' || b?.status !== 'fulfilled') {
+    for (const r of started) if (r.status === 'fulfilled') await r.value.stop();
+    rmSync(state, { recursive: true, force: true });
+    rmSync(stateOff, { recursive: true, force: true });
+    throw a?.status === 'rejected' ? a.reason : b?.status === 'rejected' ? b.reason : new Error('start');
+  }
+  const [worker, off] = [a.value, b.value];
   try {
-    const policy = {
-      ...DEMO_POLICY,
-      run_budget_limits: { ...DEMO_POLICY.run_budget_limits, max_calls: 100_000 },
-    };
-    const s = await seedDemo({
-      baseUrl: worker.baseUrl,
-      adminToken,
-      fetch,
-      now: Date.now(),
-      name: 'bench',
-      policy,
-    });
-    const agent = { authorization: `Bearer ${s.agent.api_key}`, 'content-type': 'application/json' };
-    const runRes = await fetch(`${worker.baseUrl}/v1/runs`, {
-      method: 'POST',
-      headers: agent,
-      body: JSON.stringify({ max_calls: 100_000, max_external_writes: 0, max_duration_ms: 3_600_000 }),
-    });
-    const run = (await runRes.json()) as { run_id: string };
-    const body = JSON.stringify({
-      tool_contract_sha256: s.read_contract_sha256,
-      input: { service: 'api', environment: 'production' },
-      run_id: run.run_id,
-    });
-    const probe = await fetch(`${worker.baseUrl}/v1/authorize`, { method: 'POST', headers: agent, body });
-    if (probe.status !== 200)
-      throw new Error(`authorize probe answered ${probe.status}: ${await probe.text()}`);
-    const size = async (): Promise<number> => {
-      const r = await fetch(`${worker.baseUrl}/v1/log/checkpoint`, { headers: agent });
-      return Number((await r.text()).split('\n')[1]);
-    };
+    const on = await seeded(worker.baseUrl, adminToken);
+    const logOff = await seeded(off.baseUrl, adminToken);
+    const { agent, body } = on;
+    const size = on.logSize;
 
     const common = { connections: CONNECTIONS, duration: DURATION_S };
     await autocannon({ ...common, duration: 2, url: `${worker.baseUrl}/v1/healthz` });
@@ -211,10 +249,84 @@ async function overHttp(): Promise<void> {
       `\nlog: ${logged} receipts logged (at least the ${issued} answered within the window); the checkpoint covered them ${(caughtUp - loadEnd).toFixed(0)} ms after the load stopped; ${e2e.toFixed(0)} appends/s end to end (bounded by the authorize rate)`,
     );
     if (logged < issued || authz.non2xx > 0 || authz.errors > 0) process.exitCode = 1;
+
+    const paired = await pairedAuthorize(on, logOff);
+    // The log-off build must really be one: its log never took a receipt in.
+    const offLogged = await logOff.logSize();
+    if (offLogged !== 0 || paired.failed > 0) process.exitCode = 1;
+    console.log(
+      offLogged === 0
+        ? 'log-off build confirmed: its log stayed empty'
+        : `log-off build NOT confirmed: its log holds ${offLogged} receipts`,
+    );
   } finally {
+    await off.stop();
     await worker.stop();
     rmSync(state, { recursive: true, force: true });
+    rmSync(stateOff, { recursive: true, force: true });
   }
+}
+
+/** The `q` quantile (nearest rank) of sorted numbers. */
+function quantile(sorted: readonly number[], q: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))]!;
+}
+
+/**
+ * Paired, interleaved: each loop sends one authorize to each Worker in turn (which one first
+ * alternates), so both see the same machine load at the same moments; a pair is kept only if both
+ * answered 200. A sign test over the pairs asks whether "log on is slower" wins more often than
+ * chance: |z| < 2 is no difference beyond noise.
+ */
+async function pairedAuthorize(on: Target, off: Target): Promise<{ failed: number }> {
+  const once = async (t: Target): Promise<number | null> => {
+    const start = performance.now();
+    const r = await fetch(`${t.baseUrl}/v1/authorize`, { method: 'POST', headers: t.agent, body: t.body });
+    await r.arrayBuffer();
+    return r.status === 200 ? performance.now() - start : null;
+  };
+  // Warm both (isolates, caches) before measuring.
+  for (let i = 0; i < 5; i++) await Promise.all([once(on), once(off)]);
+  const pairs: [number, number][] = [];
+  let failed = 0;
+  const until = performance.now() + PAIRED_S * 1000;
+  await Promise.all(
+    Array.from({ length: PAIRED_LOOPS }, async (_, loop) => {
+      for (let k = loop; performance.now() < until; k++) {
+        const onFirst = k % 2 === 0;
+        const a = onFirst ? await once(on) : await once(off);
+        const b = onFirst ? await once(off) : await once(on);
+        const [tOn, tOff] = onFirst ? [a, b] : [b, a];
+        if (tOn === null || tOff === null) failed++;
+        else pairs.push([tOn, tOff]);
+      }
+    }),
+  );
+  const sortedOn = pairs.map((p) => p[0]).sort((x, y) => x - y);
+  const sortedOff = pairs.map((p) => p[1]).sort((x, y) => x - y);
+  const diffs = pairs.map(([a, b]) => a - b).sort((x, y) => x - y);
+  const slower = diffs.filter((d) => d > 0).length;
+  const faster = diffs.filter((d) => d < 0).length;
+  const n = slower + faster;
+  const z = n === 0 ? 0 : (slower - n / 2) / Math.sqrt(n / 4);
+  const fmt = (x: number) => x.toFixed(1).padStart(9);
+  console.log(
+    `\npaired POST /v1/authorize, log on vs off: ${pairs.length} pairs, ${PAIRED_LOOPS} loops, ${PAIRED_S} s, ${failed} failed`,
+  );
+  console.log(['build'.padEnd(22), 'p50 ms'.padStart(9), 'p99 ms'.padStart(9)].join('  '));
+  console.log(
+    ['log on (signed, drained)'.padEnd(22), fmt(quantile(sortedOn, 0.5)), fmt(quantile(sortedOn, 0.99))].join(
+      '  ',
+    ),
+  );
+  console.log(
+    ['log off'.padEnd(22), fmt(quantile(sortedOff, 0.5)), fmt(quantile(sortedOff, 0.99))].join('  '),
+  );
+  console.log(
+    `ratio on/off: p50 ${(quantile(sortedOn, 0.5) / quantile(sortedOff, 0.5)).toFixed(2)}, p99 ${(quantile(sortedOn, 0.99) / quantile(sortedOff, 0.99)).toFixed(2)}; median paired difference ${quantile(diffs, 0.5).toFixed(1)} ms; log on slower in ${slower} of ${n} pairs (sign test z = ${z.toFixed(2)}, |z| < 2: no difference beyond noise)`,
+  );
+  return { failed };
 }
 
 async function main(): Promise<void> {

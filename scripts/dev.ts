@@ -81,6 +81,8 @@ export interface StartOptions {
   readonly ownProcessGroup?: boolean;
   /** How long to wait for `/v1/healthz` (default 90 s). */
   readonly readyTimeoutMs?: number;
+  /** More `wrangler dev` arguments (bench/log.bench.ts: a `--define` for its log-off build). */
+  readonly extraArgs?: readonly string[];
 }
 
 /** Apply migrations, start `wrangler dev`, and wait until `/v1/healthz` answers. */
@@ -100,6 +102,7 @@ export async function startLocalWorker(o: StartOptions): Promise<LocalWorker> {
       String(o.port),
       '--show-interactive-dev-session=false',
       ...persist,
+      ...(o.extraArgs ?? []),
     ],
     {
       cwd: ROOT,

@@ -18,6 +18,7 @@ import { r2BlobStore } from '../db/blobs.js';
 import { type RetentionRun, archiveExpiredReceipts } from '../services/retention.js';
 import { publishedKeys, receiptSigner, requireKeyRing } from './receipt-keys.js';
 import { type RateLimit, parseRateLimit } from '../core/limits/token-bucket.js';
+import { type SignableReceipt, type SignatureEnvelope, prepareSignature } from '../core/receipts/signing.js';
 import type {
   BlobStore,
   ClassifierPort,
@@ -87,9 +88,34 @@ export function tenantStore(env: Env, tenant: TenantRef): TenantStore {
  * the log (docs/transparency-log.md, "Delay").
  */
 export function receiptHooks(env: Env, tenant: TenantRef) {
+  if (BENCH_LOG_OFF) return benchLogOffHooks(env);
   return {
     sign: receiptSigner(env),
     committed: () => waitUntil(kickLog(env, tenant.tenant_id)),
+  };
+}
+
+// -- Bench only: the log switched off (bench/log.bench.ts) -----------------------------------------
+// `npm run bench:log` starts a second `wrangler dev --define WRIT_BENCH_LOG_OFF:true` to measure what
+// signing and the log add to `POST /v1/authorize`. The define is a build-time substitution: no
+// deployed build has it (wrangler.toml has no [define]), so there `typeof` is "undefined" and this is
+// dead code; no variable, secret or request can switch signing off at run time.
+declare const WRIT_BENCH_LOG_OFF: boolean | undefined;
+const BENCH_LOG_OFF = typeof WRIT_BENCH_LOG_OFF !== 'undefined' && WRIT_BENCH_LOG_OFF === true;
+
+/**
+ * No Ed25519 signature and no log kick (so no draining): the envelope's fields are prepared as for
+ * a real one and its signature left empty, so the receipt's batch keeps its signature statement and
+ * the comparison isolates the signing and the log.
+ */
+function benchLogOffHooks(env: Env) {
+  return {
+    sign: async (receipt: SignableReceipt, issued_at: number): Promise<SignatureEnvelope> => {
+      const p = prepareSignature(requireKeyRing(env), receipt, issued_at);
+      if (!p.ok) throw new Error(`receipt cannot be prepared: ${p.error.reason}`);
+      return { ...p.value.unsigned, signature: '' };
+    },
+    committed: () => undefined,
   };
 }
 
