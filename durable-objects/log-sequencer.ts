@@ -9,7 +9,8 @@
  * Nothing is lost or repeated on eviction or restart: D1 is the queue and the cursor moves only in
  * the transaction that stores the leaves, so a drain cut short is redone from the same cursor, and
  * what it wrote to R2 is rewritten with the same bytes (paths are immutable; `putCreateOnly` checks
- * an existing object has the expected size). One drain runs at a time (`#drainChain`), and the
+ * an existing object has the expected size). Once a full tile or entry bundle exists, the partial
+ * ones it supersedes are deleted (C2SP tlog-tiles allows it), after the commit. One drain runs at a time (`#drainChain`), and the
  * commit re-checks the cursor it read, so even two overlapping drains could not append twice.
  *
  * RPC surface: `kick` (schedule a drain: the Worker's `waitUntil` after a commit), `drain` (drain
@@ -28,6 +29,7 @@ import {
   decodeState,
   encodeState,
   entryBundlePath,
+  supersededPartialPrefixes,
   tilePath,
 } from '../src/core/log/tiles.js';
 import { checkpointOf, proveConsistency, proveInclusion, sequenceBatch } from '../src/core/log/sequencer.js';
@@ -248,6 +250,7 @@ export class LogSequencerObject extends DurableObject<Env> {
     this.#commit(tenant_id, cursor, lastSeq, b.state, b.checkpoint, leaves, full);
     // The mutable checkpoint object for C2SP readers of the bucket; the routes use storage.
     await this.env.LOG_TILES.put(`${prefix}checkpoint`, b.checkpoint);
+    await deleteSupersededPartials(this.env.LOG_TILES, prefix, supersededPartialPrefixes(b.tiles, b.bundles));
     return rows.length;
   }
 
@@ -336,6 +339,30 @@ export class LogSequencerObject extends DurableObject<Env> {
     }
     // The alarm needs the tenant before the first commit stores it in `meta`.
     if (this.#meta() === null) void this.ctx.storage.put('tenant_id', tenant_id);
+  }
+}
+
+/**
+ * Delete the partial tiles and entry bundles a full one now supersedes (C2SP tlog-tiles allows it
+ * once the full tile is available; a client that still holds an older checkpoint reads the full
+ * tile instead). Runs after the batch is committed and its checkpoint published, so a retried
+ * drain never needs them. Best effort: a partial left behind is stale garbage that names no new
+ * content (paths are immutable), so a failure here must not fail or repeat the drain.
+ */
+async function deleteSupersededPartials(
+  bucket: R2Bucket,
+  prefix: string,
+  partialPrefixes: readonly string[],
+): Promise<void> {
+  try {
+    for (const p of partialPrefixes) {
+      // At most 255 partial widths per tile: one page of a listing.
+      const listed = await bucket.list({ prefix: prefix + p, limit: 1000 });
+      const keys = listed.objects.map((o) => o.key);
+      if (keys.length > 0) await bucket.delete(keys);
+    }
+  } catch {
+    // Best effort (see above): a partial left behind is only garbage.
   }
 }
 

@@ -364,6 +364,21 @@ export function entryBundlePath(index: number, width: number): string {
   return `tile/entries/${encodeIndex(index)}${suffix(width)}`;
 }
 
+/**
+ * The path prefixes (`<full path>.p/`) of the partial tiles and entry bundles superseded by the
+ * full ones among `tiles` and `bundles` (C2SP tlog-tiles: a log "MAY delete any partial tile once
+ * the corresponding full tile is available"). Partial ones yield nothing.
+ */
+export function supersededPartialPrefixes(
+  tiles: readonly TileRef[],
+  bundles: readonly { readonly index: number; readonly width: number }[],
+): string[] {
+  return [
+    ...tiles.filter((t) => t.width === TILE_WIDTH).map((t) => `${tilePath(t)}.p/`),
+    ...bundles.filter((e) => e.width === TILE_WIDTH).map((e) => `${entryBundlePath(e.index, e.width)}.p/`),
+  ];
+}
+
 export type ParsedTilePath =
   | { readonly kind: 'tile'; readonly level: number; readonly index: number; readonly width: number }
   | { readonly kind: 'entries'; readonly index: number; readonly width: number };

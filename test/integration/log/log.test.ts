@@ -193,6 +193,17 @@ describe('signed receipts and the tenant log', () => {
     expect((await t0.arrayBuffer()).byteLength).toBe(256 * 32);
     expect((await fetchTile(s.admin.api_key, 'tile/0/0')).status).toBe(404);
     expect((await fetchTile(s.admin.api_key, 'tile/entries/000')).status).toBe(200);
+    // The partial tile and bundle the size-3 checkpoint named were deleted once their full ones
+    // existed (C2SP tlog-tiles allows it); the partials of the current size are still served.
+    const prefix = logPrefix(s.tenant_id);
+    for (const gone of ['tile/0/000.p/3', 'tile/entries/000.p/3']) {
+      expect(await env.LOG_TILES.head(prefix + gone)).toBeNull();
+      expect((await fetchTile(s.admin.api_key, gone)).status).toBe(404);
+    }
+    expect((await env.LOG_TILES.list({ prefix: `${prefix}tile/0/000.p/` })).objects).toEqual([]);
+    for (const kept of ['tile/0/001.p/44', 'tile/entries/001.p/44', 'tile/1/000.p/1']) {
+      expect((await fetchTile(s.admin.api_key, kept)).status).toBe(200);
+    }
     // Sizes beyond the tree are a 400, not a proof.
     expect((await call('GET', '/v1/log/consistency?from=3&to=301', { key: s.admin.api_key })).status).toBe(
       400,

@@ -27,6 +27,7 @@ import {
   partialTiles,
   partialWidth,
   stateRoot,
+  supersededPartialPrefixes,
   tileFromBytes,
   tilePath,
   tilesForConsistencyProof,
@@ -62,6 +63,26 @@ describe('paths (C2SP tlog-tiles examples)', () => {
     expect(tilePath({ level: 2, index: 999, width: 1 })).toBe('tile/2/999.p/1');
     expect(entryBundlePath(1234067, 256)).toBe('tile/entries/x001/x234/067');
     expect(entryBundlePath(5, 112)).toBe('tile/entries/005.p/112');
+  });
+
+  it('names the partials a full tile or bundle supersedes, and none for a partial one', () => {
+    expect(
+      supersededPartialPrefixes(
+        [
+          { level: 0, index: 1234067, width: 256 },
+          { level: 1, index: 4, width: 17 },
+        ],
+        [
+          { index: 5, width: 256 },
+          { index: 6, width: 112 },
+        ],
+      ),
+    ).toEqual(['tile/0/x001/x234/067.p/', 'tile/entries/005.p/']);
+    // Every partial path of that tile starts with its prefix; the full tile's own path does not.
+    const [p] = supersededPartialPrefixes([{ level: 0, index: 1234067, width: 256 }], []);
+    expect(tilePath({ level: 0, index: 1234067, width: 3 }).startsWith(p ?? '-')).toBe(true);
+    expect(tilePath({ level: 0, index: 1234067, width: 256 }).startsWith(p ?? '-')).toBe(false);
+    expect(tilePath({ level: 0, index: 1234068, width: 3 }).startsWith(p ?? '-')).toBe(false);
   });
 
   it('parses what it writes', () => {
