@@ -162,6 +162,29 @@ describe('console history: decided approvals and the receipts they led to', () =
       .bind(s.tenant_id, h.unsure.sha256)
       .first<{ r: string }>();
     expect(stored?.r).toBe(h.reconciliation);
+    // An operation reconciled before migration 0009 had no digest: the migration's back-fill finds
+    // it from the stored reconciliation receipt, and leaves every other operation alone.
+    const d1 = tenantD1(s);
+    await d1
+      .prepare('UPDATE operations SET reconciliation_receipt_sha256 = NULL WHERE tenant_id = ?')
+      .bind(s.tenant_id)
+      .run();
+    const migration = env.TEST_MIGRATIONS.find((m) => m.name.startsWith('0009_'));
+    const backfill = migration?.queries.find((q) => q.includes('UPDATE `operations`'));
+    expect(backfill).toBeDefined();
+    await d1.prepare(backfill as string).run();
+    const filled = await d1
+      .prepare(
+        'SELECT authorization_receipt_sha256 AS a, reconciliation_receipt_sha256 AS r FROM operations WHERE tenant_id = ? ORDER BY a',
+      )
+      .bind(s.tenant_id)
+      .all<{ a: string; r: string | null }>();
+    expect(filled.results).toEqual(
+      [
+        { a: h.ok.sha256, r: null },
+        { a: h.unsure.sha256, r: h.reconciliation },
+      ].sort((x, y) => (x.a < y.a ? -1 : 1)),
+    );
 
     // Newest decision first, ties by id, descending: a total order.
     const order = [...page.items].sort(
