@@ -9,7 +9,9 @@
  * policy that changed since the request cannot be approved; the requester never decides its own
  * request; two approvers racing yield one decision; a call whose effect the policy does not put
  * behind approval is refused (409 `conflict`) rather than queued; an approval given with the
- * digests an approver was shown (`ApprovalBinding`) is refused if any of them no longer holds.
+ * digests an approver was shown (`ApprovalBinding`) is refused if any of them no longer holds;
+ * the history (`approvalHistory`) shows each decided approval with only its own tenant's
+ * operation and receipts, one bounded store query per page whatever the history's length.
  */
 import { z } from 'zod';
 import { toToolApproval } from '../core/authorization/approval.js';
