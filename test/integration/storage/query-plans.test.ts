@@ -255,6 +255,14 @@ describe('query plans of request paths', { timeout: 60_000 }, () => {
     expectIndex('listOperations', 'operations_recent');
     expectIndex('listOperations by state', 'operations_state_recent');
     expectIndex('insertRun (conditional on the open-run count)', 'runs_principal_open');
+    // The history's count walks an index from the tenant's first decided row: only a LIMIT
+    // (`count_cap + 1`, bound as a parameter) keeps it bounded, so every such count must carry one.
+    const counts = log.filter((q) => q.step.startsWith('approvalHistory') && /count\(/.test(q.sql));
+    expect(counts.length).toBe(4);
+    for (const q of counts) {
+      expect(q.sql).toMatch(/limit \?\) "capped"$/);
+      expect(q.params.at(-1)).toBe(10_001);
+    }
     expectIndex('approvalHistory', 'approvals_decided');
     expectIndex('approvalHistory', 'operations_authorization');
     expectIndex('approvalHistory of one outcome', 'approvals_status_decided');
