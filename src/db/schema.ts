@@ -120,7 +120,16 @@ export const approvals = sqliteTable(
     first_approval_lifetime_ms: integer(),
     idempotency_key: text(),
   },
-  (t) => [index('approvals_status').on(t.tenant_id, t.status, t.created_at_unix_ms)],
+  (t) => [
+    index('approvals_status').on(t.tenant_id, t.status, t.created_at_unix_ms),
+    // The console's history, newest decision first, across outcomes or of one (migrations/0009).
+    index('approvals_decided')
+      .on(t.tenant_id, t.decided_at_unix_ms, t.approval_id)
+      .where(sql`${t.decided_at_unix_ms} IS NOT NULL`),
+    index('approvals_status_decided')
+      .on(t.tenant_id, t.status, t.decided_at_unix_ms, t.approval_id)
+      .where(sql`${t.decided_at_unix_ms} IS NOT NULL`),
+  ],
 );
 
 export const runs = sqliteTable(
@@ -256,6 +265,8 @@ export const operations = sqliteTable(
     reconciliation_deadline_unix_ms: integer(),
     escalated_at_unix_ms: integer(),
     updated_at_unix_ms: integer().notNull(),
+    /** The receipt that settled the operation, if reconciled (migrations/0009). */
+    reconciliation_receipt_sha256: text(),
   },
   (t) => [
     uniqueIndex('operations_key').on(t.tenant_id, t.tool_contract_sha256, t.idempotency_key),
@@ -265,6 +276,8 @@ export const operations = sqliteTable(
     // Pages of `GET /v1/operations`, newest first, with or without a state (migrations/0008).
     index('operations_recent').on(t.tenant_id, t.updated_at_unix_ms, t.operation_id),
     index('operations_state_recent').on(t.tenant_id, t.state, t.updated_at_unix_ms, t.operation_id),
+    // The console's history finds the operation an approval's authorization was claimed as (0009).
+    index('operations_authorization').on(t.tenant_id, t.authorization_receipt_sha256, t.operation_id),
   ],
 );
 

@@ -449,6 +449,60 @@ export interface TenantStore {
   receiptSignature(sha256: string): Promise<SignatureRow | null>;
   /** Signature rows after `after_seq`, in `seq` order (the log sequencer's drain). */
   signaturesAfter(after_seq: number, limit: number): Promise<readonly SignatureRow[]>;
+  // The console's history (issue 14, migrations/0009)
+  /**
+   * One page of decided approvals, newest decision first (`decided_at_unix_ms`, then
+   * `approval_id`, both descending), each with the operation its authorization receipt was claimed
+   * as, and the count of decided approvals up to `count_cap + 1`: one query each, in one batch.
+   */
+  approvalHistory(q: ApprovalHistoryFilter): Promise<ApprovalHistoryPage>;
+}
+
+// -- The console's history (issue 14) ---------------------------------------------------------
+
+/** The stored statuses of a decided approval request. */
+export const DECIDED_APPROVAL_STATUSES = ['consumed', 'approved', 'denied'] as const;
+export type DecidedApprovalStatus = (typeof DECIDED_APPROVAL_STATUSES)[number];
+
+/** A history page: of one decided status or all, from a keyset position (exclusive) either way. */
+export interface ApprovalHistoryFilter {
+  readonly status: DecidedApprovalStatus | undefined;
+  /**
+   * Null: the newest page. `older`: the rows after this position in page order (the next page);
+   * `newer`: the rows before it, nearest first (the previous page, returned oldest first).
+   */
+  readonly from: {
+    readonly direction: 'older' | 'newer';
+    readonly decided_at_unix_ms: number;
+    readonly approval_id: string;
+  } | null;
+  readonly limit: number;
+  /** The count stops here: `total` is at most `count_cap + 1` (a count must stay bounded). */
+  readonly count_cap: number;
+}
+
+/** An operation as a history row shows it: the D1 index row, and its execution receipt's outcome. */
+export interface HistoryOperation {
+  readonly operation_id: string;
+  readonly state: string;
+  readonly execution_receipt_sha256: string | null;
+  /** The execution receipt's stored outcome; null when the receipt is not in D1 (archived). */
+  readonly execution_outcome: string | null;
+  readonly reconciliation_receipt_sha256: string | null;
+  readonly reconciliation_deadline_unix_ms: number | null;
+  readonly escalated_at_unix_ms: number | null;
+}
+
+export interface ApprovalHistoryRow extends ApprovalWithContract {
+  /** The operation this tenant's index holds for the approval's authorization receipt, or null. */
+  readonly operation: HistoryOperation | null;
+}
+
+export interface ApprovalHistoryPage {
+  /** In page order for `from` null or `older`; nearest first (oldest first) for `newer`. */
+  readonly rows: readonly ApprovalHistoryRow[];
+  /** Decided approvals of the filter, counted up to `count_cap + 1`. */
+  readonly total: number;
 }
 
 export interface WebhookSecretRow {

@@ -33,6 +33,7 @@ button.primary{background:#1d4ed8;color:#fff;border-color:#1d4ed8}
 button.danger{background:#b91c1c;color:#fff;border-color:#b91c1c}
 table{border-collapse:collapse;width:100%}td,th{padding:.35rem .6rem;border-bottom:1px solid #e4e4e7;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 .pager{display:flex;gap:1rem;align-items:center;margin:1rem 0}
+.steps{margin:0;padding-left:1.1rem}
 .tabs{display:flex;gap:1rem;flex-wrap:wrap;margin:1rem 0}
 .tabs a[aria-current]{font-weight:700;text-decoration:none}
 .muted{color:#52525b}

@@ -165,6 +165,26 @@ describe('query plans of request paths', { timeout: 60_000 }, () => {
     );
     await step('listApprovals', () => store.listApprovals({ status: 'pending', after: null, limit: 10 }));
     await step('getApproval', () => store.getApproval(approval_id));
+    // The console's history (issue 14): a page with its operations and execution receipts joined,
+    // either way from a cursor, and the capped count (migrations/0009).
+    const history = { status: undefined, from: null, limit: 26, count_cap: 10_000 } as const;
+    await step('approvalHistory', () => store.approvalHistory(history));
+    await step('approvalHistory of one outcome', () =>
+      store.approvalHistory({ ...history, status: 'consumed' }),
+    );
+    await step('approvalHistory older than a cursor', () =>
+      store.approvalHistory({
+        ...history,
+        from: { direction: 'older', decided_at_unix_ms: now, approval_id: 'apr-z' },
+      }),
+    );
+    await step('approvalHistory of one outcome, newer than a cursor', () =>
+      store.approvalHistory({
+        ...history,
+        status: 'denied',
+        from: { direction: 'newer', decided_at_unix_ms: 0, approval_id: 'apr-0' },
+      }),
+    );
     await step('getRun', () => store.getRun(run));
     await step('getGrant', () => store.getGrant(s.grant_id));
     await step('getPrincipal', () => store.getPrincipal(s.agent.principal_id));
@@ -202,7 +222,8 @@ describe('query plans of request paths', { timeout: 60_000 }, () => {
         for (const m of detail.matchAll(/USING (?:COVERING )?INDEX (\w+)/g)) used.add(m[1] ?? '');
         indexesUsed.set(q.step, used);
         // `SCAN <table>` without an index is a full-table scan; a covering-index scan says so.
-        if (/^SCAN /.test(detail) && !/USING (COVERING )?INDEX|CONSTANT ROW/.test(detail)) {
+        // (`SCAN capped` reads the history count's subquery: at most `count_cap + 1` rows, LIMIT.)
+        if (/^SCAN /.test(detail) && !/USING (COVERING )?INDEX|CONSTANT ROW|^SCAN capped$/.test(detail)) {
           scans.push(`${q.step}: ${detail}`);
         }
         // An index searched on the tenant alone walks the tenant's whole history, unless it is
@@ -234,6 +255,19 @@ describe('query plans of request paths', { timeout: 60_000 }, () => {
     expectIndex('listOperations', 'operations_recent');
     expectIndex('listOperations by state', 'operations_state_recent');
     expectIndex('insertRun (conditional on the open-run count)', 'runs_principal_open');
+    // The history's count walks an index from the tenant's first decided row: only a LIMIT
+    // (`count_cap + 1`, bound as a parameter) keeps it bounded, so every such count must carry one.
+    const counts = log.filter((q) => q.step.startsWith('approvalHistory') && /count\(/.test(q.sql));
+    expect(counts.length).toBe(4);
+    for (const q of counts) {
+      expect(q.sql).toMatch(/limit \?\) "capped"$/);
+      expect(q.params.at(-1)).toBe(10_001);
+    }
+    expectIndex('approvalHistory', 'approvals_decided');
+    expectIndex('approvalHistory', 'operations_authorization');
+    expectIndex('approvalHistory of one outcome', 'approvals_status_decided');
+    expectIndex('approvalHistory older than a cursor', 'approvals_decided');
+    expectIndex('approvalHistory of one outcome, newer than a cursor', 'approvals_status_decided');
     expect(scans).toEqual([]);
     // Every step ran at least one query.
     for (const [name, n] of Object.entries(covered)) expect([name, n > 0]).toEqual([name, true]);
