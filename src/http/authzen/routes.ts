@@ -36,10 +36,10 @@ import { readJsonValue } from '../body.js';
 import type { AppEnv } from '../env.js';
 import { wireError } from '../errors.js';
 import {
+  acceptActionSearch,
   acceptEvaluation,
+  acceptEvaluations,
   type Evaluation,
-  EvaluationsRequest,
-  Evaluation as EvaluationSchema,
   expandBatch,
   stopsAfter,
   translateEvaluation,
@@ -156,7 +156,7 @@ api.use('/t/:tenant_id/access/*', async (c, next) => {
 
 for (const prefix of ['', '/t/:tenant_id']) {
   api.post(`${prefix}/access/v1/evaluations`, requireRole(ROLES_FOR.authorize), async (c) => {
-    const parsed = EvaluationsRequest.safeParse(await readJsonValue(c));
+    const parsed = acceptEvaluations(await readJsonValue(c));
     if (!parsed.success) throw badRequest(parsed.error);
     const batch = expandBatch(parsed.data);
     if (batch === null) {
@@ -175,7 +175,7 @@ for (const prefix of ['', '/t/:tenant_id']) {
   });
 
   api.post(`${prefix}/access/v1/search/action`, requireRole(ROLES_FOR.authorize), async (c) => {
-    const parsed = EvaluationSchema.omit({ action: true }).safeParse(await readJsonValue(c));
+    const parsed = acceptActionSearch(await readJsonValue(c));
     if (!parsed.success) throw badRequest(parsed.error);
     const { subject, resource } = parsed.data;
     const ctx = c.var.tenant;
