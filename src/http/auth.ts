@@ -9,7 +9,8 @@
  * Shards: the key's routing part picks the one D1 shard that is asked (src/core/identity);
  * a key naming an unconfigured shard is a 401 like any other miss.
  * `POST /v1/authorize` looks its key up in its handler, in one batch with the authorization
- * state (src/http/routes/authorize.ts); it answers the same 401 and 403 in the same order.
+ * state (src/http/routes/authorize.ts); it answers the same 401 and 403 in the same order. So do
+ * the doors' authorizations (MCP, AuthZEN's single evaluation, Docker's `before`: `keyedDoor`).
  * Never: stores or logs a key (only its SHA-256 is looked up), or caches a principal across
  * requests (a revocation binds the very next write or authorization; a `GET` served by a lagging
  * replica may still see the key for as long as the replica lags, SECURITY.md).

@@ -9,7 +9,10 @@
  * Guarantees: the contract is always a pinned one of the tenant (a digest named beside the tool
  * name must be one of its pins); a resource type the door names must be the contract's; the
  * request is parsed by the same `AuthorizeRequest` schema as `POST /v1/authorize`; a denial is a
- * stored receipt, never an exception.
+ * stored receipt, never an exception. Over HTTP (`authorizeNamedToolByKey`) a door costs the
+ * storage round trips of `POST /v1/authorize`: the key, the tool's pins and the state in one read
+ * near the caller, one commit at the primary under the same guards; the caller is refused (401,
+ * 403, 429) before anything about the request is said.
  * Never: builds a URL or an HTTP answer (the doors do), or lets the door's request pick a tenant
  * or principal (the caller does).
  */
