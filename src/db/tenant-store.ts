@@ -492,7 +492,9 @@ class D1TenantStore implements TenantStore, RetentionStore {
     options?: { readonly at: 'primary' },
   ): Promise<AuthorizationState> {
     const db = options?.at === 'primary' ? atPrimary(this.db) : this.db;
-    const rows = await db.batch(authorizationStateQueries(db, this.tenant_id, principal_id, request));
+    const rows = await db.batch(
+      authorizationStateQueries(db, this.tenant_id, principal_id, request, request),
+    );
     return toAuthorizationState(rows, this.tenant_id, principal_id);
   }
 
@@ -1428,7 +1430,20 @@ function toApprovalRecord(a: typeof approvals.$inferSelect, approver_revoked: bo
 /** A tenant or principal id, or a scalar subquery that yields it (NULL matches no row). */
 type Key = string | SQL;
 
-export function authorizationStateQueries(db: Db, t: Key, principal: Key, request: AuthorizeRequest) {
+/**
+ * Which pinned contract the state read selects: one by digest (`/v1`), or every pin of a tool
+ * name, oldest first as `contractsForTool` reads them, for a door that binds the name itself
+ * (src/services/tool-call.ts) in the same batch.
+ */
+export type ContractSelector = { readonly tool_contract_sha256: string } | { readonly tool_name: string };
+
+export function authorizationStateQueries(
+  db: Db,
+  t: Key,
+  principal: Key,
+  request: Omit<AuthorizeRequest, 'tool_contract_sha256'>,
+  contract: ContractSelector,
+) {
   const approvalId = request.approval_id ?? null;
   return [
     db
@@ -1443,8 +1458,14 @@ export function authorizationStateQueries(db: Db, t: Key, principal: Key, reques
       .select()
       .from(contracts)
       .where(
-        and(eq(contracts.tenant_id, t), eq(contracts.tool_contract_sha256, request.tool_contract_sha256)),
-      ),
+        and(
+          eq(contracts.tenant_id, t),
+          'tool_name' in contract
+            ? eq(contracts.tool_name, contract.tool_name)
+            : eq(contracts.tool_contract_sha256, contract.tool_contract_sha256),
+        ),
+      )
+      .orderBy(asc(contracts.pinned_at_unix_ms), asc(contracts.tool_contract_sha256)),
     db
       .select({ revoked_at_unix_ms: principals.revoked_at_unix_ms })
       .from(principals)

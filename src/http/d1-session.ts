@@ -1,7 +1,8 @@
 /**
  * One D1 session per request (read replication), and its bookmark in `Writ-D1-Bookmark`.
  *
- * `GET /v1/...` and `POST /v1/authorize` start near the caller: their first read may be served
+ * `GET /v1/...` and `POST /v1/authorize` (and the doors' authorizations: MCP, AuthZEN's single
+ * evaluation, Docker's `before`) start near the caller: their first read may be served
  * by the nearest replica, at least as fresh as the bookmark the client sent back, so a client
  * reads its own writes. Every other request starts at the primary. Writes always go to the
  * primary. Each response carries the newest bookmark of the request's sessions.
@@ -19,10 +20,17 @@ import type { AppEnv } from './env.js';
 
 export const BOOKMARK_HEADER = 'writ-d1-bookmark';
 
+/**
+ * The standard doors' authorizations (issue 12), read near the caller as `POST /v1/authorize` is:
+ * the same service, the same guards at commit (src/services/tool-call.ts).
+ */
+const DOOR_AUTHORIZE =
+  /^(?:\/mcp\/v1\/authorize|\/docker-mcp\/v1\/before|(?:\/t\/[^/]+)?\/access\/v1\/evaluation)$/;
+
 /** Routes whose reads may be served by a replica: reads, and authorize (guarded at commit). */
 function readsNearCaller(method: string, path: string): boolean {
   if (method === 'GET') return path.startsWith('/v1/');
-  return method === 'POST' && path === '/v1/authorize';
+  return method === 'POST' && (path === '/v1/authorize' || DOOR_AUTHORIZE.test(path));
 }
 
 export const d1Session = createMiddleware<AppEnv>(async (c, next) => {

@@ -54,6 +54,15 @@ export function platformStore(env: Env): PlatformStore {
       if (shardBinding(env, shard) === null) return null;
       return d1PlatformStore(shardDb(env, shard)).authorizationByKey(key_sha256, request);
     },
+    async namedToolAuthorizationByKey(shard, key_sha256, tool_name, request, options) {
+      if (shardBinding(env, shard) === null) return null;
+      return d1PlatformStore(shardDb(env, shard)).namedToolAuthorizationByKey(
+        key_sha256,
+        tool_name,
+        request,
+        options,
+      );
+    },
     tenantNameTaken: (name) => directory().nameTaken(name),
     async placeTenant(t) {
       const dir = directory();

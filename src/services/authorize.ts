@@ -21,7 +21,7 @@ import {
 } from '../core/authorization/decide.js';
 import { newId } from '../db/ids.js';
 import { type Caller, type TenantContext, ROLES_FOR, requireRole } from './context.js';
-import type { PlatformStore } from './ports.js';
+import type { PlatformStore, PrincipalRow } from './ports.js';
 import { ServiceError, unwrap } from './errors.js';
 
 /** A lost race is retried against fresh state; the fresh evaluation is normally a denial. */
@@ -60,21 +60,45 @@ export async function authorizeByKey(
 ): Promise<AuthorizeOutcome> {
   // The key's shard is the only one asked (its routing part; the digest covers it).
   const read = await door.platform.authorizationByKey(key.shard, key.key_sha256, request);
+  const opened = await openKeyedCaller(door, read);
+  return decideAndCommit(opened.ctx, request, opened.read.state);
+}
+
+/**
+ * The caller a keyed read found, as `authenticate` would establish it: its context opened, its
+ * role checked and its write token taken, in that order. For `authorizeByKey` and the doors'
+ * keyed read (src/services/tool-call.ts).
+ */
+export async function openKeyedCaller<R extends { readonly principal: PrincipalRow }>(
+  door: KeyedAuthorizeDoor,
+  read: R | null,
+): Promise<{ readonly ctx: TenantContext; readonly read: R }> {
   // A revoked key is indistinguishable from an unknown one. Revocation is final, so a replica
   // that shows it is right; one that does not yet is overruled by the commit's guard.
   if (read === null || read.principal.revoked_at_unix_ms !== null) {
     throw new ServiceError('unauthenticated', 'a valid api key is required');
   }
+  const { principal } = read;
   const caller: Caller = {
-    principal_id: read.principal.principal_id,
-    tenant_id: read.principal.tenant_id,
-    roles: read.principal.roles,
-    executor_release: read.principal.executor_release,
+    principal_id: principal.principal_id,
+    tenant_id: principal.tenant_id,
+    roles: principal.roles,
+    executor_release: principal.executor_release,
   };
   const ctx = door.open(caller);
   requireRole(caller, ROLES_FOR.authorize);
   await door.takeWriteToken();
-  return decideAndCommit(ctx, request, read.state);
+  return { ctx, read };
+}
+
+/** `authorize` from a first read already made near the caller (the doors' keyed read). */
+export async function authorizeFromRead(
+  ctx: TenantContext,
+  request: AuthorizeRequest,
+  first: AuthorizationState,
+): Promise<AuthorizeOutcome> {
+  requireRole(ctx.caller, ROLES_FOR.authorize);
+  return decideAndCommit(ctx, request, first);
 }
 
 async function decideAndCommit(

@@ -284,6 +284,17 @@ export interface KeyedAuthorizationRead {
   readonly state: AuthorizationState;
 }
 
+/**
+ * A door's keyed read (issue 12): the key's principal, every pinned contract of the tool name the
+ * door named (oldest first, quarantined ones included) and the rest of the authorization state,
+ * whose `contract` is null until the service binds the name to one of `pins`.
+ */
+export interface NamedToolKeyedRead {
+  readonly principal: PrincipalRow;
+  readonly pins: readonly PinnedContract[];
+  readonly state: AuthorizationState;
+}
+
 export type CommitResult = { readonly ok: true } | { readonly ok: false; readonly lost: LostRace };
 
 /** One tenant's storage. Every method is scoped to that tenant. */
@@ -553,6 +564,18 @@ export interface PlatformStore {
     key_sha256: string,
     request: AuthorizeRequest,
   ): Promise<KeyedAuthorizationRead | null>;
+  /**
+   * `authorizationByKey` for the doors that name a tool (MCP, AuthZEN, Docker): the same one
+   * batch, with the tool name's pins in place of one contract by digest. With `at: 'primary'`
+   * the whole read is at the primary (a binding a replica's pins refused is re-read there).
+   */
+  namedToolAuthorizationByKey(
+    shard: number,
+    key_sha256: string,
+    tool_name: string,
+    request: Omit<AuthorizeRequest, 'tool_contract_sha256'>,
+    options?: { readonly at: 'primary' },
+  ): Promise<NamedToolKeyedRead | null>;
   tenantNameTaken(name: string): Promise<boolean>;
   /**
    * Shards: choose the new tenant's shard (src/platform/shards.ts `placementShard`) and record it

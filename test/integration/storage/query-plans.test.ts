@@ -116,6 +116,12 @@ describe('query plans of request paths', { timeout: 60_000 }, () => {
         approval_id,
       }),
     );
+    // The doors (issue 12): the same batch with the tool name's pins in place of one contract.
+    const { tool_contract_sha256: _, ...unbound } = body;
+    await step('namedToolAuthorizationByKey', () =>
+      platform.namedToolAuthorizationByKey(apiKeyDigest(s.agent.api_key), 'get_deployment', unbound),
+    );
+    await step('contractsForTool', () => store.contractsForTool('get_deployment'));
     const again = decideAuthorization(body, state, { invocation_id: newId('invocation') }, now);
     if (!again.ok) throw new Error(again.error.message);
     await step('commitAuthorization (freshness guard)', () =>
@@ -268,7 +274,16 @@ describe('query plans of request paths', { timeout: 60_000 }, () => {
     expectIndex('approvalHistory of one outcome', 'approvals_status_decided');
     expectIndex('approvalHistory older than a cursor', 'approvals_decided');
     expectIndex('approvalHistory of one outcome, newer than a cursor', 'approvals_status_decided');
-    expect(scans).toEqual([]);
+    // Known, and not history: a tool name's pins are found among the tenant's pinned contracts
+    // (bounded by its stored-bytes quota, never by calls or receipts), as `contractsForTool`
+    // always did. An index on (tenant_id, tool_name) would make it a search; that needs a
+    // migration (open item, issue 12). Listed exactly, so the index, once added, shows here.
+    const toolNameSearch = ['namedToolAuthorizationByKey', 'contractsForTool'].flatMap((step) => [
+      `${step}: SEARCH contracts USING INDEX sqlite_autoindex_contracts_1 (tenant_id=?)`,
+      `${step}: USE TEMP B-TREE FOR ORDER BY`,
+    ]);
+    expect(scans.filter((x) => toolNameSearch.includes(x))).toEqual(toolNameSearch);
+    expect(scans.filter((x) => !toolNameSearch.includes(x))).toEqual([]);
     // Every step ran at least one query.
     for (const [name, n] of Object.entries(covered)) expect([name, n > 0]).toEqual([name, true]);
   });

@@ -11,7 +11,7 @@
 import { applyD1Migrations, createExecutionContext, waitOnExecutionContext } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { DEMO_POLICY, type Seeded } from '../../../scripts/seed.js';
+import { DEMO_POLICY, ROLLBACK_CONTRACT, type Seeded } from '../../../scripts/seed.js';
 import worker from '../../../src/worker.js';
 import { MAX_BOOKMARK_LENGTH } from '../../../src/db/client.js';
 import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
@@ -32,6 +32,7 @@ import {
   call,
   createRun,
   READ_INPUT,
+  ROLLBACK_INPUT,
   seedTenant,
   shardOf,
   shardOfKey,
@@ -162,6 +163,67 @@ describe('round trips per request', { timeout: SLOW_MS }, () => {
   });
 });
 
+/** The seeded read call as each standard door spells it (issue 12). */
+const doorCalls = (s: Seeded, run_id: string) => ({
+  mcp: {
+    path: '/mcp/v1/authorize',
+    body: {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'get_deployment', arguments: READ_INPUT, _meta: { 'dev.writ/run_id': run_id } },
+    },
+  },
+  authzen: {
+    path: '/access/v1/evaluation',
+    body: {
+      subject: { type: 'agent', id: s.agent.principal_id },
+      action: { name: 'get_deployment' },
+      resource: { type: 'deployment', id: 'api/production' },
+      context: { input: READ_INPUT, run_id },
+    },
+  },
+  docker: {
+    path: `/docker-mcp/v1/before?run_id=${run_id}`,
+    body: { Session: {}, Params: { name: 'get_deployment', arguments: READ_INPUT }, Extra: null },
+  },
+});
+
+const allowed = (door: string, r: Sent): boolean =>
+  door === 'mcp'
+    ? r.body.decision === 'allow'
+    : door === 'authzen'
+      ? r.body.decision === true
+      : r.body === null;
+
+describe('the standard doors cost what /v1/authorize costs', { timeout: SLOW_MS }, () => {
+  it('MCP, AuthZEN and Docker: one replica read (key, tool pins, state) and one primary commit', async () => {
+    const s = await seedTenant('rt');
+    const run = await createRun(s);
+    const v1 = await send('POST', '/v1/authorize', s.agent.api_key, readBody(s, run));
+    expect(v1.status).toBe(200);
+    for (const [door, d] of Object.entries(doorCalls(s, run))) {
+      const r = await send('POST', d.path, s.agent.api_key, d.body);
+      expect([door, r.status, allowed(door, r)]).toEqual([door, 200, true]);
+      expect([door, r.trips]).toEqual([door, v1.trips]);
+    }
+  });
+
+  it('an unknown tool name: one more read, at the primary, before it is refused; nothing written', async () => {
+    const s = await seedTenant('rt');
+    const run = await createRun(s);
+    const r = await send('POST', '/mcp/v1/authorize', s.agent.api_key, {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'no_such_tool', arguments: {}, _meta: { 'dev.writ/run_id': run } },
+    });
+    expect(r.body.decision).toBe('deny');
+    expect(r.body.jsonrpc_error.error.data.writ_error.code).toBe('not_found');
+    expect(r.trips).toEqual({ primary: 1, replica: 1, stale: 0 });
+  });
+});
+
 // Measured, then pinned: a change that adds a round trip to these paths fails here.
 const EXECUTION_TRIPS: Record<'claim' | 'report' | 'observation', TripCounts> = {
   claim: { primary: 1, replica: 2, stale: 0 },
@@ -285,6 +347,36 @@ describe('a stale replica read never outruns a change committed at the primary',
     expect(r.trips.stale).toBe(1);
     expect(r.status).toBe(403);
     expect(r.body.receipt.body.decision).toBe('denied');
+  });
+
+  it('a tool pinned after the replica read: a door re-reads the binding at the primary', async () => {
+    const s = await seedTenant('st');
+    const run = await createRun(s);
+    await snapshot(s);
+    const tool_name = uniqueName('late_tool');
+    const pinned = await call('POST', '/v1/contracts', {
+      key: s.admin.api_key,
+      body: { ...ROLLBACK_CONTRACT, tool_name },
+    });
+    expect(pinned.status).toBe(201);
+    const r = await send(
+      'POST',
+      '/mcp/v1/authorize',
+      s.agent.api_key,
+      {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: tool_name, arguments: ROLLBACK_INPUT, _meta: { 'dev.writ/run_id': run } },
+      },
+      { stale: true },
+    );
+    // Unknown at the stale replica, found at the primary: decided and receipted (no grant covers
+    // it), never refused as an unknown tool.
+    expect(r.trips.stale).toBe(1);
+    expect(r.body.decision).toBe('deny');
+    expect(r.body.receipt.body.decision).toBe('denied');
+    expect(r.body.receipt.body.tool_contract_sha256).toBe(pinned.body.tool_contract_sha256);
   });
 
   it('a revoked agent: never authorized', async () => {
