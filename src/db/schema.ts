@@ -63,7 +63,11 @@ export const contracts = sqliteTable(
     quarantined_at_unix_ms: integer(),
     quarantine_reason: text(),
   },
-  (t) => [primaryKey({ columns: [t.tenant_id, t.tool_contract_sha256] })],
+  (t) => [
+    primaryKey({ columns: [t.tenant_id, t.tool_contract_sha256] }),
+    // A door binds a tool name to its pins, oldest first (migration 0012).
+    index('contracts_tool_name').on(t.tenant_id, t.tool_name, t.pinned_at_unix_ms, t.tool_contract_sha256),
+  ],
 );
 
 export const grants = sqliteTable(
