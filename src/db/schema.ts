@@ -346,3 +346,43 @@ export const receiptSignatures = sqliteTable(
     index('receipt_signatures_drain').on(t.tenant_id, t.seq),
   ],
 );
+
+// ---------------------------------------------------------------------------------------------
+// Issue 10 (migrations/0011): imports larger than one D1 batch, staged until a last batch
+
+/** One import in progress on this shard; while it exists the tenant is staged, not live. */
+export const tenantImports = sqliteTable('tenant_imports', {
+  tenant_id: text().primaryKey(),
+  /** SHA-256 (hex) of the export file: only a retry of the same file resumes the import. */
+  file_sha256: text().notNull(),
+  rows_total: integer().notNull(),
+  /** The export's lines written so far (chunks commit with it, all or nothing). */
+  rows_done: integer().notNull().default(0),
+  started_at_unix_ms: integer().notNull(),
+  updated_at_unix_ms: integer().notNull(),
+});
+
+/**
+ * A staged tenant's principals (the columns of `principals`): copied into `principals` by the
+ * import's last batch, so no key authenticates before it. `key_sha256` is null until keyed.
+ */
+export const tenantImportPrincipals = sqliteTable(
+  'tenant_import_principals',
+  {
+    principal_id: text().primaryKey(),
+    tenant_id: text().notNull(),
+    name: text().notNull(),
+    roles: text().notNull(),
+    executor_release: text(),
+    key_sha256: text(),
+    created_by: text(),
+    created_at_unix_ms: integer().notNull(),
+    revoked_at_unix_ms: integer(),
+  },
+  (t) => [index('tenant_import_principals_tenant').on(t.tenant_id)],
+);
+
+/** Never holds a row: a trigger aborts any insert (the chunk guard, migrations/0011). */
+export const tenantImportGuard = sqliteTable('tenant_import_guard', {
+  tenant_id: text().notNull(),
+});

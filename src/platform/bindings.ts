@@ -30,7 +30,15 @@ import type {
   TenantStore,
 } from '../services/ports.js';
 import { type TextClassifierBinding, readWithWorkersAi } from '../observation-classifier/workers-ai.js';
-import { exportTenantRows, freezeTenant, importTenantRows, tenantTableColumns } from '../db/tenant-rows.js';
+import {
+  beginStagedImport,
+  exportTenantRows,
+  freezeTenant,
+  goLiveImport,
+  keyStagedPrincipals,
+  tenantTableColumns,
+  writeStagedChunk,
+} from '../db/tenant-rows.js';
 import {
   type TenantRef,
   allShards,
@@ -244,7 +252,10 @@ export function tenantMovePort(env: Env): TenantMovePort {
     exportRows: (shard, tenant_id) => exportTenantRows(shardDb(env, shard), tenant_id),
     freeze: (shard, tenant_id, now) => freezeTenant(shardDb(env, shard), tenant_id, now),
     nameTaken: (name) => directory().nameTaken(name),
-    importRows: (shard, tenant_id, rows, now) => importTenantRows(shardDb(env, shard), tenant_id, rows, now),
+    beginImport: (shard, s, now) => beginStagedImport(shardDb(env, shard), s, now),
+    importChunk: (shard, s, chunk, now) => writeStagedChunk(shardDb(env, shard), s, chunk, now),
+    keyPrincipals: (shard, s, keys) => keyStagedPrincipals(shardDb(env, shard), s, keys),
+    goLive: (shard, s, quota) => goLiveImport(shardDb(env, shard), s, quota),
     async record(t) {
       const dir = directory();
       if (await dir.move(t.tenant_id, t.shard, t.now)) return 'recorded';

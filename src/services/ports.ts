@@ -665,6 +665,15 @@ export interface RetentionDirectory {
 /** One column value of an exported row: D1 stores only text, integers and null for Writ. */
 export type TenantRowValue = string | number | null;
 
+/** An import in progress on one shard: the tenant and the export file it writes. */
+export interface StagedImport {
+  readonly tenant_id: string;
+  /** SHA-256 (hex) of the export file's bytes. */
+  readonly file_sha256: string;
+  /** The file's rows (lines), all of which are written before the tenant goes live. */
+  readonly rows_total: number;
+}
+
 /** One table row of a tenant, as exported and imported (one canonical JSON line each). */
 export interface TenantRow {
   readonly table: string;
@@ -687,13 +696,37 @@ export interface TenantMovePort {
   freeze(shard: number, tenant_id: string, now: number): Promise<string[]>;
   /** Whether a tenant of this name is in the directory. */
   nameTaken(name: string): Promise<boolean>;
-  /** Write every row in one batch; `exists` (nothing written) when the tenant is already there. */
-  importRows(
+  // A staged import (migrations/0011): chunks of rows, each one batch, while the tenant stays
+  // invisible (no principal row, so no key authenticates; the directory does not point at it),
+  // then one batch that makes it live. Progress is kept per export file, so a failed import is
+  // resumed by sending the same file again. Each call after `beginImport` writes nothing and
+  // answers `moved` when the import's progress is not where the caller left it (another importer
+  // of the file, or the import finished).
+  /**
+   * Start the import of `file_sha256`, or find it started: the number of its rows already
+   * written; `exists` when the tenant is on `shard` and not staged; `other_import` when an
+   * import of another file of this tenant is staged there.
+   */
+  beginImport(
     shard: number,
-    tenant_id: string,
-    rows: readonly TenantRow[],
+    s: StagedImport,
     now: number,
-  ): Promise<'imported' | 'exists'>;
+  ): Promise<{ readonly rows_done: number } | 'exists' | 'other_import'>;
+  /** Write rows `from`..`from + rows.length` of the file (export order) in one batch. */
+  importChunk(
+    shard: number,
+    s: StagedImport,
+    chunk: { readonly from: number; readonly rows: readonly TenantRow[]; readonly exported_max_seq: number },
+    now: number,
+  ): Promise<'written' | 'moved'>;
+  /** Set the key digests of staged live principals (one batch; the import is fully written). */
+  keyPrincipals(
+    shard: number,
+    s: StagedImport,
+    keys: readonly { readonly principal_id: string; readonly key_sha256: string }[],
+  ): Promise<'written' | 'moved'>;
+  /** One batch: principals into place, the exported quota row, the staging removed. */
+  goLive(shard: number, s: StagedImport, quota: TenantRow): Promise<'live' | 'moved'>;
   /** Point the directory at `shard` (or add the tenant); `name_taken` when another tenant has the name. */
   record(t: {
     readonly tenant_id: string;
