@@ -386,3 +386,28 @@ export const tenantImportPrincipals = sqliteTable(
 export const tenantImportGuard = sqliteTable('tenant_import_guard', {
   tenant_id: text().notNull(),
 });
+
+// ---------------------------------------------------------------------------------------------
+// Issue 10 (migrations/0011): what the orphan blob collector knows about references
+
+/** An archived receipt's evidence object, named by a line of the archive object (read once). */
+export const blobArchiveRefs = sqliteTable(
+  'blob_archive_refs',
+  {
+    evidence_sha256: text().notNull(),
+    archive_sha256: text().notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.evidence_sha256, t.archive_sha256] })],
+);
+
+/** Archives whose lines the collector has not read yet (a trigger adds every new archive). */
+export const blobArchivesUnindexed = sqliteTable('blob_archives_unindexed', {
+  archive_sha256: text().primaryKey(),
+});
+
+/** The collector's place in the bucket (one row, id 0, on shard 0). */
+export const blobCollection = sqliteTable('blob_collection', {
+  id: integer().primaryKey(),
+  start_after: text(),
+  updated_at_unix_ms: integer().notNull(),
+});

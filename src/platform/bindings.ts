@@ -14,7 +14,9 @@ import { kickLog, logPrefix, logSequencerStub } from '../../durable-objects/log-
 import { rateLimiterStub } from '../../durable-objects/rate-limiter.js';
 import { d1PlatformStore } from '../db/platform-store.js';
 import { d1TenantStore } from '../db/tenant-store.js';
-import { r2BlobStore } from '../db/blobs.js';
+import { BLOB_GRACE_MS, r2BlobStore, r2BlobSweep } from '../db/blobs.js';
+import { d1BlobCursor, d1BlobRefs } from '../db/blob-refs.js';
+import { type BlobCollectionRun, collectOrphanBlobs } from '../services/blob-collection.js';
 import { type RetentionRun, archiveExpiredReceipts } from '../services/retention.js';
 import { publishedKeys, receiptSigner, requireKeyRing } from './receipt-keys.js';
 import { type RateLimit, parseRateLimit } from '../core/limits/token-bucket.js';
@@ -139,6 +141,22 @@ export async function runRetention(env: Env, now: number): Promise<RetentionRun>
     total.more ||= run.more;
   }
   return total;
+}
+
+/**
+ * Delete `BLOBS` objects no row of any shard refers to, older than the grace period (the
+ * `scheduled` handler, after retention; tests call it directly). src/services/blob-collection.ts.
+ */
+export function runBlobCollection(env: Env, now: number): Promise<BlobCollectionRun> {
+  return collectOrphanBlobs(
+    {
+      shards: allShards(env).map((n) => d1BlobRefs(shardDb(env, n))),
+      cursor: d1BlobCursor(shardDb(env, 0)),
+      bucket: r2BlobSweep(env.BLOBS),
+      grace_ms: BLOB_GRACE_MS,
+    },
+    now,
+  );
 }
 
 /**

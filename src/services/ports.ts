@@ -736,3 +736,48 @@ export interface TenantMovePort {
     readonly now: number;
   }): Promise<'recorded' | 'name_taken'>;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Orphan blob collection (issue 10; src/services/blob-collection.ts)
+
+/** An object of the `BLOBS` bucket as the collector lists it. */
+export interface ListedBlob {
+  readonly sha256: string;
+  /** When R2 last wrote the object (a create, or a refresh by `BlobStore.put`). */
+  readonly uploaded_unix_ms: number;
+}
+
+/** The bucket as the collector sees it: list, look again, read an archive, delete. */
+export interface BlobSweepPort {
+  /** Objects under `sha256/` after `start_after` (a digest), in key order; `next` null at the end. */
+  list(
+    start_after: string | null,
+    limit: number,
+  ): Promise<{ readonly objects: readonly ListedBlob[]; readonly next: string | null }>;
+  /** When the object was last written, or null when it is not there. */
+  uploadedAt(sha256: string): Promise<number | null>;
+  /** The verified bytes (throws on a digest mismatch), or null when nothing is stored. */
+  read(sha256: string): Promise<Uint8Array | null>;
+  delete(sha256: string): Promise<void>;
+}
+
+/** One shard's references to blobs. */
+export interface BlobRefIndex {
+  /** Archives whose lines have not been read into the index yet, at most `limit`. */
+  unindexedArchives(limit: number): Promise<readonly string[]>;
+  /** Record the evidence objects an archive's lines name, and mark the archive indexed (one batch). */
+  indexArchive(archive_sha256: string, evidence: readonly string[]): Promise<void>;
+  /**
+   * Which of `sha256s` a row of this shard refers to (receipt evidence, archive object, archived
+   * evidence), and whether any archive is still unindexed (then nothing may be deleted).
+   */
+  referenced(
+    sha256s: readonly string[],
+  ): Promise<{ readonly referenced: ReadonlySet<string>; readonly unindexed: boolean }>;
+}
+
+/** Where the collector's walk stands (shard 0). */
+export interface BlobCursorStore {
+  get(): Promise<string | null>;
+  set(start_after: string | null, now: number): Promise<void>;
+}

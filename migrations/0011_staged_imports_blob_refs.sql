@@ -43,3 +43,38 @@ CREATE TABLE `tenant_import_guard` (
 --> statement-breakpoint
 CREATE TRIGGER `tenant_import_guard_refuses` BEFORE INSERT ON `tenant_import_guard`
 BEGIN SELECT RAISE(ABORT, 'import_progress_moved'); END;
+--> statement-breakpoint
+-- Orphan blob collection (issue 10; src/services/blob-collection.ts, docs/storage.md "Blobs").
+-- An R2 object under `sha256/<hex>` is referenced by a receipt's `evidence_sha256`, by an
+-- archive's `archive_sha256`, or by a line of an archive object (an archived receipt's evidence).
+-- The first two are D1 columns (indexed here for the collector's lookups); the third is copied
+-- into `blob_archive_refs` by the collector, which reads each archive once. Every archive starts
+-- in `blob_archives_unindexed` (the trigger below, in the archive's own batch; the backfill for
+-- archives written before this migration), and the collector deletes nothing while any shard has
+-- one left: an archived receipt's evidence is never taken for an orphan.
+CREATE INDEX `receipts_evidence_blob` ON `receipts` (`evidence_sha256`) WHERE `evidence_sha256` IS NOT NULL;
+--> statement-breakpoint
+CREATE INDEX `receipt_archives_object` ON `receipt_archives` (`archive_sha256`);
+--> statement-breakpoint
+CREATE TABLE `blob_archive_refs` (
+	`evidence_sha256` text NOT NULL,
+	`archive_sha256` text NOT NULL,
+	PRIMARY KEY(`evidence_sha256`, `archive_sha256`)
+);
+--> statement-breakpoint
+CREATE TABLE `blob_archives_unindexed` (
+	`archive_sha256` text PRIMARY KEY NOT NULL
+);
+--> statement-breakpoint
+CREATE TRIGGER `receipt_archives_unindexed` AFTER INSERT ON `receipt_archives`
+BEGIN INSERT OR IGNORE INTO `blob_archives_unindexed` (`archive_sha256`) VALUES (NEW.`archive_sha256`); END;
+--> statement-breakpoint
+INSERT OR IGNORE INTO `blob_archives_unindexed` (`archive_sha256`) SELECT `archive_sha256` FROM `receipt_archives`;
+--> statement-breakpoint
+-- Where the collector's walk over the bucket stands (one row, on shard 0 only): each run goes on
+-- after the last key the previous run looked at, and starts over at the end.
+CREATE TABLE `blob_collection` (
+	`id` integer PRIMARY KEY NOT NULL CHECK (`id` = 0),
+	`start_after` text,
+	`updated_at_unix_ms` integer NOT NULL
+);
