@@ -71,10 +71,12 @@ BEGIN INSERT OR IGNORE INTO `blob_archives_unindexed` (`archive_sha256`) VALUES 
 --> statement-breakpoint
 INSERT OR IGNORE INTO `blob_archives_unindexed` (`archive_sha256`) SELECT `archive_sha256` FROM `receipt_archives`;
 --> statement-breakpoint
--- Where the collector's walk over the bucket stands (one row, on shard 0 only): each run goes on
--- after the last key the previous run looked at, and starts over at the end.
+-- Where the collector's walks over the bucket stand (one row, on shard 0 only): live objects
+-- (`start_after`) and retired ones (`retired_after`). Each run goes on after the last key the
+-- previous run looked at, and starts over at the end.
 CREATE TABLE `blob_collection` (
 	`id` integer PRIMARY KEY NOT NULL CHECK (`id` = 0),
 	`start_after` text,
+	`retired_after` text,
 	`updated_at_unix_ms` integer NOT NULL
 );

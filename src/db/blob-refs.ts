@@ -85,13 +85,17 @@ export function d1BlobCursor(db: Db): BlobCursorStore {
   return {
     async get() {
       const row = await db.select().from(blobCollection).where(eq(blobCollection.id, 0)).get();
-      return row?.start_after ?? null;
+      return { live: row?.start_after ?? null, retired: row?.retired_after ?? null };
     },
-    async set(start_after, now) {
+    async set(walk, after, now) {
+      const set =
+        walk === 'live'
+          ? { start_after: after, updated_at_unix_ms: now }
+          : { retired_after: after, updated_at_unix_ms: now };
       await db
         .insert(blobCollection)
-        .values({ id: 0, start_after, updated_at_unix_ms: now })
-        .onConflictDoUpdate({ target: blobCollection.id, set: { start_after, updated_at_unix_ms: now } })
+        .values({ id: 0, ...set })
+        .onConflictDoUpdate({ target: blobCollection.id, set })
         .run();
     },
   };

@@ -11,7 +11,8 @@
  * recent whenever a write is about to refer to it: the orphan collector (`r2BlobSweep`,
  * src/services/blob-collection.ts) only deletes objects older than its grace period.
  * Never: changes an object's bytes, deletes one (only `r2BlobSweep` does, for the collector), or
- * trusts a key it did not derive from the bytes.
+ * trusts a key it did not derive from the bytes. A get of an object the collector retired
+ * (`r2BlobSweep`) puts it back: a row that names it makes it live again.
  */
 import { sha256Hex } from '../core/canonical/canonical.js';
 import type { BlobRef, BlobStore, BlobSweepPort } from '../services/ports.js';
@@ -66,12 +67,27 @@ export function r2BlobStore(bucket: R2Bucket): BlobStore {
 
     async get(sha256: string): Promise<Uint8Array | null> {
       const object = await bucket.get(blobKey(sha256));
-      if (object === null) return null;
-      const bytes = new Uint8Array(await object.arrayBuffer());
-      if (sha256Hex(bytes) !== sha256) throw new BlobIntegrityError(sha256);
+      if (object !== null) return verified(sha256, object);
+      // Retired by the orphan collector, yet a row names it (a writer that re-used it in the
+      // collector's last instant): put it back and serve it.
+      const retired = await bucket.get(retiredKey(sha256));
+      if (retired === null) return null;
+      const bytes = await verified(sha256, retired);
+      await bucket.put(blobKey(sha256), bytes, { onlyIf: { etagDoesNotMatch: '*' }, sha256 });
       return bytes;
     },
   };
+}
+
+async function verified(sha256: string, object: R2ObjectBody): Promise<Uint8Array> {
+  const bytes = new Uint8Array(await object.arrayBuffer());
+  if (sha256Hex(bytes) !== sha256) throw new BlobIntegrityError(sha256);
+  return bytes;
+}
+
+/** Where the collector keeps an object it took away, for a grace period, before deleting it. */
+function retiredKey(sha256: string): string {
+  return `retired/${blobKey(sha256)}`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -79,30 +95,55 @@ export function r2BlobStore(bucket: R2Bucket): BlobStore {
 
 const PREFIX = 'sha256/';
 
-/** Listing, a second look, verified reads and deletion of `sha256/<hex>` objects. */
+/**
+ * Listing, a second look, verified reads, and retirement of `sha256/<hex>` objects: a retired
+ * object is moved to `retired/sha256/<hex>` (copied, verified, then removed), from where a read
+ * (`r2BlobStore.get`) or the collector puts it back if a row names it, or the collector deletes
+ * it once it has been retired for the grace period with no row naming it.
+ */
 export function r2BlobSweep(bucket: R2Bucket): BlobSweepPort {
-  const store = r2BlobStore(bucket);
+  const listUnder = async (prefix: string, start_after: string | null, limit: number) => {
+    const page = await bucket.list({
+      prefix,
+      limit,
+      ...(start_after === null ? {} : { startAfter: `${prefix}${start_after}` }),
+    });
+    const objects = page.objects
+      .map((o) => ({ sha256: o.key.slice(prefix.length), uploaded_unix_ms: o.uploaded.getTime() }))
+      // A key that is not a digest was not written by Writ: never judged, never deleted.
+      .filter((o) => SHA256_HEX.test(o.sha256));
+    const last = page.objects.at(-1)?.key.slice(prefix.length);
+    return { objects, next: page.truncated && last !== undefined && SHA256_HEX.test(last) ? last : null };
+  };
+  const RETIRED = `retired/${PREFIX}`;
   return {
-    async list(start_after, limit) {
-      const page = await bucket.list({
-        prefix: PREFIX,
-        limit,
-        ...(start_after === null ? {} : { startAfter: blobKey(start_after) }),
-      });
-      const objects = page.objects
-        .map((o) => ({ sha256: o.key.slice(PREFIX.length), uploaded_unix_ms: o.uploaded.getTime() }))
-        // A key that is not a digest was not written by Writ: never judged, never deleted.
-        .filter((o) => SHA256_HEX.test(o.sha256));
-      const last = page.objects.at(-1)?.key.slice(PREFIX.length);
-      return { objects, next: page.truncated && last !== undefined && SHA256_HEX.test(last) ? last : null };
-    },
+    list: (start_after, limit) => listUnder(PREFIX, start_after, limit),
+    listRetired: (start_after, limit) => listUnder(RETIRED, start_after, limit),
     async uploadedAt(sha256) {
       const o = await bucket.head(blobKey(sha256));
       return o === null ? null : o.uploaded.getTime();
     },
-    read: (sha256) => store.get(sha256),
-    async delete(sha256) {
+    async read(sha256) {
+      const o = await bucket.get(blobKey(sha256));
+      return o === null ? null : verified(sha256, o);
+    },
+    async retire(sha256) {
+      const o = await bucket.get(blobKey(sha256));
+      if (o === null) return;
+      const bytes = await verified(sha256, o);
+      // The copy first: at every moment the bytes are under one of the two keys.
+      await bucket.put(retiredKey(sha256), bytes, { sha256 });
       await bucket.delete(blobKey(sha256));
+    },
+    async restore(sha256) {
+      const o = await bucket.get(retiredKey(sha256));
+      if (o === null) return;
+      const bytes = await verified(sha256, o);
+      await bucket.put(blobKey(sha256), bytes, { onlyIf: { etagDoesNotMatch: '*' }, sha256 });
+      await bucket.delete(retiredKey(sha256));
+    },
+    async purge(sha256) {
+      await bucket.delete(retiredKey(sha256));
     },
   };
 }

@@ -409,5 +409,6 @@ export const blobArchivesUnindexed = sqliteTable('blob_archives_unindexed', {
 export const blobCollection = sqliteTable('blob_collection', {
   id: integer().primaryKey(),
   start_after: text(),
+  retired_after: text(),
   updated_at_unix_ms: integer().notNull(),
 });

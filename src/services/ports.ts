@@ -747,18 +747,31 @@ export interface ListedBlob {
   readonly uploaded_unix_ms: number;
 }
 
-/** The bucket as the collector sees it: list, look again, read an archive, delete. */
+/** A page of a bucket listing: objects in key order; `next` null at the end. */
+export interface BlobPage {
+  readonly objects: readonly ListedBlob[];
+  readonly next: string | null;
+}
+
+/**
+ * The bucket as the collector sees it. An orphan is first retired (moved aside, still readable:
+ * a read of it puts it back), and only deleted (purged) after a further grace period.
+ */
 export interface BlobSweepPort {
-  /** Objects under `sha256/` after `start_after` (a digest), in key order; `next` null at the end. */
-  list(
-    start_after: string | null,
-    limit: number,
-  ): Promise<{ readonly objects: readonly ListedBlob[]; readonly next: string | null }>;
-  /** When the object was last written, or null when it is not there. */
+  /** Live objects (`sha256/`) after `start_after` (a digest). */
+  list(start_after: string | null, limit: number): Promise<BlobPage>;
+  /** Retired objects after `start_after`; `uploaded_unix_ms` is when each was retired. */
+  listRetired(start_after: string | null, limit: number): Promise<BlobPage>;
+  /** When the live object was last written, or null when it is not there. */
   uploadedAt(sha256: string): Promise<number | null>;
-  /** The verified bytes (throws on a digest mismatch), or null when nothing is stored. */
+  /** The verified bytes of a live object (throws on a digest mismatch), or null. */
   read(sha256: string): Promise<Uint8Array | null>;
-  delete(sha256: string): Promise<void>;
+  /** Move a live object aside (copy, then remove). */
+  retire(sha256: string): Promise<void>;
+  /** Put a retired object back (a row names it after all). */
+  restore(sha256: string): Promise<void>;
+  /** Delete a retired object for good. */
+  purge(sha256: string): Promise<void>;
 }
 
 /** One shard's references to blobs. */
@@ -776,8 +789,8 @@ export interface BlobRefIndex {
   ): Promise<{ readonly referenced: ReadonlySet<string>; readonly unindexed: boolean }>;
 }
 
-/** Where the collector's walk stands (shard 0). */
+/** Where the collector's two walks (live objects, retired ones) stand (shard 0). */
 export interface BlobCursorStore {
-  get(): Promise<string | null>;
-  set(start_after: string | null, now: number): Promise<void>;
+  get(): Promise<{ readonly live: string | null; readonly retired: string | null }>;
+  set(walk: 'live' | 'retired', start_after: string | null, now: number): Promise<void>;
 }

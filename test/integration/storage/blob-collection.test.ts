@@ -8,7 +8,7 @@ import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { canonicalize, sha256HexOfText } from '../../../src/core/canonical/canonical.js';
 import type { RawToolObservation } from '../../../src/core/observation/index.js';
-import { BLOB_GRACE_MS, r2BlobStore } from '../../../src/db/blobs.js';
+import { BLOB_GRACE_MS, r2BlobStore, r2BlobSweep } from '../../../src/db/blobs.js';
 import { INLINE_EVIDENCE_MAX_BYTES } from '../../../src/db/tenant-store.js';
 import { runBlobCollection, runRetention } from '../../../src/platform/bindings.js';
 import { collectOrphanBlobs } from '../../../src/services/blob-collection.js';
@@ -81,6 +81,7 @@ async function evidenceInR2(s: Seeded): Promise<{ evidence: string; receipt: str
 }
 
 const present = async (sha: string) => (await env.BLOBS.head(`sha256/${sha}`)) !== null;
+const retired = async (sha: string) => (await env.BLOBS.head(`retired/sha256/${sha}`)) !== null;
 const orphan = async (label: string) =>
   (
     await r2BlobStore(env.BLOBS).put(
@@ -96,10 +97,10 @@ async function collectAll(now: number) {
     const r = await runBlobCollection(env, now);
     deleted += r.deleted;
     if (r.waiting_for_index) continue;
-    const cursor = await env.DB.prepare('SELECT start_after FROM blob_collection WHERE id = 0').first<{
-      start_after: string | null;
-    }>();
-    if (cursor?.start_after === null) return deleted;
+    const cursor = await env.DB.prepare(
+      'SELECT start_after, retired_after FROM blob_collection WHERE id = 0',
+    ).first<{ start_after: string | null; retired_after: string | null }>();
+    if (cursor?.start_after === null && cursor.retired_after === null) return deleted;
   }
   throw new Error('the collector did not come round');
 }
@@ -114,11 +115,27 @@ describe('orphan blob collection', { timeout: SLOW_MS }, () => {
     await collectAll(Date.now());
     expect(await present(lost)).toBe(true);
 
-    // Past it: the orphan goes, the live receipt's evidence stays.
+    // Past it: the orphan is retired, then (retired a grace period before this run's clock)
+    // deleted; the live receipt's evidence stays.
     const later = Date.now() + 2 * BLOB_GRACE_MS;
     expect(await collectAll(later)).toBeGreaterThanOrEqual(1);
     expect(await present(lost)).toBe(false);
+    expect(await retired(lost)).toBe(false);
     expect(await present(evidence)).toBe(true);
+
+    // The race's last instant: the collector retired an object a row names (here, by hand).
+    // The next run finds the row and puts it back, and a read in between puts it back too.
+    await r2BlobSweep(env.BLOBS).retire(evidence);
+    expect([await present(evidence), await retired(evidence)]).toEqual([false, true]);
+    const r = await runBlobCollection(env, Date.now() + 3 * BLOB_GRACE_MS);
+    expect(r.restored).toBe(1);
+    expect([await present(evidence), await retired(evidence)]).toEqual([true, false]);
+    await r2BlobSweep(env.BLOBS).retire(evidence);
+    const viaRead = await call('GET', `/v1/receipts/${receipt}`, { key: s.admin.api_key });
+    expect(viaRead.status).toBe(200);
+    expect(viaRead.body.evidence.observation.payload).toBe(BIG_OUTPUT);
+    expect(await present(evidence)).toBe(true);
+    await r2BlobSweep(env.BLOBS).purge(evidence);
 
     // Retention moves the receipts to an archive: the evidence is now named only by a line of the
     // archive object, which the collector reads into its index before deleting anything.
@@ -168,11 +185,17 @@ describe('orphan blob collection', { timeout: SLOW_MS }, () => {
 
 describe('the collector fails safe', () => {
   const now = 10 * BLOB_GRACE_MS;
+  /** One old live object; `deleted` records what was retired or purged. */
   const sweep = (uploaded: number, deleted: string[]): BlobSweepPort => ({
     list: async () => ({ objects: [{ sha256: 'a'.repeat(64), uploaded_unix_ms: uploaded }], next: null }),
+    listRetired: async () => ({ objects: [], next: null }),
     uploadedAt: async () => uploaded,
     read: async () => null,
-    delete: async (sha) => {
+    retire: async (sha) => {
+      deleted.push(sha);
+    },
+    restore: async () => undefined,
+    purge: async (sha) => {
       deleted.push(sha);
     },
   });
@@ -182,7 +205,7 @@ describe('the collector fails safe', () => {
     referenced: async () => ({ referenced: new Set(), unindexed: false }),
     ...over,
   });
-  const cursor = { get: async () => null, set: async () => undefined };
+  const cursor = { get: async () => ({ live: null, retired: null }), set: async () => undefined };
 
   it('when an archive appears unread between indexing and the reference check', async () => {
     const deleted: string[] = [];
@@ -220,6 +243,52 @@ describe('the collector fails safe', () => {
       now,
     );
     expect(deleted).toEqual(['a'.repeat(64)]);
+  });
+});
+
+describe('a retired object', () => {
+  const now = 10 * BLOB_GRACE_MS;
+  const cursor = { get: async () => ({ live: null, retired: null }), set: async () => undefined };
+  const bucket = (retired_at: number, acted: string[]): BlobSweepPort => ({
+    list: async () => ({ objects: [], next: null }),
+    listRetired: async () => ({
+      objects: [{ sha256: 'b'.repeat(64), uploaded_unix_ms: retired_at }],
+      next: null,
+    }),
+    uploadedAt: async () => null,
+    read: async () => null,
+    retire: async () => undefined,
+    restore: async (sha) => {
+      acted.push(`restore ${sha.slice(0, 4)}`);
+    },
+    purge: async (sha) => {
+      acted.push(`purge ${sha.slice(0, 4)}`);
+    },
+  });
+  const shard = (named: boolean): BlobRefIndex => ({
+    unindexedArchives: async () => [],
+    indexArchive: async () => undefined,
+    referenced: async (x) => ({ referenced: new Set(named ? x : []), unindexed: false }),
+  });
+
+  it('stays retired for the grace period, then is put back if a row names it, else deleted', async () => {
+    const acted: string[] = [];
+    const run = (retired_at: number, named: boolean) =>
+      collectOrphanBlobs(
+        {
+          shards: [shard(false), shard(named)],
+          cursor,
+          bucket: bucket(retired_at, acted),
+          grace_ms: BLOB_GRACE_MS,
+        },
+        now,
+      );
+    await run(now - 1, false);
+    expect(acted).toEqual([]);
+    await run(0, true);
+    expect(acted).toEqual(['restore bbbb']);
+    await run(0, false);
+    expect(acted).toEqual(['restore bbbb', 'purge bbbb']);
   });
 });
 
