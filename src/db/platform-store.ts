@@ -6,7 +6,7 @@
  * Guarantees: a tenant, its quota row (defaults), its first policy and its first admin are written
  * in one batch; a name race is decided by the unique index (the loser wrote nothing).
  */
-import { asc, eq, gt, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, notExists, sql } from 'drizzle-orm';
 import type { AuthorizeRequest } from '../core/authorization/decide.js';
 import type {
   KeyedAuthorizationRead,
@@ -20,7 +20,7 @@ import type {
 import type { TenantPolicy } from '../core/policy.js';
 import { type Db, atPrimary } from './client.js';
 import { toCanonicalText } from './documents.js';
-import { principals, policies, tenantQuotas, tenants } from './schema.js';
+import { principals, policies, tenantImports, tenantQuotas, tenants } from './schema.js';
 import {
   type ContractSelector,
   authorizationStateQueries,
@@ -155,7 +155,19 @@ export function d1PlatformStore(db: Db): ShardPlatformStore {
           receipt_retention_days: tenantQuotas.receipt_retention_days,
         })
         .from(tenantQuotas)
-        .where(after === null ? undefined : gt(tenantQuotas.tenant_id, after))
+        .where(
+          and(
+            after === null ? undefined : gt(tenantQuotas.tenant_id, after),
+            // A tenant staged by an import in progress (migrations/0011) is not live: moving its
+            // receipts to archives under the import would change rows the import is writing.
+            notExists(
+              db
+                .select({ one: sql`1` })
+                .from(tenantImports)
+                .where(eq(tenantImports.tenant_id, tenantQuotas.tenant_id)),
+            ),
+          ),
+        )
         .orderBy(asc(tenantQuotas.tenant_id))
         .limit(limit);
     },

@@ -7,14 +7,30 @@
  * reads its own writes. Every other request starts at the primary. Writes always go to the
  * primary. Each response carries the newest bookmark of the request's sessions.
  *
- * Guarantees: a bookmark header that is longer than `MAX_BOOKMARK_LENGTH` or not of D1's shape
- * is a 400 `invalid_request` before any storage is touched; a bookmark only ever asks for a read
- * at least as fresh as it (never older than an unconstrained session), so it cannot undo a
- * revocation: authorization's guards run in its write batch, at the primary.
- * Never: starts a write route's session from a client's bookmark, or logs the bookmark.
+ * Bookmarks name their shard (`<shard>:<bookmark>`, comma-separated when a request touched several
+ * shards): a D1 bookmark is a position in one database, so a bookmark of shard A (say, kept by a
+ * client across a tenant move) must never start a session on shard B. A shard the client sent no
+ * bookmark for, while it sent some, starts at the primary; so does every shard for a bare bookmark
+ * sent before bookmarks were qualified (its shard is unknown). Correct reads, only slower: never
+ * an unconstrained, possibly stale one for a client that asked to read its writes.
+ *
+ * Guarantees: a bookmark header that is longer than `MAX_BOOKMARK_HEADER_LENGTH`, has more than
+ * `MAX_BOOKMARKS` parts, names a shard twice or one outside `MAX_SHARDS`, or has a part not of
+ * D1's shape is a 400 `invalid_request` before any storage is touched; a bookmark only ever asks
+ * for a read at least as fresh as it (never older than an unconstrained session), so it cannot
+ * undo a revocation: authorization's guards run in its write batch, at the primary.
+ * Never: starts a write route's session from a client's bookmark, starts one shard's session from
+ * another shard's bookmark, or logs the bookmark.
  */
 import { createMiddleware } from 'hono/factory';
-import { isBookmark, openD1Sessions, type SessionStart } from '../db/client.js';
+import { MAX_SHARDS } from '../core/identity/identity.js';
+import {
+  type SessionStart,
+  formatBookmarkHeader,
+  openD1Sessions,
+  parseBookmarkHeader,
+} from '../db/client.js';
+import { shardOfBindingName } from '../platform/shards.js';
 import { ServiceError } from '../services/errors.js';
 import type { AppEnv } from './env.js';
 
@@ -35,16 +51,22 @@ function readsNearCaller(method: string, path: string): boolean {
 
 export const d1Session = createMiddleware<AppEnv>(async (c, next) => {
   const sent = c.req.header(BOOKMARK_HEADER);
+  const parsed = sent === undefined ? null : parseBookmarkHeader(sent, MAX_SHARDS);
   // A client that sends a malformed bookmark has a bug to see, not a silently stale read.
-  if (sent !== undefined && !isBookmark(sent)) {
-    throw new ServiceError('invalid_request', `${BOOKMARK_HEADER} is not a d1 bookmark`);
+  if (sent !== undefined && parsed === null) {
+    throw new ServiceError('invalid_request', `${BOOKMARK_HEADER} is not a list of <shard>:<d1 bookmark>`);
   }
-  const start: SessionStart = readsNearCaller(c.req.method, c.req.path)
-    ? { at: 'nearest', bookmark: sent ?? null }
-    : { at: 'primary' };
-  const sessions = openD1Sessions(c.env, start);
+  const start: SessionStart = !readsNearCaller(c.req.method, c.req.path)
+    ? { at: 'primary' }
+    : {
+        at: 'nearest',
+        // An unqualified bookmark came from some shard, which one is unknown: an empty map sends
+        // every shard to the primary.
+        bookmarks: parsed === null ? null : parsed.kind === 'qualified' ? parsed.bookmarks : new Map(),
+      };
+  const sessions = openD1Sessions(c.env, start, shardOfBindingName);
   c.env = sessions.env;
   await next();
-  const bookmark = sessions.bookmark();
-  if (bookmark !== null) c.header(BOOKMARK_HEADER, bookmark);
+  const header = formatBookmarkHeader(sessions.bookmarks());
+  if (header !== null) c.header(BOOKMARK_HEADER, header);
 });

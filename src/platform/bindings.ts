@@ -14,7 +14,9 @@ import { kickLog, logPrefix, logSequencerStub } from '../../durable-objects/log-
 import { rateLimiterStub } from '../../durable-objects/rate-limiter.js';
 import { d1PlatformStore } from '../db/platform-store.js';
 import { d1TenantStore } from '../db/tenant-store.js';
-import { r2BlobStore } from '../db/blobs.js';
+import { BLOB_GRACE_MS, r2BlobStore, r2BlobSweep } from '../db/blobs.js';
+import { d1BlobCursor, d1BlobRefs } from '../db/blob-refs.js';
+import { type BlobCollectionRun, collectOrphanBlobs } from '../services/blob-collection.js';
 import { type RetentionRun, archiveExpiredReceipts } from '../services/retention.js';
 import { publishedKeys, receiptSigner, requireKeyRing } from './receipt-keys.js';
 import { type RateLimit, parseRateLimit } from '../core/limits/token-bucket.js';
@@ -30,7 +32,15 @@ import type {
   TenantStore,
 } from '../services/ports.js';
 import { type TextClassifierBinding, readWithWorkersAi } from '../observation-classifier/workers-ai.js';
-import { exportTenantRows, freezeTenant, importTenantRows, tenantTableColumns } from '../db/tenant-rows.js';
+import {
+  beginStagedImport,
+  exportTenantRows,
+  freezeTenant,
+  goLiveImport,
+  keyStagedPrincipals,
+  tenantTableColumns,
+  writeStagedChunk,
+} from '../db/tenant-rows.js';
 import {
   type TenantRef,
   allShards,
@@ -140,6 +150,22 @@ export async function runRetention(env: Env, now: number): Promise<RetentionRun>
     total.more ||= run.more;
   }
   return total;
+}
+
+/**
+ * Delete `BLOBS` objects no row of any shard refers to, older than the grace period (the
+ * `scheduled` handler, after retention; tests call it directly). src/services/blob-collection.ts.
+ */
+export function runBlobCollection(env: Env, now: number): Promise<BlobCollectionRun> {
+  return collectOrphanBlobs(
+    {
+      shards: allShards(env).map((n) => d1BlobRefs(shardDb(env, n))),
+      cursor: d1BlobCursor(shardDb(env, 0)),
+      bucket: r2BlobSweep(env.BLOBS),
+      grace_ms: BLOB_GRACE_MS,
+    },
+    now,
+  );
 }
 
 /**
@@ -253,7 +279,10 @@ export function tenantMovePort(env: Env): TenantMovePort {
     exportRows: (shard, tenant_id) => exportTenantRows(shardDb(env, shard), tenant_id),
     freeze: (shard, tenant_id, now) => freezeTenant(shardDb(env, shard), tenant_id, now),
     nameTaken: (name) => directory().nameTaken(name),
-    importRows: (shard, tenant_id, rows, now) => importTenantRows(shardDb(env, shard), tenant_id, rows, now),
+    beginImport: (shard, s, now) => beginStagedImport(shardDb(env, shard), s, now),
+    importChunk: (shard, s, chunk, now) => writeStagedChunk(shardDb(env, shard), s, chunk, now),
+    keyPrincipals: (shard, s, keys) => keyStagedPrincipals(shardDb(env, shard), s, keys),
+    goLive: (shard, s, quota) => goLiveImport(shardDb(env, shard), s, quota),
     async record(t) {
       const dir = directory();
       if (await dir.move(t.tenant_id, t.shard, t.now)) return 'recorded';

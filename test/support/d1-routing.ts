@@ -73,7 +73,15 @@ class RoutedStatement {
   }
 }
 
-type Start = 'none' | 'first-primary' | 'unconstrained' | 'bookmark';
+/**
+ * `foreign`: a session started from a bookmark this database never issued (another database's,
+ * say another shard's). D1 orders bookmarks within one database only, so such a bookmark gives no
+ * freshness here: the model serves it like an unconstrained session, from the stale replica.
+ */
+type Start = 'none' | 'first-primary' | 'unconstrained' | 'bookmark' | 'foreign';
+
+/** Bookmarks each database (by its primary binding) has handed out, for telling `foreign` ones. */
+const issued = new WeakMap<D1Database, Set<string>>();
 
 class Route {
   #queried = false;
@@ -95,7 +103,8 @@ class Route {
     const where = this.#where(write);
     // A lagging replica serves only a session that has no bookmark to be consistent with yet.
     const replica = this.o.staleReplica;
-    const lagging = where === 'replica' && this.start === 'unconstrained' && !this.#wrote;
+    const lagging =
+      where === 'replica' && (this.start === 'unconstrained' || this.start === 'foreign') && !this.#wrote;
     const target = lagging && replica !== undefined ? replica : this.primary;
     await this.o.onRoundTrip?.({ where, write, stale: target === replica });
     this.#queried = true;
@@ -126,19 +135,31 @@ export function routedD1(primary: D1Database, o: RoutingOptions = {}): D1Databas
     exec: (sql: string) => primary.exec(sql),
     dump: () => primary.dump(),
     withSession: (arg?: string) => {
+      let own = issued.get(primary);
+      if (own === undefined) {
+        own = new Set();
+        issued.set(primary, own);
+      }
+      const mine = own;
       const start: Start =
         arg === 'first-primary'
           ? 'first-primary'
           : arg === undefined || arg === 'first-unconstrained'
             ? 'unconstrained'
-            : 'bookmark';
+            : mine.has(arg)
+              ? 'bookmark'
+              : 'foreign';
       // A real session underneath, so bookmarks are D1's own.
       const real = primary.withSession(arg);
       const route = new Route(start, real, o);
       return {
         prepare: (sql: string) => route.prepare(sql),
         batch: (statements: RoutedStatement[]) => route.batch(statements),
-        getBookmark: () => real.getBookmark(),
+        getBookmark: () => {
+          const b = real.getBookmark();
+          if (b !== null) mine.add(b);
+          return b;
+        },
       };
     },
   };

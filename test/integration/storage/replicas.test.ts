@@ -13,7 +13,7 @@ import { env } from 'cloudflare:workers';
 import { beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_POLICY, ROLLBACK_CONTRACT, type Seeded } from '../../../scripts/seed.js';
 import worker from '../../../src/worker.js';
-import { MAX_BOOKMARK_LENGTH } from '../../../src/db/client.js';
+import { MAX_BOOKMARK_HEADER_LENGTH } from '../../../src/db/client.js';
 import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
 import { allShards } from '../../../src/platform/shards.js';
 import {
@@ -41,7 +41,9 @@ import {
 } from '../platform/harness.js';
 
 const SLOW_MS = 60_000;
-const BOOKMARK = /^[0-9a-f]{8}-[0-9a-f]{8}-[0-9a-f]{8}-[0-9a-f]{32}$/;
+const D1_BOOKMARK = '[0-9a-f]{8}-[0-9a-f]{8}-[0-9a-f]{8}-[0-9a-f]{32}';
+/** A response's bookmark names its shard: `<shard>:<d1 bookmark>` (one shard per tenant request). */
+const BOOKMARK = new RegExp(`^(0|[1-9][0-9]*):${D1_BOOKMARK}$`);
 
 interface Sent extends Reply {
   readonly trips: TripCounts;
@@ -83,6 +85,8 @@ async function send(
   const text = await res.text();
   return { status: res.status, body: text.length > 0 ? JSON.parse(text) : null, headers: res.headers, trips };
 }
+
+const OK_BOOKMARK = '0000007b-0000b26e-00001538-0c3e87bb37b3db5cc52eedb93cd3b96b';
 
 const readBody = (s: Seeded, run_id: string) => ({
   tool_contract_sha256: s.read_contract_sha256,
@@ -251,8 +255,15 @@ describe('Writ-D1-Bookmark', { timeout: SLOW_MS }, () => {
   it('a malformed bookmark is a 400 invalid_request before storage is touched, and nothing is written', async () => {
     const s = await seedTenant('bm');
     const bad = [
-      'x'.repeat(MAX_BOOKMARK_LENGTH + 1),
-      '0'.repeat(MAX_BOOKMARK_LENGTH + 1),
+      'x'.repeat(MAX_BOOKMARK_HEADER_LENGTH + 1),
+      '0'.repeat(MAX_BOOKMARK_HEADER_LENGTH + 1),
+      // Qualified, but: a shard twice, a shard number beyond any, a leading zero, too many parts.
+      `0:${OK_BOOKMARK},0:${OK_BOOKMARK}`,
+      `1000:${OK_BOOKMARK}`,
+      `01:${OK_BOOKMARK}`,
+      Array.from({ length: 9 }, (_, i) => `${i}:${OK_BOOKMARK}`).join(','),
+      `0:${OK_BOOKMARK},`,
+      `0:${OK_BOOKMARK}, 1:${OK_BOOKMARK}`,
       'garbage',
       '00000000-00000003-00000000-0000000000000000000000000000000G',
       '00000000-00000003-00000000',
@@ -435,5 +446,77 @@ describe('a stale replica read never outruns a change committed at the primary',
     const k = await send('POST', '/v1/authorize', agent.body.api_key, readBody(s, run), { stale: true });
     expect(k.status).toBe(403); // its own run is another principal's: run_unknown, a stored denial
     expect(k.body.violations).toContain('run_unknown');
+  });
+});
+
+/**
+ * Bookmarks across shards: a D1 bookmark is a position in one database. A client may hold one of
+ * shard A (another tenant's response, or its own tenant's before a move) and send it on a request
+ * that reads shard B. The harness serves a session started from a bookmark B never issued like an
+ * unconstrained one, from B's stale snapshot, as D1 gives no freshness for it; the Worker must
+ * never start B's session from it, and reads at B's primary instead.
+ */
+describe('a bookmark from another shard never makes a stale read', { timeout: SLOW_MS }, () => {
+  beforeAll(async () => {
+    for (const n of allShards(env)) {
+      await applyD1Migrations(staleReplicaOf(n), env.TEST_MIGRATIONS);
+      await dropTriggers(staleReplicaOf(n));
+    }
+  });
+
+  /** Two tenants on two different shards (placement alternates to the emptier shard). */
+  async function onTwoShards(): Promise<[Seeded, Seeded]> {
+    const a = await seedTenant('xa');
+    for (let i = 0; i < 6; i++) {
+      const b = await seedTenant('xb');
+      if (shardOf(b) !== shardOf(a)) return [a, b];
+    }
+    throw new Error('no tenant landed on the other shard');
+  }
+
+  it('falls back to the primary for a foreign or an unqualified bookmark; its own shard reads near', async () => {
+    const [a, b] = await onTwoShards();
+    // A's bookmark, as a client of both tenants (or of A before a move to B's shard) holds it.
+    const fromA = await send('GET', '/v1/policy', a.admin.api_key);
+    const aHeader = fromA.headers.get('writ-d1-bookmark') ?? '';
+    expect(aHeader).toMatch(BOOKMARK);
+    expect(aHeader.startsWith(`${shardOf(a)}:`)).toBe(true);
+    const aBare = aHeader.slice(aHeader.indexOf(':') + 1);
+
+    // B's replica lags: it has not seen the run created next.
+    await snapshotDatabase(tenantD1(b), staleReplicaOf(shardOf(b)));
+    const created = await send(
+      'POST',
+      '/v1/runs',
+      b.agent.api_key,
+      { max_calls: 1, max_external_writes: 0, max_duration_ms: 60_000 },
+      { stale: true },
+    );
+    expect(created.status).toBe(201);
+    const run = created.body.run_id as string;
+    const bHeader = created.headers.get('writ-d1-bookmark') ?? '';
+    expect(bHeader.startsWith(`${shardOf(b)}:`)).toBe(true);
+
+    const read = (bookmark: string | null) =>
+      send('GET', `/v1/runs/${run}`, b.agent.api_key, undefined, {
+        stale: true,
+        ...(bookmark === null ? {} : { headers: { 'writ-d1-bookmark': bookmark } }),
+      });
+    // The control: no bookmark is an unconstrained session, and the lagging replica misses the run.
+    const unconstrained = await read(null);
+    expect(unconstrained.trips.stale).toBeGreaterThan(0);
+    expect(unconstrained.status).toBe(404);
+    // Shard A's bookmark, qualified (or bare, as before bookmarks named their shard): B's session
+    // starts at the primary, the run is found, nothing comes from the stale snapshot.
+    for (const bookmark of [aHeader, aBare]) {
+      const r = await read(bookmark);
+      expect([bookmark, r.status, r.trips.stale]).toEqual([bookmark, 200, 0]);
+      expect(r.trips.primary).toBeGreaterThan(0);
+    }
+    // B's own bookmark (alone, or beside A's) starts B's session from it: fresh, near the caller.
+    for (const bookmark of [bHeader, [aHeader, bHeader].sort().join(',')]) {
+      const r = await read(bookmark);
+      expect([bookmark, r.status, r.trips.stale, r.trips.primary]).toEqual([bookmark, 200, 0, 0]);
+    }
   });
 });
