@@ -121,7 +121,7 @@ export function keyedDoor(
       admit(caller);
       return ctx;
     },
-    takeWriteToken: () => takeWriteToken(c, c.var.principal),
+    takeWriteToken: (who) => takeWriteToken(c, who),
     authenticate: async () => {
       await authenticateRequest(c);
       admit(c.var.principal);

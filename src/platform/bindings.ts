@@ -201,12 +201,43 @@ export function rateLimit(env: Env): RateLimit {
   return parsed.ok ? parsed.value : DEFAULT_RATE_LIMIT;
 }
 
+/**
+ * Used when a `WRIT_TENANT_RATE_LIMIT_*` var is unset or invalid: 50 writes a second, bursts of
+ * 200, over all of one tenant's principals (issue 10; docs/scaling.md sizes it against a shard's
+ * writer).
+ */
+export const DEFAULT_TENANT_RATE_LIMIT: RateLimit = { per_second: 50, burst: 200 };
+
+/** The configured aggregate write limit of one tenant (wrangler.toml [vars]). */
+export function tenantRateLimit(env: Env): RateLimit {
+  const parsed = parseRateLimit({
+    per_second: Number(env.WRIT_TENANT_RATE_LIMIT_PER_SECOND ?? DEFAULT_TENANT_RATE_LIMIT.per_second),
+    burst: Number(env.WRIT_TENANT_RATE_LIMIT_BURST ?? DEFAULT_TENANT_RATE_LIMIT.burst),
+  });
+  return parsed.ok ? parsed.value : DEFAULT_TENANT_RATE_LIMIT;
+}
+
 export function rateLimitPort(env: Env): RateLimitPort {
   const limit = rateLimit(env);
+  const tenant = tenantRateLimit(env);
   return {
     take: async (tenant_id, principal_id, now) => {
-      const d = await rateLimiterStub(env, tenant_id).take({ tenant_id, principal_id, now, ...limit });
-      return { allowed: d.allowed, retry_after_seconds: d.retry_after_seconds };
+      const d = await rateLimiterStub(env, tenant_id).take({
+        tenant_id,
+        principal_id,
+        now,
+        ...limit,
+        tenant_per_second: tenant.per_second,
+        tenant_burst: tenant.burst,
+      });
+      return d.allowed
+        ? { allowed: true, retry_after_seconds: 0 }
+        : {
+            allowed: false,
+            retry_after_seconds: d.retry_after_seconds,
+            // Anything but the tenant's bucket is reported as the principal's (the older answer).
+            limited_by: d.limited_by === 'tenant' ? 'tenant' : 'principal',
+          };
     },
   };
 }

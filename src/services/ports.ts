@@ -648,6 +648,8 @@ export interface RateLimitDecision {
   readonly allowed: boolean;
   /** Seconds until the principal's next write is admitted; 0 when allowed. */
   readonly retry_after_seconds: number;
+  /** Issue 10: on a refusal, whether the tenant's aggregate write budget (not the principal's) refused. */
+  readonly limited_by?: 'principal' | 'tenant';
 }
 
 /**

@@ -25,6 +25,7 @@ import {
   authorize,
   authorizeFromRead,
   openKeyedCaller,
+  startKnownKeyToken,
 } from './authorize.js';
 import type { TenantContext } from './context.js';
 import { ServiceError } from './errors.js';
@@ -117,7 +118,8 @@ export async function authorizeNamedToolByKey(
       parsed.request,
       options,
     );
-  const opened = await openKeyedCaller(door, await read());
+  const early = startKnownKeyToken(door, key);
+  const opened = await openKeyedCaller(door, key, await read(), early);
   let found = opened.read;
   let bound = bindToolContract(found.pins, call.tool_name, call.tool_contract_sha256);
   if (!bound.ok) {

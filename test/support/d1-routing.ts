@@ -27,6 +27,8 @@ export interface RoundTrip {
 export interface RoutingOptions {
   /** Called before each round trip: count it, or sleep. */
   readonly onRoundTrip?: (trip: RoundTrip) => void | Promise<void>;
+  /** Called when a round trip's answer (or error) is back: the edge bench's timeline. */
+  readonly afterRoundTrip?: (trip: RoundTrip) => void;
   /** False models read replication disabled: every round trip goes to the primary. */
   readonly replicas?: boolean;
   /** Where replica reads of unconstrained sessions are answered (a stale snapshot). */
@@ -99,26 +101,33 @@ class Route {
     return 'replica';
   }
 
-  async #trip(write: boolean): Promise<Target> {
+  async #trip<T>(write: boolean, f: (target: Target) => Promise<T>): Promise<T> {
     const where = this.#where(write);
     // A lagging replica serves only a session that has no bookmark to be consistent with yet.
     const replica = this.o.staleReplica;
     const lagging =
       where === 'replica' && (this.start === 'unconstrained' || this.start === 'foreign') && !this.#wrote;
     const target = lagging && replica !== undefined ? replica : this.primary;
-    await this.o.onRoundTrip?.({ where, write, stale: target === replica });
+    const trip: RoundTrip = { where, write, stale: target === replica };
+    await this.o.onRoundTrip?.(trip);
     this.#queried = true;
     if (write) this.#wrote = true;
-    return target;
+    try {
+      return await f(target);
+    } finally {
+      this.o.afterRoundTrip?.(trip);
+    }
   }
 
-  async one<T>(st: RoutedStatement, f: (s: D1PreparedStatement) => Promise<T>): Promise<T> {
-    return f(st.on(await this.#trip(isWrite(st.sql))));
+  one<T>(st: RoutedStatement, f: (s: D1PreparedStatement) => Promise<T>): Promise<T> {
+    return this.#trip(isWrite(st.sql), (target) => f(st.on(target)));
   }
 
-  async batch(statements: readonly RoutedStatement[]): Promise<D1Result[]> {
-    const target = await this.#trip(statements.some((s) => isWrite(s.sql)));
-    return target.batch(statements.map((s) => s.on(target)));
+  batch(statements: readonly RoutedStatement[]): Promise<D1Result[]> {
+    return this.#trip(
+      statements.some((s) => isWrite(s.sql)),
+      (target) => target.batch(statements.map((s) => s.on(target))),
+    );
   }
 
   prepare(sql: string): RoutedStatement {
