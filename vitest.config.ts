@@ -72,6 +72,37 @@ export default defineConfig({
           setupFiles: ['./test/setup/apply-migrations.ts'],
         },
       },
+      // ---- mcp-agents: the `agents` McpAgent example (issue 12) ---------------------------------
+      // Its own project because the Worker differs: test/examples/mcp-agents/entry.ts serves Writ
+      // (wrangler.toml's bindings) and, beside it, the example McpAgent Durable Objects, which
+      // reach Writ through a service binding to this same Worker.
+      {
+        plugins: [
+          cloudflareTest(async () => ({
+            main: './test/examples/mcp-agents/entry.ts',
+            wrangler: { configPath: './wrangler.toml' },
+            miniflare: {
+              durableObjects: {
+                MCP_OBJECT: { className: 'DeployTools', useSQLite: true },
+                MCP_DOWN: { className: 'DeployToolsWritDown', useSQLite: true },
+              },
+              serviceBindings: { WRIT: 'writ' },
+              bindings: {
+                TEST_MIGRATIONS: await readD1Migrations(path.join(import.meta.dirname, 'migrations')),
+                WRIT_ADMIN_TOKEN: TEST_ADMIN_TOKEN,
+                WRIT_RECEIPT_KEYS: TEST_RECEIPT_KEYS,
+              },
+            },
+          })),
+        ],
+        test: {
+          name: 'mcp-agents',
+          testTimeout: WATCHDOG_MS,
+          hookTimeout: WATCHDOG_MS,
+          include: ['test/examples/**/*.test.ts'],
+          setupFiles: ['./test/setup/apply-migrations.ts'],
+        },
+      },
     ],
     // The Worker logs one JSON line per request (ids and digests, never bodies); keep them out
     // of the test output unless a test fails.

@@ -3,19 +3,20 @@
  * one run (method and results: docs/benchmarks.md "Doors").
  *
  * Four paths, each from the request body's bytes to the answer's text, each through the real
- * door code and the real services over in-memory ports (storage excluded, as in `npm run bench`):
- * - `/v1`: strict decode, `AuthorizeRequest`, `authorize` (the service: `decideAuthorization`,
- *   commit through the port), the answer `{decision, violations, receipt}` serialized.
+ * door code and the real services over in-memory ports (storage excluded, as in `npm run bench`),
+ * each through the keyed entry point its HTTP route calls (one batch: key, state, tool pins):
+ * - `/v1`: strict decode, `AuthorizeRequest`, `authorizeByKey` (the service: the keyed read,
+ *   `decideAuthorization`, commit through the port), `{decision, violations, receipt}` serialized.
  * - MCP: strict decode, `translateToolsCall` (envelope, revision, Writ `_meta`, `forward`),
- *   `authorizeNamedTool` (tool name to pinned contract, `AuthorizeRequest`, `authorize`), the
- *   answer `{decision: "allow", receipt, forward}` serialized.
+ *   `authorizeNamedToolByKey` (parse, keyed read with the tool's pins, binding, `authorize`'s
+ *   decide and commit), the answer `{decision: "allow", receipt, forward}` serialized.
  * - AuthZEN: strict decode, `acceptEvaluation` (the lenient envelope), `translateEvaluation`,
- *   `authorizeNamedTool`, the answer `{decision: true, context: {receipt_sha256, receipt}}`.
- * - Docker MCP Gateway `before`: strict decode, `translateBefore`, `authorizeNamedTool`, the
+ *   `authorizeNamedToolByKey`, the answer `{decision: true, context: {receipt_sha256, receipt}}`.
+ * - Docker MCP Gateway `before`: strict decode, `translateBefore`, `authorizeNamedToolByKey`, the
  *   empty answer.
  * The same lab invocation (the baseline: an approved write, authorized) goes through each; the
- * store port returns the same `AuthorizationState` the main bench uses, and the contract lookup by
- * name returns its pinned row. Every call decides afresh (new invocation id, new receipt).
+ * platform port returns the same `AuthorizationState` the main bench uses (for the doors, with the
+ * tool's one pinned row beside it). Every call decides afresh (new invocation id, new receipt).
  * Timed in rotating batches (wall and process CPU time per call); the ratio of each door's
  * median to `/v1`'s is the figure the goal (within 10 %) is about. Not part of `npm test`.
  */
@@ -29,10 +30,10 @@ import { acceptEvaluation, translateEvaluation } from '../src/http/authzen/trans
 import { translateBefore } from '../src/http/mcp/interceptor.js';
 import { translateToolsCall } from '../src/http/mcp/translate.js';
 import { LAB_IDS, buildToolLoopFixture } from '../src/lab/tool-loop.js';
-import { authorize } from '../src/services/authorize.js';
+import { authorizeByKey } from '../src/services/authorize.js';
 import type { TenantContext } from '../src/services/context.js';
-import type { PinnedContract, TenantStore } from '../src/services/ports.js';
-import { authorizeNamedTool } from '../src/services/tool-call.js';
+import type { PinnedContract, PlatformStore, PrincipalRow, TenantStore } from '../src/services/ports.js';
+import { type KeyedNamedToolDoor, authorizeNamedToolByKey } from '../src/services/tool-call.js';
 import { BODY_LIMITS, baselineScenario, bodyBytes, storedState } from './scenario.js';
 
 const BATCH = 20;
@@ -82,6 +83,29 @@ const ctx: TenantContext = {
   now,
   log: () => undefined,
 };
+
+// The keyed read as the D1 adapter answers it: the key's principal with the state in one batch.
+const principal: PrincipalRow = {
+  principal_id: ctx.caller.principal_id,
+  tenant_id: ctx.caller.tenant_id,
+  name: 'bench agent',
+  roles: ['agent'],
+  executor_release: null,
+  created_at_unix_ms: 0,
+  revoked_at_unix_ms: null,
+};
+const doorState = { ...state, contract: null };
+const platform = {
+  authorizationByKey: () => Promise.resolve({ principal, state }),
+  namedToolAuthorizationByKey: () => Promise.resolve({ principal, pins: [pinned], state: doorState }),
+} as unknown as PlatformStore;
+const door: KeyedNamedToolDoor = {
+  platform,
+  open: () => ctx,
+  takeWriteToken: () => Promise.resolve(),
+  authenticate: () => Promise.reject(new Error('the bench never refuses before the read')),
+};
+const key = { shard: 0, key_sha256: '0'.repeat(64) };
 
 const v1Bytes = bodyBytes(b);
 const mcpBytes = utf8Encode(
@@ -148,7 +172,7 @@ const paths: Record<string, () => Promise<Answer>> = {
   '/v1': async () => {
     const r = AuthorizeRequest.safeParse(decode(v1Bytes));
     if (!r.success) throw new Error(r.error.message);
-    const { decision, authorized } = await authorize(ctx, r.data);
+    const { decision, authorized } = await authorizeByKey(door, key, r.data);
     const { receipt } = decision;
     const text = JSON.stringify({
       decision: receipt.body.decision,
@@ -160,7 +184,7 @@ const paths: Record<string, () => Promise<Answer>> = {
   mcp: async () => {
     const t = translateToolsCall(decode(mcpBytes), NO_HEADERS);
     if (!t.ok) throw new Error(t.error.error.message);
-    const { decision, authorized } = await authorizeNamedTool(ctx, t);
+    const { decision, authorized } = await authorizeNamedToolByKey(door, key, t);
     const { receipt } = decision;
     const text = JSON.stringify({ decision: 'allow', receipt, forward: t.forward });
     return { authorized, input_sha256: receipt.body.input_sha256, text };
@@ -170,7 +194,7 @@ const paths: Record<string, () => Promise<Answer>> = {
     if (!e.success) throw new Error(e.error.message);
     const t = translateEvaluation(e.data);
     if (!t.ok) throw new Error(t.message);
-    const { decision, authorized } = await authorizeNamedTool(ctx, t);
+    const { decision, authorized } = await authorizeNamedToolByKey(door, key, t);
     const { receipt } = decision;
     const text = JSON.stringify({ decision: true, context: { receipt_sha256: receipt.sha256, receipt } });
     return { authorized, input_sha256: receipt.body.input_sha256, text };
@@ -178,7 +202,7 @@ const paths: Record<string, () => Promise<Answer>> = {
   docker: async () => {
     const t = translateBefore(decode(dockerBytes), b.run_id);
     if (!t.ok) throw new Error(t.error.error.message);
-    const { decision, authorized } = await authorizeNamedTool(ctx, t.call);
+    const { decision, authorized } = await authorizeNamedToolByKey(door, key, t.call);
     return { authorized, input_sha256: decision.receipt.body.input_sha256, text: '' };
   },
 };

@@ -3,11 +3,17 @@
  * the real Worker, the D1 binding of every shard (`DB`, `DB_SHARD_1`, ...: tenants are spread over
  * them) routed as D1 read replication would route it, with a sleep before each round trip:
  * `WRIT_BENCH_PRIMARY_MS` for the primary, `WRIT_BENCH_REPLICA_MS` for a replica
- * (test/support/d1-routing.ts).
+ * (test/support/d1-routing.ts), and `WRIT_BENCH_DO_MS` before each call to a Durable Object the
+ * request awaits (in production a Durable Object is a network hop too: it lives where it was
+ * first used, which need not be near the caller).
  *
  * Per request, `writ-bench-replicas: off` models read replication disabled (every round trip to
  * the primary) and `writ-bench-latency: off` skips the sleeps (set-up traffic). The answer
- * carries `writ-bench-trips: <primary>,<replica>`, the round trips the request made.
+ * carries `writ-bench-trips: <primary>,<replica>`, the round trips the request made, and
+ * `writ-bench-timeline`: when each storage round trip and Durable Object call started and
+ * ended, in ms since the request entered this Worker (`label@ms`, comma-separated). workerd
+ * advances its clock only at I/O, so the timeline shows waits, and CPU only as the gap between
+ * two I/O events.
  */
 import { counting, type TripCounts, withRoutedShards } from '../test/support/d1-routing.js';
 import { allShards } from '../src/platform/shards.js';
@@ -18,6 +24,7 @@ export { IdempotencyObject, LogSequencerObject, RateLimiterObject } from '../src
 interface BenchEnv extends Env {
   readonly WRIT_BENCH_PRIMARY_MS?: string;
   readonly WRIT_BENCH_REPLICA_MS?: string;
+  readonly WRIT_BENCH_DO_MS?: string;
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -27,10 +34,58 @@ function ms(value: string | undefined, fallback: number): number {
   return Number.isFinite(n) && n >= 0 ? n : fallback;
 }
 
+type Mark = (label: string) => void;
+
+/**
+ * A Durable Object stub whose method calls are marked on the timeline (and preceded by `delay`
+ * ms when `wait` is true). `then` is hidden so the wrapper is never mistaken for a promise.
+ */
+function timedStub(stub: object, name: string, mark: Mark, delay: number, wait: boolean): object {
+  return new Proxy(stub, {
+    get(target, prop) {
+      if (prop === 'then') return undefined;
+      const value: unknown = Reflect.get(target, prop);
+      if (typeof prop !== 'string' || typeof value !== 'function') return value;
+      const call = prop;
+      return async (...args: unknown[]) => {
+        mark(`${name}.${call}>`);
+        // The kick is fire-and-forget (`waitUntil`): its latency is nobody's wait.
+        if (wait && delay > 0) await sleep(delay);
+        try {
+          // Called as a method of the stub: an RPC method is a stub too, with no `apply` of its own.
+          const method = target as Record<string, (...a: unknown[]) => Promise<unknown>>;
+          return await method[call]?.(...args);
+        } finally {
+          mark(`${name}.${call}<`);
+        }
+      };
+    },
+  });
+}
+
+function timedNamespace<N extends object>(ns: N, name: string, mark: Mark, delay: number, wait: boolean): N {
+  return new Proxy(ns, {
+    get(target, prop) {
+      const value: unknown = Reflect.get(target, prop);
+      if (typeof value !== 'function') return value;
+      if (prop === 'get') {
+        return (...args: unknown[]) =>
+          timedStub((value as (...a: unknown[]) => object).apply(target, args), name, mark, delay, wait);
+      }
+      return (value as (...a: unknown[]) => unknown).bind(target);
+    },
+  });
+}
+
 export default {
   async fetch(request: Request, env: BenchEnv, ctx: ExecutionContext): Promise<Response> {
+    const t0 = performance.now();
+    const entered = Date.now();
+    const timeline: string[] = [];
+    const mark: Mark = (label) => timeline.push(`${label}@${(performance.now() - t0).toFixed(1)}`);
     const primaryMs = ms(env.WRIT_BENCH_PRIMARY_MS, 80);
     const replicaMs = ms(env.WRIT_BENCH_REPLICA_MS, 5);
+    const doMs = ms(env.WRIT_BENCH_DO_MS, 0);
     const latency = request.headers.get('writ-bench-latency') !== 'off';
     const trips: TripCounts = { primary: 0, replica: 0, stale: 0 };
     const count = counting(trips);
@@ -40,12 +95,32 @@ export default {
       replicas: request.headers.get('writ-bench-replicas') !== 'off',
       onRoundTrip: async (trip) => {
         count(trip);
+        mark(`${trip.where}${trip.write ? '.write' : ''}>`);
         if (latency) await sleep(trip.where === 'primary' ? primaryMs : replicaMs);
       },
+      afterRoundTrip: (trip) => mark(`${trip.where}${trip.write ? '.write' : ''}<`),
     }));
-    const res = await worker.fetch(request, routed, ctx);
+    const delay = latency ? doMs : 0;
+    const timed: BenchEnv = {
+      ...routed,
+      RATE_LIMITER: timedNamespace(env.RATE_LIMITER, 'limiter', mark, delay, true),
+      IDEMPOTENCY: timedNamespace(env.IDEMPOTENCY, 'idempotency', mark, delay, true),
+      LOG_SEQUENCER: timedNamespace(env.LOG_SEQUENCER, 'log', mark, delay, false),
+    };
+    // Diagnosis only (`BENCH_LOG=off`): no log sequencer kick, so no drain runs between requests.
+    if (request.headers.get('writ-bench-log') === 'off') {
+      Object.assign(timed, {
+        LOG_SEQUENCER: { idFromName: () => null, get: () => ({ kick: async () => {} }) },
+      });
+    }
+    const res = await worker.fetch(request, timed, ctx);
+    mark('response');
     const out = new Response(res.body, res);
     out.headers.set('writ-bench-trips', `${trips.primary},${trips.replica}`);
+    out.headers.set('writ-bench-timeline', timeline.join(','));
+    // Wall clock (shared with the client on this machine): when the Worker got the request and
+    // when it answered, so the client can tell queueing before the Worker from time after it.
+    out.headers.set('writ-bench-wall', `${entered},${Date.now()}`);
     return out;
   },
 } satisfies ExportedHandler<BenchEnv>;

@@ -15,7 +15,15 @@
  * and replica round trips per request (as the Worker counted them) and p50 / p99 latency seen by
  * the client. Set-up traffic (seeding, approvals) skips the injected latency.
  *
- * Environment: PRIMARY_MS (80), REPLICA_MS (5), BENCH_REQUESTS (40, max 500).
+ * Then, per route and mode, the median timeline of one request (bench/edge-worker.ts): when
+ * each storage round trip and Durable Object call started and ended inside the Worker, how long
+ * the request waited before the Worker got it and after it answered (wall clock), and the
+ * client's total, so local artifacts (the dev proxy, work of earlier requests still running in
+ * the same workerd process) show apart from the request's own path.
+ *
+ * Environment: PRIMARY_MS (80), REPLICA_MS (5), DO_MS (5: before each awaited Durable Object call;
+ * not counted in `wait ms`, which is D1 only), BENCH_REQUESTS (40, max 500), BENCH_LOG=off (a
+ * diagnosis: measured requests kick no transparency-log drain).
  * Not part of `npm test`: numbers depend on the machine, and local workerd is not production.
  */
 import { randomBytes } from 'node:crypto';
@@ -31,6 +39,10 @@ import { DEMO_EXECUTOR_RELEASE, DEMO_POLICY, seedDemo, type Seeded } from '../sc
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const PRIMARY_MS = Math.max(0, Number(process.env.PRIMARY_MS ?? 80));
 const REPLICA_MS = Math.max(0, Number(process.env.REPLICA_MS ?? 5));
+/** Injected before each awaited Durable Object call (rate limiter, idempotency): an object nearby. */
+const DO_MS = Math.max(0, Number(process.env.DO_MS ?? 5));
+/** `BENCH_LOG=off`: measured requests kick no log drain (a diagnosis of what the drain costs). */
+const LOG_OFF = process.env.BENCH_LOG === 'off';
 const REQUESTS = Math.min(500, Math.max(5, Number(process.env.BENCH_REQUESTS ?? 40)));
 
 /**
@@ -45,6 +57,11 @@ interface Sample {
   readonly primary: number;
   readonly replica: number;
   readonly status: number;
+  /** The Worker's `writ-bench-timeline` (bench/edge-worker.ts). */
+  readonly timeline: string;
+  /** Wall-clock ms from the client's send to the Worker's entry, and from its answer to the client. */
+  readonly before: number;
+  readonly after: number;
 }
 
 interface Row {
@@ -77,6 +94,7 @@ async function main(): Promise<void> {
       WRIT_RECEIPT_KEYS: { type: 'plain_text', value: receiptKeys },
       WRIT_BENCH_PRIMARY_MS: { type: 'plain_text', value: String(PRIMARY_MS) },
       WRIT_BENCH_REPLICA_MS: { type: 'plain_text', value: String(REPLICA_MS) },
+      WRIT_BENCH_DO_MS: { type: 'plain_text', value: String(DO_MS) },
       // Every request of the bench comes from one agent: the write limit is not what is measured.
       WRIT_RATE_LIMIT_PER_SECOND: { type: 'plain_text', value: '100000' },
       WRIT_RATE_LIMIT_BURST: { type: 'plain_text', value: '100000' },
@@ -96,14 +114,32 @@ async function main(): Promise<void> {
       if (body !== undefined) headers['content-type'] = 'application/json';
       if (mode === undefined || mode === 'local') headers['writ-bench-latency'] = 'off';
       if (mode === 'off') headers['writ-bench-replicas'] = 'off';
+      if (mode !== undefined && LOG_OFF) headers['writ-bench-log'] = 'off';
       const init: RequestInit = { method, headers };
       if (body !== undefined) init.body = JSON.stringify(body);
       const t0 = performance.now();
+      const sent = Date.now();
       const res = await fetch(`${base}${p}`, init);
+      const received = Date.now();
       const json = (await res.json()) as Record<string, unknown>;
       const ms = performance.now() - t0;
       const [primary, replica] = (res.headers.get('writ-bench-trips') ?? 'NaN,NaN').split(',').map(Number);
-      return { json, sample: { ms, primary: primary ?? NaN, replica: replica ?? NaN, status: res.status } };
+      const timeline = res.headers.get('writ-bench-timeline') ?? '';
+      const [entered, left] = (res.headers.get('writ-bench-wall') ?? 'NaN,NaN').split(',').map(Number);
+      const before = (entered ?? NaN) - sent;
+      const after = received - (left ?? NaN);
+      return {
+        json,
+        sample: {
+          ms,
+          primary: primary ?? NaN,
+          replica: replica ?? NaN,
+          status: res.status,
+          timeline,
+          before,
+          after,
+        },
+      };
     };
 
     const policy = {
@@ -179,6 +215,10 @@ async function main(): Promise<void> {
     };
 
     console.log(`${REQUESTS} sequential requests per route and mode, modes interleaved ...`);
+    // The harness's floor: a request that touches no storage, through the same dev proxy.
+    await measure('GET /v1/healthz', 200, async (mode) => {
+      return (await api(agent, 'GET', '/v1/healthz', undefined, mode)).sample;
+    });
     await measure('authorize (allowed)', 200, async (mode) => {
       return (await api(agent, 'POST', '/v1/authorize', readCall, mode)).sample;
     });
@@ -242,7 +282,8 @@ async function main(): Promise<void> {
     const fmt = (x: number) => x.toFixed(1).padStart(8);
     console.log('');
     console.log(
-      `injected latency: ${PRIMARY_MS} ms per primary round trip, ${REPLICA_MS} ms per replica round trip; ` +
+      `injected latency: ${PRIMARY_MS} ms per primary round trip, ${REPLICA_MS} ms per replica round trip, ` +
+        `${DO_MS} ms per Durable Object call; ` +
         `${REQUESTS} sequential requests per row; ${os.cpus().length} cores`,
     );
     console.log(
@@ -276,6 +317,45 @@ async function main(): Promise<void> {
           fmt(percentile(sorted, 50)),
           fmt(percentile(sorted, 99)),
         ].join('  '),
+      );
+    }
+    // Where one request's time goes: the median of each timeline mark (ms since the request
+    // entered the Worker), then the client's total; the rest is the dev proxy and loopback.
+    console.log('\nmedian timeline per request (ms since the Worker got it; > start, < end):');
+    for (const r of rows) {
+      const at = new Map<string, number[]>();
+      for (const x of r.samples) {
+        const seen = new Map<string, number>();
+        for (const entry of x.timeline.split(',').filter((e) => e !== '')) {
+          const i = entry.lastIndexOf('@');
+          const base = entry.slice(0, i);
+          const k = (seen.get(base) ?? 0) + 1;
+          seen.set(base, k);
+          const label = k === 1 ? base : `${base}#${k}`;
+          at.set(label, [...(at.get(label) ?? []), Number(entry.slice(i + 1))]);
+        }
+      }
+      const marks = [...at.entries()]
+        .map(
+          ([label, v]) =>
+            [
+              label,
+              percentile(
+                [...v].sort((a, b) => a - b),
+                50,
+              ),
+            ] as const,
+        )
+        .sort((a, b) => a[1] - b[1])
+        .map(([label, t]) => `${label} ${t.toFixed(1)}`);
+      const med = (f: (x: Sample) => number) =>
+        percentile(
+          r.samples.map(f).sort((a, b) => a - b),
+          50,
+        );
+      console.log(
+        `  ${r.route} (${r.mode}): before the Worker ${med((x) => x.before).toFixed(0)}; ${marks.join(', ')}; ` +
+          `after it ${med((x) => x.after).toFixed(0)}; client total ${med((x) => x.ms).toFixed(1)}`,
       );
     }
     const p50 = (route: string, mode: Mode) => {

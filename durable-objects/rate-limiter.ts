@@ -9,12 +9,22 @@
  * seconds), so it loses nothing. A restart under load (a deploy, a crash) starts every bucket of
  * the tenant full again: at most one extra burst per principal (SECURITY.md, trade-offs).
  *
+ * Issue 10: the object also keeps the tenant's aggregate bucket (`tenant_per_second`,
+ * `tenant_burst`), taken jointly with the principal's: a write is admitted only when both hold a
+ * token, so one tenant's admitted writes are bounded across all its principals (its share of the
+ * shard's writer), and a refusal takes from neither.
+ *
  * RPC surface: `take` only. The limits come with every call (the Worker's configuration), and
  * `now` too (the request's one clock read), so tests drive the object with explicit values.
  */
 import { DurableObject } from 'cloudflare:workers';
 import { digestOf } from '../src/core/canonical/canonical.js';
-import { parseRateLimit, type BucketState, takeFrom } from '../src/core/limits/token-bucket.js';
+import {
+  parseRateLimit,
+  type BucketState,
+  takeFrom,
+  takeJointlyFrom,
+} from '../src/core/limits/token-bucket.js';
 import { Identifier, UnixMs } from '../src/core/schema.js';
 
 /** Buckets one tenant's object keeps; beyond it full buckets, then the fullest, are dropped. */
@@ -26,6 +36,9 @@ export interface RateLimitRequest {
   readonly now: number;
   readonly per_second: number;
   readonly burst: number;
+  /** The tenant's aggregate limit over all its principals; both or neither (the Worker sends both). */
+  readonly tenant_per_second?: number;
+  readonly tenant_burst?: number;
 }
 
 export interface RateLimitDecision {
@@ -34,16 +47,25 @@ export interface RateLimitDecision {
   readonly remaining: number;
   /** Seconds until the next request is admitted; 0 when allowed. */
   readonly retry_after_seconds: number;
+  /** On a refusal, which bucket refused: the principal's own, or the tenant's aggregate one. */
+  readonly limited_by?: 'principal' | 'tenant';
 }
 
 export class RateLimiterObject extends DurableObject<Env> {
   readonly #buckets = new Map<string, BucketState>();
+  #tenant: BucketState | undefined;
 
   /** Take one token from the principal's bucket at `now`, or say when to retry. */
   async take(request: RateLimitRequest): Promise<RateLimitDecision> {
     const limit = parseRateLimit(request);
+    const joint = request.tenant_per_second !== undefined || request.tenant_burst !== undefined;
+    // Half a tenant limit is a configuration error, never "no tenant limit".
+    const tenantLimit = joint
+      ? parseRateLimit({ per_second: request.tenant_per_second, burst: request.tenant_burst })
+      : null;
     if (
       !limit.ok ||
+      (tenantLimit !== null && !tenantLimit.ok) ||
       !Identifier.safeParse(request.tenant_id).success ||
       !Identifier.safeParse(request.principal_id).success ||
       !UnixMs.safeParse(request.now).success
@@ -53,6 +75,27 @@ export class RateLimiterObject extends DurableObject<Env> {
     // One tenant's buckets in one object: a principal of another tenant could otherwise drain them.
     if (!this.ctx.id.equals(this.env.RATE_LIMITER.idFromName(rateLimiterName(request.tenant_id)))) {
       throw new Error('rate limit request sent to another tenant’s object');
+    }
+    if (tenantLimit?.ok === true) {
+      const r = takeJointlyFrom(
+        this.#buckets,
+        request.principal_id,
+        limit.value,
+        this.#tenant,
+        tenantLimit.value,
+        request.now,
+        MAX_BUCKETS,
+      );
+      this.#tenant = r.tenant;
+      const o = r.outcome;
+      return o.allowed
+        ? { allowed: true, remaining: o.remaining, retry_after_seconds: 0 }
+        : {
+            allowed: false,
+            remaining: 0,
+            retry_after_seconds: o.retry_after_seconds,
+            limited_by: o.limited_by,
+          };
     }
     const outcome = takeFrom(this.#buckets, request.principal_id, limit.value, request.now, MAX_BUCKETS);
     return outcome.allowed

@@ -4,11 +4,13 @@
  *
  * Starts `wrangler dev` (scripts/dev.ts) with a throwaway state directory, seeds a demo tenant,
  * files one approval request through the API, then stops the Worker and copies that row
- * `BENCH_QUEUE` times as pending and `BENCH_QUEUE` times as denied straight into the local D1 file
- * (`wrangler d1 execute --local`: filing 10,000 requests through the rate-limited API would take
- * minutes), restarts, signs in to the console and times sequential requests over loopback: the
- * pending page (first, and page 500 through a cursor), one request's review page, and the
- * history of denied requests (first page and a deep one). Loopback wall time bounds the
+ * `BENCH_QUEUE` times as pending, `BENCH_QUEUE` times as denied and `BENCH_QUEUE` times as
+ * approved and used (each with an operation in the index, as a claimed and reported call leaves)
+ * straight into the local D1 file (`wrangler d1 execute --local`: filing 10,000 requests through
+ * the rate-limited API would take minutes), restarts, signs in to the console and times
+ * sequential requests over loopback: the pending page (first, and page 500 through a cursor), one
+ * request's review page, the history (first page, a deep page older and newer through cursors)
+ * and the history of denied requests (first page and a deep one). Loopback wall time bounds the
  * server's time from above. Prints p50 / p99 / max in milliseconds.
  *
  * Environment: BENCH_QUEUE (default 10000), BENCH_REQUESTS (default 200 per page).
@@ -79,7 +81,7 @@ async function main(): Promise<void> {
     if (!/^[a-z0-9-]+$/.test(approval_id)) throw new Error('unexpected approval id');
     await worker.stop();
 
-    console.log(`filling the queue to ${QUEUE} pending and ${QUEUE} denied requests ...`);
+    console.log(`filling the queue to ${QUEUE} pending, ${QUEUE} denied and ${QUEUE} used requests ...`);
     // The tenant's quotas are raised first (1,000 open approvals by default). Both lists hold
     // QUEUE rows: pending (the queue) and denied (the history).
     const cols = `approval_id, tenant_id, requester_principal_id, policy_sha256, tool_contract_sha256,
@@ -91,9 +93,21 @@ async function main(): Promise<void> {
  (WITH RECURSIVE c(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM c WHERE n < ${QUEUE}) SELECT n FROM c) AS c
  WHERE approval_id = '${approval_id}'`;
     const sql = [
-      `UPDATE tenant_quotas SET max_open_approvals = ${QUEUE * 2}, max_stored_bytes = 4294967296, max_receipts_per_day = 10000000`,
+      `UPDATE tenant_quotas SET max_open_approvals = ${QUEUE * 3}, max_stored_bytes = 4294967296, max_receipts_per_day = 10000000`,
       copy('apr-bench-', 'pending', 'NULL, NULL'),
       copy('apr-bench-d-', 'denied', "'bench-approver', created_at_unix_ms + c.n"),
+      // QUEUE more approved and used, decided after the denials (the newest history), each with
+      // its authorization digest and an operation claimed under it that reports an execution
+      // receipt: the history joins every row of its page to an operation and a receipt probe.
+      copy('apr-bench-c-', 'consumed', `'bench-approver', created_at_unix_ms + ${QUEUE} + c.n`),
+      `UPDATE approvals SET consumed_by_receipt_sha256 = printf('%064x', CAST(substr(approval_id, 13) AS INTEGER)),
+ consumed_at_unix_ms = decided_at_unix_ms WHERE approval_id LIKE 'apr-bench-c-%'`,
+      `INSERT INTO operations (operation_id, tenant_id, tool_contract_sha256, idempotency_key, input_sha256, state,
+ authorization_receipt_sha256, execution_receipt_sha256, updated_at_unix_ms)
+ SELECT printf('%064x', ${QUEUE * 10} + CAST(substr(approval_id, 13) AS INTEGER)), tenant_id, tool_contract_sha256,
+ 'bench-' || approval_id, input_sha256, 'succeeded', consumed_by_receipt_sha256,
+ printf('%064x', ${QUEUE * 20} + CAST(substr(approval_id, 13) AS INTEGER)), decided_at_unix_ms
+ FROM approvals WHERE approval_id LIKE 'apr-bench-c-%'`,
     ]
       .join('; ')
       .replaceAll('\n', '');
@@ -137,14 +151,38 @@ async function main(): Promise<void> {
       `apr-bench-${middle}`,
     ]);
     const deepDenied = encodeCursor([
-      'approvals',
+      'history',
       'denied',
+      'older',
       seed.created_at_unix_ms + middle,
       `apr-bench-d-${middle}`,
+    ]);
+    // The middle of the whole history (newest first: the used approvals' middle).
+    const deepHistory = encodeCursor([
+      'history',
+      '',
+      'older',
+      seed.created_at_unix_ms + QUEUE + middle,
+      `apr-bench-c-${middle}`,
+    ]);
+    const back = encodeCursor([
+      'history',
+      '',
+      'newer',
+      seed.created_at_unix_ms + QUEUE + middle,
+      `apr-bench-c-${middle}`,
     ]);
     const check = await fetch(`${base}/console/pending?cursor=${deep}`, { headers });
     if (!(await check.text()).includes(`apr-bench-${middle + 1}`))
       throw new Error('the deep page is not where expected');
+    const checkHistory = await (
+      await fetch(`${base}/console/history?cursor=${deepHistory}`, { headers })
+    ).text();
+    if (
+      !checkHistory.includes(`apr-bench-c-${middle - 1}`) ||
+      !checkHistory.includes('Executed: success, verified')
+    )
+      throw new Error('the deep history page is not where expected');
 
     // Warm-up, then the measured runs.
     await time('warm-up', `${base}/console/pending`, headers);
@@ -152,6 +190,13 @@ async function main(): Promise<void> {
       await time('GET /console/pending', `${base}/console/pending`, headers),
       await time('GET /console/pending?cursor= (p. 500)', `${base}/console/pending?cursor=${deep}`, headers),
       await time('GET /console/approvals/:id', `${base}/console/approvals/${approval_id}`, headers),
+      await time('GET /console/history', `${base}/console/history`, headers),
+      await time(
+        'GET /console/history?cursor= (older)',
+        `${base}/console/history?cursor=${deepHistory}`,
+        headers,
+      ),
+      await time('GET /console/history?cursor= (newer)', `${base}/console/history?cursor=${back}`, headers),
       await time('GET /console/history?status=denied', `${base}/console/history?status=denied`, headers),
       await time(
         'GET /console/history?status=denied&cursor=',
@@ -161,7 +206,7 @@ async function main(): Promise<void> {
     ];
     console.log('');
     console.log(
-      `wrangler dev (local D1), ${QUEUE} pending and ${QUEUE} denied requests in the tenant (10 / 25 per page),`,
+      `wrangler dev (local D1), ${QUEUE} pending, ${QUEUE} denied and ${QUEUE} used (each with an operation) requests in the tenant (10 / 25 per page),`,
     );
     console.log(`${REQUESTS} sequential requests per route over loopback, ${os.cpus().length} cores`);
     console.log(

@@ -8,8 +8,9 @@
  * the resulting approval; deny with a reason; an approval whose rendered input no longer matches
  * the request, and one whose policy changed after render (refused, the page says why);
  * self-approval refused; a form without its CSRF token refused; an irreversible request approved
- * by two distinct approvers (the first approver cannot complete it) and then authorized; and no
- * page hits a CSP violation.
+ * by two distinct approvers (the first approver cannot complete it) and then authorized; the
+ * history showing the approved call executed and verified, with its receipt (reached by Tab) and
+ * offline bundle; and no page hits a CSP violation.
  *
  * Never depends on timing: every step waits for a condition (a URL, a response, a selector) under
  * generous bounds. wrangler dev runs in its own process group, stopped on every exit path
@@ -27,7 +28,8 @@ import { fileURLToPath } from 'node:url';
 // Page expressions are passed as strings: this script is typed for Node, without the DOM library.
 import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
 import { type LocalWorker, ensureDevVars, startLocalWorker } from './dev.js';
-import { DEMO_POLICY, PURGE_CONTRACT, seedDemo } from './seed.js';
+import { digestOf, sha256HexOfText } from '../src/core/canonical/canonical.js';
+import { DEMO_EXECUTOR_RELEASE, DEMO_POLICY, PURGE_CONTRACT, seedDemo } from './seed.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -36,6 +38,16 @@ const UPDATE_SCREENSHOTS = process.argv.includes('--update-screenshots');
 const STEP_TIMEOUT_MS = 120_000;
 const READY_TIMEOUT_MS = 240_000;
 const SESSION_COOKIE = '__Host-writ_console';
+
+/** The parts of an authorization receipt the executor's observation is built from. */
+interface AuthorizationReceiptJson {
+  readonly sha256: string;
+  readonly body: {
+    readonly evaluated_at_unix_ms: number;
+    readonly invocation_sha256: string;
+    readonly idempotency_key: string | null;
+  };
+}
 
 function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -171,6 +183,43 @@ async function main(): Promise<void> {
     });
   };
 
+  /** Claim the authorized rollback as the executor and report a verified success; its receipt's digest. */
+  const executeRollback = async (authorized: { receipt: AuthorizationReceiptJson }) => {
+    const receipt = authorized.receipt;
+    const claimed = await must(
+      api('POST', '/v1/executions/claim', s.executor.api_key, {
+        authorization_receipt_sha256: receipt.sha256,
+      }),
+      200,
+    );
+    const output = '{"generation":8,"status":"rolled_back"}';
+    const started = receipt.body.evaluated_at_unix_ms;
+    const reported = await must(
+      api('POST', '/v1/executions/report', s.executor.api_key, {
+        operation_id: claimed.operation_id,
+        fencing_token: claimed.fencing_token,
+        observation: {
+          observation_id: `obs-browser-${receipt.sha256.slice(0, 12)}`,
+          authorization_receipt_sha256: receipt.sha256,
+          invocation_sha256: receipt.body.invocation_sha256,
+          executor_release: DEMO_EXECUTOR_RELEASE,
+          outcome: 'succeeded',
+          started_at_unix_ms: started,
+          completed_at_unix_ms: started + 5,
+          output_sha256: sha256HexOfText(output),
+          output_bytes: new TextEncoder().encode(output).byteLength,
+          effect_id: 'rollout-7781',
+          before_state_sha256: digestOf({ deployment: 'api/production', version: 'v42' }),
+          after_state_sha256: digestOf({ deployment: 'api/production', version: 'v41' }),
+          idempotency_key: receipt.body.idempotency_key,
+        },
+      }),
+      200,
+    );
+    assert.equal(reported.status, 'verified_succeeded', JSON.stringify(reported));
+    return (reported.execution_receipt as { sha256: string }).sha256;
+  };
+
   // The irreversible tool, the agent's grant of it, a second approver, and a principal that is
   // both agent and approver (for self-approval).
   const purge = (await must(api('POST', '/v1/contracts', s.admin.api_key, PURGE_CONTRACT), 201))
@@ -296,6 +345,8 @@ async function main(): Promise<void> {
   assert.ok((await page.content()).includes('Approved.'));
   const z = await authorizeWith(good, input, s.rollback_contract_sha256);
   assert.equal(z.status, 200, JSON.stringify(z.body));
+  // The executor claims the call and reports a verified success (what the history shows next).
+  const executed = await executeRollback(z.body as { receipt: AuthorizationReceiptJson });
 
   // -- Deny with a reason ---------------------------------------------------------------------
   await page.goto(`${base}/console/approvals/${tricky}`);
@@ -372,10 +423,43 @@ async function main(): Promise<void> {
   assert.equal(await approvalStatus(drift), 'pending');
 
   // -- History --------------------------------------------------------------------------------
+  await page.goto(`${base}/console/history`);
+  const everything = await page.content();
+  assert.ok(everything.includes('decided approvals.'), 'the history counts decided approvals');
+  // The executed approval's row: its outcome in plain words, with receipt and bundle links.
+  const row = page.locator('tr', { has: page.locator(`a[href="/console/approvals/${good}"]`) });
+  const rowText = await row.innerText();
+  assert.ok(rowText.includes('Authorized'), 'the row shows the authorization');
+  assert.ok(rowText.includes('Executed: success, verified'), 'the row shows the verified execution');
+  const receiptLink = row.locator(`a[href="/console/receipts/${executed}"]`);
+  const bundleLink = row.locator(`a[href="/console/receipts/${executed}/bundle"]`);
+  assert.equal(await receiptLink.count(), 1, 'the execution receipt is linked');
+  assert.equal(await bundleLink.count(), 1, "the execution receipt's bundle is linked");
+  assert.ok(
+    (await bundleLink.innerText()).includes('of the execution receipt'),
+    'the bundle link is labelled',
+  );
+  // Keyboard: Tab reaches the execution receipt's link, Enter opens the receipt.
+  for (let i = 0; i < 400 && (await activeHref(page)) !== `/console/receipts/${executed}`; i++)
+    await page.keyboard.press('Tab');
+  assert.equal(
+    await activeHref(page),
+    `/console/receipts/${executed}`,
+    'the receipt link is reachable by Tab',
+  );
+  await shot(page, 'console-history.png');
+  await Promise.all([
+    page.waitForURL(new RegExp(`/console/receipts/${executed}$`)),
+    page.keyboard.press('Enter'),
+  ]);
+  assert.ok((await page.content()).includes('verified_succeeded'), 'the receipt page shows the outcome');
+  // The bundle downloads with the session (the same document as GET /v1/receipts/{sha}/bundle).
+  const bundle = await context.request.get(`${base}/console/receipts/${executed}/bundle`);
+  assert.equal(bundle.status(), 200);
+  assert.equal(((await bundle.json()) as { receipt?: { sha256?: string } }).receipt?.sha256, executed);
   await page.goto(`${base}/console/history?status=consumed`);
   const history = await page.content();
   assert.ok(history.includes(good) && history.includes(irreversible), 'used approvals are listed');
-  await shot(page, 'console-history.png');
   await page.goto(`${base}/console/history?status=denied`);
   assert.ok((await page.content()).includes(tricky));
 
@@ -387,6 +471,10 @@ async function main(): Promise<void> {
 
 function activeName(page: Page): Promise<string | null> {
   return page.evaluate<string | null>("document.activeElement?.getAttribute('name') ?? null");
+}
+
+function activeHref(page: Page): Promise<string | null> {
+  return page.evaluate<string | null>("document.activeElement?.getAttribute('href') ?? null");
 }
 
 function activeRel(page: Page): Promise<string | null> {

@@ -4,7 +4,7 @@
 import { createHash, hash } from 'node:crypto';
 import { useSha256 } from './core/canonical/canonical.js';
 import { app } from './http/app.js';
-import { runRetention } from './platform/bindings.js';
+import { runBlobCollection, runRetention } from './platform/bindings.js';
 
 // Hash with the runtime's native SHA-256 (BoringSSL under nodejs_compat) instead of the portable
 // @noble/hashes: the one-shot `hash`, else a `Hash` object. The core installs an implementation
@@ -26,6 +26,13 @@ export default {
     ctx.waitUntil(
       runRetention(env, controller.scheduledTime).then((r) => {
         console.log(JSON.stringify({ retention: r }));
+      }),
+    );
+    // Orphan blobs (src/services/blob-collection.ts): independent of retention's outcome; it only
+    // deletes objects older than a day that no row of any shard refers to.
+    ctx.waitUntil(
+      runBlobCollection(env, controller.scheduledTime).then((r) => {
+        console.log(JSON.stringify({ blob_collection: r }));
       }),
     );
   },

@@ -2,17 +2,23 @@
  * `withWrit(server, options)`: guard every tool of an MCP server built with Cloudflare's `agents`
  * package through Writ's MCP gateway door (docs/mcp.md "Cloudflare agents").
  *
- * `McpAgent` (agents 0.32.0, `agents/mcp`) serves `this.server`, an `McpServer` of
- * `@modelcontextprotocol/sdk` 1.32.2 (its exact optional peer, and Writ's devDependency). Wrap it
- * where it is created, before `init()` registers tools:
+ * Both servers `agents` 0.32.0 serves are supported, with one wrapper:
+ * - `McpAgent` (`agents/mcp`, a Durable Object per MCP session) serves `this.server`, an `McpServer`
+ *   of `@modelcontextprotocol/sdk` 1.x (it refuses a 2.x server). Wrap it where it is created,
+ *   before `init()` registers tools (examples/mcp-agents/worker.ts is a complete Worker):
  *
- *   export class DeployTools extends McpAgent<Env> {
- *     server = withWrit(new McpServer({ name: 'deploy', version: '1.0.0' }), {
- *       baseUrl: 'https://writ.example', agentKey: () => this.env.WRIT_AGENT_KEY,
- *       runId: () => this.props.writ_run_id,
- *     });
- *     async init() { this.server.registerTool('execute_rollback', {...}, handler); }
- *   }
+ *     export class DeployTools extends McpAgent<Env, unknown, Props> {
+ *       server = withWrit(new McpServer({ name: 'deploy', version: '1.0.0' }), {
+ *         baseUrl: 'https://writ.example', agentKey: () => this.props?.writ_agent_key ?? '',
+ *         runId: () => this.props?.writ_run_id ?? '', fetch: (url, init) => this.env.WRIT.fetch(url, init),
+ *       });
+ *       async init() { this.server.registerTool('execute_rollback', {...}, handler); }
+ *     }
+ *
+ * - `createMcpHandler(factory)` (`agents/mcp`, stateless) serves an `McpServer` of
+ *   `@modelcontextprotocol/server` 2.x, created per request: wrap it inside the factory.
+ * The two differ, for the guard, only in the request context a tool callback gets: 1.x passes
+ * `extra` (`requestId`, `_meta`), 2.x passes `ctx` (`mcpReq.id`, `mcpReq._meta`).
  *
  * Each call: `POST /mcp/v1/authorize` (the call as a `tools/call`, with the run, idempotency and
  * approval keys in `_meta`) before the handler runs; with `report` set for the tool, the executor
@@ -22,9 +28,11 @@
  * Guarantees: the handler runs only after a 200 `allow` from Writ (and, with `report`, a
  * `proceed` claim); a deny is Writ's `deny_result` (an `isError` tool result the model can read);
  * anything else (Writ unreachable, a non-200, a body that does not parse, a claim that does not
- * proceed, an exception in the guard) is an `isError` result and the handler does not run (fail
- * closed); a tool registered through the deprecated `server.tool(...)`, or before wrapping,
- * would be unguarded, so both are refused with an exception.
+ * proceed, an exception in the guard, a missing agent key or run) is an `isError` result and the
+ * handler does not run (fail closed). What would leave a tool unguarded or decided under another
+ * name is refused with an exception: a tool registered before wrapping or through the deprecated
+ * `server.tool(...)` (1.x), and a registered tool's `update` that replaces its callback, renames
+ * it or changes its input schema (remove it and register it again instead).
  * Never: sends the MCP client's credentials to Writ, or changes the handler's result.
  */
 
@@ -100,7 +108,7 @@ const isRecord = (v: unknown): v is Record<string, unknown> =>
 
 /** Wrap `server` so that every tool registered on it afterwards is decided by Writ first. */
 export function withWrit<S extends ToolRegistrar>(server: S, options: WritOptions): S {
-  // Tools registered before wrapping could never be guarded (SDK 1.x keeps them privately).
+  // Tools registered before wrapping could never be guarded (1.x and 2.x keep them privately).
   const existing = (server as unknown as { _registeredTools?: Record<string, unknown> })._registeredTools;
   if (existing !== undefined && Object.keys(existing).length > 0) {
     throw new Error('withWrit: wrap the server before registering any tool');
@@ -119,13 +127,50 @@ export function withWrit<S extends ToolRegistrar>(server: S, options: WritOption
       const extra = hasInput ? a[1] : a[0];
       return guard(options, name, args, extra, () => cb(...a));
     };
-    return register(name, config, guarded);
+    const registered = register(name, config, guarded);
+    if (isRecord(registered) && typeof registered.update === 'function') {
+      const update = (registered.update as (u: unknown) => unknown).bind(registered);
+      // `remove()`, `enable()` and `disable()` go through `update` too, and stay allowed.
+      registered.update = (u: unknown) => {
+        if (isRecord(u)) {
+          // A new callback would run unguarded; a new name would be decided under the old one;
+          // a new input schema changes how the SDK calls the callback (args or not).
+          if (u.callback !== undefined) throw new Error("withWrit: a tool's callback cannot be replaced");
+          if (typeof u.name === 'string' && u.name !== name) {
+            throw new Error('withWrit: a guarded tool cannot be renamed');
+          }
+          if (u.paramsSchema !== undefined || u.inputSchema !== undefined) {
+            throw new Error("withWrit: a guarded tool's input schema cannot be replaced");
+          }
+        }
+        return update(u);
+      };
+    }
+    return registered;
   };
-  // The deprecated overloads register around `registerTool`: a tool added that way would be unguarded.
-  patched.tool = () => {
-    throw new Error('withWrit: register tools with registerTool; server.tool(...) is not guarded');
-  };
+  // 1.x's deprecated overloads register around `registerTool`: a tool added that way would be
+  // unguarded. (2.x has no `tool` method.)
+  if ('tool' in server) {
+    patched.tool = () => {
+      throw new Error('withWrit: register tools with registerTool; server.tool(...) is not guarded');
+    };
+  }
   return server;
+}
+
+/**
+ * The JSON-RPC id and `_meta` of the call from the request context the SDK hands a tool callback:
+ * 1.x `extra` (`requestId`, `_meta`) or 2.x `ctx` (`mcpReq.id`, `mcpReq._meta`).
+ */
+function requestOf(extra: unknown): { id: string | number; meta: Record<string, unknown> } {
+  const ex = isRecord(extra) ? extra : {};
+  const req = isRecord(ex.mcpReq) ? ex.mcpReq : null;
+  const id = req === null ? ex.requestId : req.id;
+  const meta = req === null ? ex._meta : req._meta;
+  return {
+    id: typeof id === 'string' || typeof id === 'number' ? id : 0,
+    meta: isRecord(meta) ? meta : {},
+  };
 }
 
 async function guard(
@@ -138,18 +183,20 @@ async function guard(
   let claim: { operation_id: string; fencing_token: string; started: number; report: ReportOptions } | null =
     null;
   try {
-    const ex = isRecord(extra) ? extra : {};
-    const clientMeta = isRecord(ex._meta) ? ex._meta : {};
+    const request = requestOf(extra);
     const key = o.idempotencyKey?.(name, args);
+    const runId = await lazy(o.runId);
+    const agentKey = await lazy(o.agentKey);
+    // A session without its credentials (an McpAgent's props not set) is not asked about at all.
+    if (runId.length === 0 || agentKey.length === 0) return refused('Not run: no Writ run or agent key');
     const meta: Record<string, unknown> = {
-      ...clientMeta,
-      'dev.writ/run_id': await lazy(o.runId),
+      ...request.meta,
+      'dev.writ/run_id': runId,
       ...(key === undefined ? {} : { 'dev.writ/idempotency_key': key }),
     };
-    const requestId = ex.requestId;
-    const decided = await post(o, await lazy(o.agentKey), '/mcp/v1/authorize', {
+    const decided = await post(o, agentKey, '/mcp/v1/authorize', {
       jsonrpc: '2.0',
-      id: typeof requestId === 'string' || typeof requestId === 'number' ? requestId : 0,
+      id: request.id,
       method: 'tools/call',
       params: { name, arguments: args, _meta: meta },
     });

@@ -40,6 +40,7 @@ function upsertOperationStatement(db: Db, op: Operation) {
     reconciliation_deadline_unix_ms: op.reconciliation_deadline_unix_ms,
     escalated_at_unix_ms: op.escalated_at_unix_ms,
     updated_at_unix_ms: op.updated_at_unix_ms,
+    reconciliation_receipt_sha256: op.reconciliation_receipt_sha256,
   };
   return db
     .insert(operations)
@@ -53,6 +54,7 @@ function upsertOperationStatement(db: Db, op: Operation) {
         reconciliation_deadline_unix_ms: row.reconciliation_deadline_unix_ms,
         escalated_at_unix_ms: row.escalated_at_unix_ms,
         updated_at_unix_ms: row.updated_at_unix_ms,
+        reconciliation_receipt_sha256: row.reconciliation_receipt_sha256,
       },
       setWhere: sql`${operations.tenant_id} = ${row.tenant_id} AND ${operations.updated_at_unix_ms} < excluded.updated_at_unix_ms`,
     });

@@ -6,10 +6,11 @@
  * Guarantees: a tenant, its quota row (defaults), its first policy and its first admin are written
  * in one batch; a name race is decided by the unique index (the loser wrote nothing).
  */
-import { asc, eq, gt, sql } from 'drizzle-orm';
+import { and, asc, eq, gt, notExists, sql } from 'drizzle-orm';
 import type { AuthorizeRequest } from '../core/authorization/decide.js';
 import type {
   KeyedAuthorizationRead,
+  NamedToolKeyedRead,
   NewPrincipal,
   PlatformStore,
   PrincipalRow,
@@ -19,11 +20,13 @@ import type {
 import type { TenantPolicy } from '../core/policy.js';
 import { type Db, atPrimary } from './client.js';
 import { toCanonicalText } from './documents.js';
-import { principals, policies, tenantQuotas, tenants } from './schema.js';
+import { principals, policies, tenantImports, tenantQuotas, tenants } from './schema.js';
 import {
+  type ContractSelector,
   authorizationStateQueries,
   principalValues,
   toAuthorizationState,
+  toPinnedContract,
   toPrincipalRow,
 } from './tenant-store.js';
 
@@ -32,6 +35,13 @@ export interface ShardPlatformStore {
   principalByKeyDigest(key_sha256: string): ReturnType<PlatformStore['principalByKeyDigest']>;
   /** The key's principal and its authorization state in one batch (see `PlatformStore`). */
   authorizationByKey(key_sha256: string, request: AuthorizeRequest): Promise<KeyedAuthorizationRead | null>;
+  /** The doors' keyed read: the tool name's pins instead of one contract (see `PlatformStore`). */
+  namedToolAuthorizationByKey(
+    key_sha256: string,
+    tool_name: string,
+    request: Omit<AuthorizeRequest, 'tool_contract_sha256'>,
+    options?: { readonly at: 'primary' },
+  ): Promise<NamedToolKeyedRead | null>;
   tenantNameTaken(name: string): Promise<boolean>;
   createTenant(
     t: Omit<Parameters<PlatformStore['createTenant']>[0], 'shard'>,
@@ -58,6 +68,15 @@ export function d1PlatformStore(db: Db): ShardPlatformStore {
       return (
         (await keyedAuthorizationRead(db, key_sha256, request)) ??
         keyedAuthorizationRead(atPrimary(db), key_sha256, request)
+      );
+    },
+
+    async namedToolAuthorizationByKey(key_sha256, tool_name, request, options) {
+      // As above; `at: 'primary'` re-reads there when a replica's binding refused the name.
+      if (options?.at === 'primary') return keyedNamedToolRead(atPrimary(db), key_sha256, tool_name, request);
+      return (
+        (await keyedNamedToolRead(db, key_sha256, tool_name, request)) ??
+        keyedNamedToolRead(atPrimary(db), key_sha256, tool_name, request)
       );
     },
 
@@ -136,7 +155,19 @@ export function d1PlatformStore(db: Db): ShardPlatformStore {
           receipt_retention_days: tenantQuotas.receipt_retention_days,
         })
         .from(tenantQuotas)
-        .where(after === null ? undefined : gt(tenantQuotas.tenant_id, after))
+        .where(
+          and(
+            after === null ? undefined : gt(tenantQuotas.tenant_id, after),
+            // A tenant staged by an import in progress (migrations/0011) is not live: moving its
+            // receipts to archives under the import would change rows the import is writing.
+            notExists(
+              db
+                .select({ one: sql`1` })
+                .from(tenantImports)
+                .where(eq(tenantImports.tenant_id, tenantQuotas.tenant_id)),
+            ),
+          ),
+        )
         .orderBy(asc(tenantQuotas.tenant_id))
         .limit(limit);
     },
@@ -155,14 +186,52 @@ async function keyedAuthorizationRead(
   key_sha256: string,
   request: AuthorizeRequest,
 ): Promise<KeyedAuthorizationRead | null> {
+  const read = await keyedStateRows(db, key_sha256, request, request);
+  if (read === null) return null;
+  const { principal, rows } = read;
+  return { principal, state: toAuthorizationState(rows, principal.tenant_id, principal.principal_id) };
+}
+
+async function keyedStateRows(
+  db: Db,
+  key_sha256: string,
+  request: Omit<AuthorizeRequest, 'tool_contract_sha256'>,
+  contract: ContractSelector,
+) {
   const tenant = sql`(select ${principals.tenant_id} from ${principals} where ${principals.key_sha256} = ${key_sha256})`;
   const principal = sql`(select ${principals.principal_id} from ${principals} where ${principals.key_sha256} = ${key_sha256})`;
-  const [keyRows, ...stateRows] = await db.batch([
+  const [keyRows, ...rows] = await db.batch([
     db.select().from(principals).where(eq(principals.key_sha256, key_sha256)),
-    ...authorizationStateQueries(db, tenant, principal, request),
+    ...authorizationStateQueries(db, tenant, principal, request, contract),
   ]);
   const row = keyRows[0];
-  if (row === undefined) return null;
-  const found = toPrincipalRow(row);
-  return { principal: found, state: toAuthorizationState(stateRows, found.tenant_id, found.principal_id) };
+  return row === undefined ? null : { principal: toPrincipalRow(row), rows };
+}
+
+// -- Doors: the keyed read by tool name (issue 12) ----------------------------------------------
+
+/**
+ * `keyedAuthorizationRead` for a door that names a tool: the tool name's pins in place of the one
+ * contract by digest, in the same batch; the state's contract is left null for the service to
+ * bind (src/services/tool-call.ts). Same round trips as `POST /v1/authorize`.
+ */
+async function keyedNamedToolRead(
+  db: Db,
+  key_sha256: string,
+  tool_name: string,
+  request: Omit<AuthorizeRequest, 'tool_contract_sha256'>,
+): Promise<NamedToolKeyedRead | null> {
+  const read = await keyedStateRows(db, key_sha256, request, { tool_name });
+  if (read === null) return null;
+  const { principal } = read;
+  const [policy, pins, self, run, approval, live, revoked] = read.rows;
+  return {
+    principal,
+    pins: pins.map(toPinnedContract),
+    state: toAuthorizationState(
+      [policy, [], self, run, approval, live, revoked],
+      principal.tenant_id,
+      principal.principal_id,
+    ),
+  };
 }

@@ -63,7 +63,11 @@ export const contracts = sqliteTable(
     quarantined_at_unix_ms: integer(),
     quarantine_reason: text(),
   },
-  (t) => [primaryKey({ columns: [t.tenant_id, t.tool_contract_sha256] })],
+  (t) => [
+    primaryKey({ columns: [t.tenant_id, t.tool_contract_sha256] }),
+    // A door binds a tool name to its pins, oldest first (migration 0012).
+    index('contracts_tool_name').on(t.tenant_id, t.tool_name, t.pinned_at_unix_ms, t.tool_contract_sha256),
+  ],
 );
 
 export const grants = sqliteTable(
@@ -120,7 +124,16 @@ export const approvals = sqliteTable(
     first_approval_lifetime_ms: integer(),
     idempotency_key: text(),
   },
-  (t) => [index('approvals_status').on(t.tenant_id, t.status, t.created_at_unix_ms)],
+  (t) => [
+    index('approvals_status').on(t.tenant_id, t.status, t.created_at_unix_ms),
+    // The console's history, newest decision first, across outcomes or of one (migrations/0009).
+    index('approvals_decided')
+      .on(t.tenant_id, t.decided_at_unix_ms, t.approval_id)
+      .where(sql`${t.decided_at_unix_ms} IS NOT NULL`),
+    index('approvals_status_decided')
+      .on(t.tenant_id, t.status, t.decided_at_unix_ms, t.approval_id)
+      .where(sql`${t.decided_at_unix_ms} IS NOT NULL`),
+  ],
 );
 
 export const runs = sqliteTable(
@@ -256,6 +269,8 @@ export const operations = sqliteTable(
     reconciliation_deadline_unix_ms: integer(),
     escalated_at_unix_ms: integer(),
     updated_at_unix_ms: integer().notNull(),
+    /** The receipt that settled the operation, if reconciled (migrations/0009). */
+    reconciliation_receipt_sha256: text(),
   },
   (t) => [
     uniqueIndex('operations_key').on(t.tenant_id, t.tool_contract_sha256, t.idempotency_key),
@@ -265,6 +280,8 @@ export const operations = sqliteTable(
     // Pages of `GET /v1/operations`, newest first, with or without a state (migrations/0008).
     index('operations_recent').on(t.tenant_id, t.updated_at_unix_ms, t.operation_id),
     index('operations_state_recent').on(t.tenant_id, t.state, t.updated_at_unix_ms, t.operation_id),
+    // The console's history finds the operation an approval's authorization was claimed as (0009).
+    index('operations_authorization').on(t.tenant_id, t.authorization_receipt_sha256, t.operation_id),
   ],
 );
 
@@ -347,3 +364,69 @@ export const receiptSignatures = sqliteTable(
     index('receipt_signatures_drain').on(t.tenant_id, t.seq),
   ],
 );
+
+// ---------------------------------------------------------------------------------------------
+// Issue 10 (migrations/0011): imports larger than one D1 batch, staged until a last batch
+
+/** One import in progress on this shard; while it exists the tenant is staged, not live. */
+export const tenantImports = sqliteTable('tenant_imports', {
+  tenant_id: text().primaryKey(),
+  /** SHA-256 (hex) of the export file: only a retry of the same file resumes the import. */
+  file_sha256: text().notNull(),
+  rows_total: integer().notNull(),
+  /** The export's lines written so far (chunks commit with it, all or nothing). */
+  rows_done: integer().notNull().default(0),
+  started_at_unix_ms: integer().notNull(),
+  updated_at_unix_ms: integer().notNull(),
+});
+
+/**
+ * A staged tenant's principals (the columns of `principals`): copied into `principals` by the
+ * import's last batch, so no key authenticates before it. `key_sha256` is null until keyed.
+ */
+export const tenantImportPrincipals = sqliteTable(
+  'tenant_import_principals',
+  {
+    principal_id: text().primaryKey(),
+    tenant_id: text().notNull(),
+    name: text().notNull(),
+    roles: text().notNull(),
+    executor_release: text(),
+    key_sha256: text(),
+    created_by: text(),
+    created_at_unix_ms: integer().notNull(),
+    revoked_at_unix_ms: integer(),
+  },
+  (t) => [index('tenant_import_principals_tenant').on(t.tenant_id)],
+);
+
+/** Never holds a row: a trigger aborts any insert (the chunk guard, migrations/0011). */
+export const tenantImportGuard = sqliteTable('tenant_import_guard', {
+  tenant_id: text().notNull(),
+});
+
+// ---------------------------------------------------------------------------------------------
+// Issue 10 (migrations/0011): what the orphan blob collector knows about references
+
+/** An archived receipt's evidence object, named by a line of the archive object (read once). */
+export const blobArchiveRefs = sqliteTable(
+  'blob_archive_refs',
+  {
+    evidence_sha256: text().notNull(),
+    archive_sha256: text().notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.evidence_sha256, t.archive_sha256] })],
+);
+
+/** Archives whose lines the collector has not read yet (a trigger adds every new archive). */
+export const blobArchivesUnindexed = sqliteTable('blob_archives_unindexed', {
+  archive_sha256: text().primaryKey(),
+});
+
+/** The collector's place in the bucket (one row, id 0, on shard 0). */
+export const blobCollection = sqliteTable('blob_collection', {
+  id: integer().primaryKey(),
+  start_after: text(),
+  retired_after: text(),
+  updated_at_unix_ms: integer().notNull(),
+});

@@ -1,19 +1,23 @@
 /**
  * A tenant's rows on one shard, table by table, for moving the tenant to another shard
  * (src/services/tenant-moves.ts). The export reads every tenant-owned table in pages; the import
- * writes every row in one D1 batch, so a refused or failed import leaves nothing behind.
+ * is staged (migrations/0011): bounded chunks, each one D1 batch, while the tenant is invisible,
+ * then one batch that makes it live. A failed import leaves a staged tenant no key reaches, which
+ * a retry of the same file resumes where the last committed chunk left it.
  *
- * Guarantees: only the tables and columns of `TENANT_TABLES` are read or written; every read and
- * the freeze filter on the one tenant; the import batch first gives the tenant unbounded quotas
- * (the quota triggers would otherwise count the imported rows a second time, or refuse them),
- * then sets the exported quota row as it was, last.
+ * Guarantees: only the tables and columns of `TENANT_TABLES` (and the staging tables) are read or
+ * written; every read and the freeze filter on the one tenant; the staged import first gives the
+ * tenant unbounded quotas (the quota triggers would otherwise count the imported rows a second
+ * time, or refuse them), and its last batch sets the exported quota row as it was; principals
+ * reach `principals` only in that last batch, so no key authenticates a half-written tenant; each
+ * staged batch commits only against the progress it was cut for (two importers never both write).
  * Never: deletes a row (receipts and approvals cannot be deleted; a moved tenant's old copy is
  * frozen instead: every principal revoked), or exports a webhook signing secret
  * (`TENANT_TABLES_NOT_MOVED`).
  */
 import { and, asc, eq, getTableColumns, gt, isNull, sql } from 'drizzle-orm';
 import type { SQLiteTable } from 'drizzle-orm/sqlite-core';
-import type { TenantRow, TenantRowValue } from '../services/ports.js';
+import type { StagedImport, TenantRow, TenantRowValue } from '../services/ports.js';
 import type { Db } from './client.js';
 import {
   approvals,
@@ -27,6 +31,9 @@ import {
   receiptSignatures,
   receipts,
   runs,
+  tenantImportGuard,
+  tenantImportPrincipals,
+  tenantImports,
   tenantQuotas,
   tenants,
 } from './schema.js';
@@ -113,56 +120,174 @@ export async function freezeTenant(db: Db, tenant_id: string, now: number): Prom
   return r.map((x) => x.principal_id);
 }
 
+// ---------------------------------------------------------------------------------------------
+// Staged imports (migrations/0011): any number of rows, in bounded batches, invisible until live
+
+/** A D1 error raised by the chunk guard's trigger: the import's progress moved under the caller. */
+const isProgressMoved = (e: unknown) =>
+  e instanceof Error && /import_progress_moved/.test(`${e.message} ${String(e.cause)}`);
+
 /**
- * Write every row in one batch. `exists` when the tenant already has rows on this shard (nothing
- * written). The rows were verified by the caller; a constraint or trigger refusing one aborts
- * the whole batch.
+ * The first statement of every staged batch: aborts the batch (trigger on `tenant_import_guard`)
+ * unless the import of this file is staged with exactly `rows_done` rows written. D1 runs a batch
+ * as one transaction, so the check and the writes after it are atomic.
  */
-export async function importTenantRows(
+function guard(db: Db, s: StagedImport, rows_done: number) {
+  return db.insert(tenantImportGuard).select(
+    sql`SELECT ${s.tenant_id} WHERE NOT EXISTS (SELECT 1 FROM ${tenantImports}
+        WHERE ${tenantImports.tenant_id} = ${s.tenant_id} AND ${tenantImports.file_sha256} = ${s.file_sha256}
+        AND ${tenantImports.rows_done} = ${rows_done} AND ${tenantImports.rows_total} = ${s.rows_total})`,
+  );
+}
+
+/**
+ * Start the staged import (the mark and an unbounded quota row, in one batch: the quota triggers
+ * would otherwise count the imported rows a second time, or refuse them), or find it started.
+ */
+export async function beginStagedImport(
   db: Db,
-  tenant_id: string,
-  rows: readonly TenantRow[],
+  s: StagedImport,
   now: number,
-): Promise<'imported' | 'exists'> {
+): Promise<{ readonly rows_done: number } | 'exists' | 'other_import'> {
+  const started = async () => {
+    const mark = await db.select().from(tenantImports).where(eq(tenantImports.tenant_id, s.tenant_id)).get();
+    if (mark === undefined) return null;
+    return mark.file_sha256 === s.file_sha256 && mark.rows_total === s.rows_total
+      ? { rows_done: mark.rows_done }
+      : ('other_import' as const);
+  };
+  const found = await started();
+  if (found !== null) return found;
   const present = await db
-    .select({ id: tenants.tenant_id })
-    .from(tenants)
-    .where(eq(tenants.tenant_id, tenant_id))
+    .select({ id: tenantQuotas.tenant_id })
+    .from(tenantQuotas)
+    .where(eq(tenantQuotas.tenant_id, s.tenant_id))
     .get();
   if (present !== undefined) return 'exists';
-  const quota = rows.find((r) => r.table === 'tenant_quotas');
-  if (quota === undefined) throw new Error('an import needs the tenant_quotas row');
   const unbounded = Math.floor(Number.MAX_SAFE_INTEGER / 100);
-  const exportedMaxSeq = rows.reduce(
-    (m, r) => (r.table === 'receipt_signatures' ? Math.max(m, Number(r.row.seq)) : m),
-    0,
-  );
+  try {
+    await db.batch([
+      db.insert(tenantImports).values({
+        tenant_id: s.tenant_id,
+        file_sha256: s.file_sha256,
+        rows_total: s.rows_total,
+        rows_done: 0,
+        started_at_unix_ms: now,
+        updated_at_unix_ms: now,
+      }),
+      db.insert(tenantQuotas).values({
+        tenant_id: s.tenant_id,
+        max_stored_bytes: unbounded,
+        max_receipts_per_day: unbounded,
+        max_open_approvals: unbounded,
+        max_open_runs: unbounded,
+        updated_at_unix_ms: now,
+      }),
+    ]);
+    return { rows_done: 0 };
+  } catch (e) {
+    // Two imports starting at once: the primary keys decide; the loser wrote nothing.
+    if (!(e instanceof Error && /UNIQUE constraint failed/.test(`${e.message} ${String(e.cause)}`))) throw e;
+    return (await started()) ?? 'exists';
+  }
+}
+
+/**
+ * One chunk in one batch, with the progress mark moved past it. Principals go to the staging
+ * table (live ones without a key digest yet), the exported quota row waits for `goLiveImport`.
+ * The rows were verified by the caller; a constraint or trigger refusing one aborts the chunk.
+ */
+export async function writeStagedChunk(
+  db: Db,
+  s: StagedImport,
+  chunk: { readonly from: number; readonly rows: readonly TenantRow[]; readonly exported_max_seq: number },
+  now: number,
+): Promise<'written' | 'moved'> {
   const statements = [
-    db.insert(tenantQuotas).values({
-      tenant_id,
-      max_stored_bytes: unbounded,
-      max_receipts_per_day: unbounded,
-      max_open_approvals: unbounded,
-      max_open_runs: unbounded,
-      updated_at_unix_ms: now,
-    }),
-    ...rows
+    guard(db, s, chunk.from),
+    db
+      .update(tenantImports)
+      .set({ rows_done: chunk.from + chunk.rows.length, updated_at_unix_ms: now })
+      .where(eq(tenantImports.tenant_id, s.tenant_id)),
+    ...chunk.rows
       .filter((r) => r.table !== 'tenant_quotas')
       .map((r) => {
-        if (r.table === 'receipt_signatures') return insertSignatureRow(db, r.row, exportedMaxSeq);
+        if (r.table === 'receipt_signatures') return insertSignatureRow(db, r.row, chunk.exported_max_seq);
+        if (r.table === 'principals') {
+          const row = r.row as typeof principals.$inferInsert;
+          return db
+            .insert(tenantImportPrincipals)
+            .values({ ...row, key_sha256: row.revoked_at_unix_ms === null ? null : row.key_sha256 });
+        }
         const t = TENANT_TABLES[r.table as TenantTable];
         // Columns were checked against the table by the caller; drizzle binds every value.
         return db.insert(t).values(r.row as typeof t.$inferInsert);
       }),
-    // Last: the quota row exactly as exported (limits and usage), replacing the counts the
-    // triggers kept while the rows above went in.
+  ];
+  return runStaged(db, statements, 'written');
+}
+
+/** Give staged live principals their key digests (the caller cuts the list into bounded batches). */
+export async function keyStagedPrincipals(
+  db: Db,
+  s: StagedImport,
+  keys: readonly { readonly principal_id: string; readonly key_sha256: string }[],
+): Promise<'written' | 'moved'> {
+  const statements = [
+    guard(db, s, s.rows_total),
+    ...keys.map((k) =>
+      db
+        .update(tenantImportPrincipals)
+        .set({ key_sha256: k.key_sha256 })
+        .where(
+          and(
+            eq(tenantImportPrincipals.tenant_id, s.tenant_id),
+            eq(tenantImportPrincipals.principal_id, k.principal_id),
+          ),
+        ),
+    ),
+  ];
+  return runStaged(db, statements, 'written');
+}
+
+/**
+ * The flip, one batch whose size does not grow with the tenant: the staged principals are copied
+ * into `principals` (a live one still without a key digest fails the NOT NULL column: nothing goes
+ * live), the quota row is set exactly as exported (limits and usage, replacing the counts the
+ * triggers kept while the rows went in), and the staging is removed.
+ */
+export async function goLiveImport(db: Db, s: StagedImport, quota: TenantRow): Promise<'live' | 'moved'> {
+  const columns = Object.keys(getTableColumns(principals)).map((c) => sql.identifier(c));
+  const list = sql.join(columns, sql`, `);
+  const statements = [
+    guard(db, s, s.rows_total),
+    db
+      .insert(principals)
+      .select(
+        sql`SELECT ${list} FROM ${tenantImportPrincipals} WHERE ${tenantImportPrincipals.tenant_id} = ${s.tenant_id}`,
+      ),
+    db.delete(tenantImportPrincipals).where(eq(tenantImportPrincipals.tenant_id, s.tenant_id)),
     db
       .update(tenantQuotas)
-      .set(quota.row as Partial<typeof tenantQuotas.$inferInsert>)
-      .where(eq(tenantQuotas.tenant_id, tenant_id)),
+      .set({ ...(quota.row as Partial<typeof tenantQuotas.$inferInsert>), tenant_id: s.tenant_id })
+      .where(eq(tenantQuotas.tenant_id, s.tenant_id)),
+    db.delete(tenantImports).where(eq(tenantImports.tenant_id, s.tenant_id)),
   ];
-  await db.batch(statements as unknown as Parameters<Db['batch']>[0]);
-  return 'imported';
+  return runStaged(db, statements, 'live');
+}
+
+async function runStaged<T extends string>(
+  db: Db,
+  statements: readonly unknown[],
+  ok: T,
+): Promise<T | 'moved'> {
+  try {
+    await db.batch(statements as unknown as Parameters<Db['batch']>[0]);
+    return ok;
+  } catch (e) {
+    if (isProgressMoved(e)) return 'moved';
+    throw e;
+  }
 }
 
 /**

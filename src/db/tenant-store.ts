@@ -46,6 +46,8 @@ import type { ToolContract, ToolGrant } from '../core/model.js';
 import type { TenantPolicy } from '../core/policy.js';
 import type {
   ApprovalDecision,
+  ApprovalHistoryFilter,
+  ApprovalHistoryPage,
   AuthorizationRead,
   ApprovalListFilter,
   FirstApproval,
@@ -490,7 +492,9 @@ class D1TenantStore implements TenantStore, RetentionStore {
     options?: { readonly at: 'primary' },
   ): Promise<AuthorizationState> {
     const db = options?.at === 'primary' ? atPrimary(this.db) : this.db;
-    const rows = await db.batch(authorizationStateQueries(db, this.tenant_id, principal_id, request));
+    const rows = await db.batch(
+      authorizationStateQueries(db, this.tenant_id, principal_id, request, request),
+    );
     return toAuthorizationState(rows, this.tenant_id, principal_id);
   }
 
@@ -721,6 +725,94 @@ class D1TenantStore implements TenantStore, RetentionStore {
 
   async signaturesAfter(after_seq: number, limit: number): Promise<readonly SignatureRow[]> {
     return signatureRowsAfter(this.db, this.tenant_id, after_seq, limit);
+  }
+
+  // -- The console's history (issue 14, migrations/0009) ------------------------------------
+
+  async approvalHistory(q: ApprovalHistoryFilter): Promise<ApprovalHistoryPage> {
+    const t = this.tenant_id;
+    // Only decided requests are in the partial indexes `approvals_decided` (every outcome) and
+    // `approvals_status_decided` (one): the `IS NOT NULL` term is what lets the planner use them.
+    const decided = and(
+      eq(approvals.tenant_id, t),
+      isNotNull(approvals.decided_at_unix_ms),
+      q.status === undefined ? undefined : eq(approvals.status, q.status),
+    );
+    const older = q.from === null || q.from.direction === 'older';
+    // A row-value comparison is a range on the index (a deep page reads `limit` rows, not the
+    // rows before it); page order is (decided_at, approval_id) descending, a total order.
+    const position =
+      q.from === null
+        ? undefined
+        : older
+          ? sql`(${approvals.decided_at_unix_ms}, ${approvals.approval_id}) < (${q.from.decided_at_unix_ms}, ${q.from.approval_id})`
+          : sql`(${approvals.decided_at_unix_ms}, ${approvals.approval_id}) > (${q.from.decided_at_unix_ms}, ${q.from.approval_id})`;
+    const dir = older ? desc : asc;
+    // The operation the approval's authorization receipt was claimed as: found through
+    // `operations_authorization`, at most one per row (a subquery with LIMIT 1, so a row is
+    // never repeated), and only this tenant's; its execution receipt's outcome by primary key.
+    const claimedAs = sql`(SELECT "o2"."operation_id" FROM "operations" AS "o2" WHERE "o2"."tenant_id" = ${approvals.tenant_id} AND "o2"."authorization_receipt_sha256" = ${approvals.consumed_by_receipt_sha256} ORDER BY "o2"."operation_id" LIMIT 1)`;
+    const pageQuery = this.db
+      .select({
+        a: approvals,
+        document: contracts.document,
+        operation_id: operations.operation_id,
+        state: operations.state,
+        execution_receipt_sha256: operations.execution_receipt_sha256,
+        execution_outcome: receipts.outcome,
+        reconciliation_receipt_sha256: operations.reconciliation_receipt_sha256,
+        reconciliation_deadline_unix_ms: operations.reconciliation_deadline_unix_ms,
+        escalated_at_unix_ms: operations.escalated_at_unix_ms,
+      })
+      .from(approvals)
+      .leftJoin(
+        contracts,
+        and(
+          eq(contracts.tenant_id, approvals.tenant_id),
+          eq(contracts.tool_contract_sha256, approvals.tool_contract_sha256),
+        ),
+      )
+      .leftJoin(
+        operations,
+        and(eq(operations.tenant_id, approvals.tenant_id), eq(operations.operation_id, claimedAs)),
+      )
+      .leftJoin(
+        receipts,
+        and(
+          eq(receipts.tenant_id, approvals.tenant_id),
+          eq(receipts.sha256, operations.execution_receipt_sha256),
+        ),
+      )
+      .where(and(decided, position))
+      .orderBy(dir(approvals.decided_at_unix_ms), dir(approvals.approval_id))
+      .limit(q.limit);
+    // Bounded: the count walks at most `count_cap + 1` entries of the same partial index.
+    const capped = this.db
+      .select({ one: sql<number>`1`.as('one') })
+      .from(approvals)
+      .where(decided)
+      .limit(q.count_cap + 1)
+      .as('capped');
+    const countQuery = this.db.select({ n: count() }).from(capped);
+    const [rows, counted] = await this.db.batch([pageQuery, countQuery]);
+    return {
+      rows: rows.map((r) => ({
+        ...withContract(r),
+        operation:
+          r.operation_id === null || r.state === null
+            ? null
+            : {
+                operation_id: r.operation_id,
+                state: r.state,
+                execution_receipt_sha256: r.execution_receipt_sha256,
+                execution_outcome: r.execution_outcome,
+                reconciliation_receipt_sha256: r.reconciliation_receipt_sha256,
+                reconciliation_deadline_unix_ms: r.reconciliation_deadline_unix_ms,
+                escalated_at_unix_ms: r.escalated_at_unix_ms,
+              },
+      })),
+      total: counted[0]?.n ?? 0,
+    };
   }
 
   async grantByDigest(grant_sha256: string): Promise<ToolGrant | null> {
@@ -1338,7 +1430,20 @@ function toApprovalRecord(a: typeof approvals.$inferSelect, approver_revoked: bo
 /** A tenant or principal id, or a scalar subquery that yields it (NULL matches no row). */
 type Key = string | SQL;
 
-export function authorizationStateQueries(db: Db, t: Key, principal: Key, request: AuthorizeRequest) {
+/**
+ * Which pinned contract the state read selects: one by digest (`/v1`), or every pin of a tool
+ * name, oldest first as `contractsForTool` reads them, for a door that binds the name itself
+ * (src/services/tool-call.ts) in the same batch.
+ */
+export type ContractSelector = { readonly tool_contract_sha256: string } | { readonly tool_name: string };
+
+export function authorizationStateQueries(
+  db: Db,
+  t: Key,
+  principal: Key,
+  request: Omit<AuthorizeRequest, 'tool_contract_sha256'>,
+  contract: ContractSelector,
+) {
   const approvalId = request.approval_id ?? null;
   return [
     db
@@ -1353,8 +1458,14 @@ export function authorizationStateQueries(db: Db, t: Key, principal: Key, reques
       .select()
       .from(contracts)
       .where(
-        and(eq(contracts.tenant_id, t), eq(contracts.tool_contract_sha256, request.tool_contract_sha256)),
-      ),
+        and(
+          eq(contracts.tenant_id, t),
+          'tool_name' in contract
+            ? eq(contracts.tool_name, contract.tool_name)
+            : eq(contracts.tool_contract_sha256, contract.tool_contract_sha256),
+        ),
+      )
+      .orderBy(asc(contracts.pinned_at_unix_ms), asc(contracts.tool_contract_sha256)),
     db
       .select({ revoked_at_unix_ms: principals.revoked_at_unix_ms })
       .from(principals)

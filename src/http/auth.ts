@@ -9,7 +9,8 @@
  * Shards: the key's routing part picks the one D1 shard that is asked (src/core/identity);
  * a key naming an unconfigured shard is a 401 like any other miss.
  * `POST /v1/authorize` looks its key up in its handler, in one batch with the authorization
- * state (src/http/routes/authorize.ts); it answers the same 401 and 403 in the same order.
+ * state (src/http/routes/authorize.ts); it answers the same 401 and 403 in the same order. So do
+ * the doors' authorizations (MCP, AuthZEN's single evaluation, Docker's `before`: `keyedDoor`).
  * Never: stores or logs a key (only its SHA-256 is looked up), or caches a principal across
  * requests (a revocation binds the very next write or authorization; a `GET` served by a lagging
  * replica may still see the key for as long as the replica lags, SECURITY.md).
@@ -18,10 +19,17 @@ import type { Context } from 'hono';
 import { createMiddleware } from 'hono/factory';
 import { type ApiKeyRoute, type Role, parseApiKey, secretsEqual } from '../core/identity/identity.js';
 import { classifierPort, operationsPort, platformStore, tenantStore } from '../platform/bindings.js';
-import { type Caller, type TenantContext, requireRole as requireCallerRole } from '../services/context.js';
+import {
+  type Caller,
+  type TenantContext,
+  ROLES_FOR,
+  requireRole as requireCallerRole,
+} from '../services/context.js';
 import { ServiceError } from '../services/errors.js';
+import type { KeyedNamedToolDoor } from '../services/tool-call.js';
 import { type AdminTokenProblem, adminTokenProblem } from './admin-token.js';
 import type { AppEnv } from './env.js';
+import { takeWriteToken } from './rate-limit.js';
 
 export { MIN_ADMIN_TOKEN_LENGTH } from './admin-token.js';
 
@@ -89,6 +97,46 @@ export function establishCaller(c: Context<AppEnv>, caller: Caller, shard: numbe
     log: (fields) => c.set('log', { ...c.var.log, ...fields }),
   });
   return c.var.tenant;
+}
+
+// -- Doors that authorize by key (issue 12) ------------------------------------------------------
+
+/**
+ * What the standard doors (MCP, AuthZEN, Docker) give `authorizeNamedToolByKey`, which reads the
+ * key's principal in one batch with the authorization state, as `POST /v1/authorize` does. The
+ * door's own routes are registered before its `authenticate`. `admit` is a door's own check of
+ * the caller (an AuthZEN tenant-scoped PDP), run as soon as the caller is known, before its role.
+ * `authenticate` is for a refusal found before the keyed read (a bad body): who asks is answered
+ * first, in the same order as everywhere (401, then `admit`, then the role, then the write limit).
+ */
+export function keyedDoor(
+  c: Context<AppEnv>,
+  key: ApiKeyRoute,
+  admit: (caller: Caller) => void = () => {},
+): KeyedNamedToolDoor {
+  return {
+    platform: platformStore(c.env),
+    open: (caller) => {
+      const ctx = establishCaller(c, caller, key.shard);
+      admit(caller);
+      return ctx;
+    },
+    takeWriteToken: (who) => takeWriteToken(c, who),
+    authenticate: async () => {
+      await authenticateRequest(c);
+      admit(c.var.principal);
+      requireCallerRole(c.var.principal, ROLES_FOR.authorize);
+      await takeWriteToken(c, c.var.principal);
+    },
+  };
+}
+
+/** A refusal of the caller itself (key, role, write limit): never turned into a door's denial. */
+export function refusesCaller(e: unknown): boolean {
+  return (
+    e instanceof ServiceError &&
+    (e.reason === 'unauthenticated' || e.reason === 'forbidden_role' || e.reason === 'rate_limited')
+  );
 }
 
 /** 403 `forbidden_role` unless the principal holds one of `roles`, checked before the body is read. */

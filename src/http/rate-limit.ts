@@ -1,5 +1,7 @@
 /**
- * Per-principal rate limit on every write: each POST, PUT, PATCH or DELETE under `/v1`, and every
+ * Per-principal rate limit on every write, and the tenant's aggregate write budget beside it
+ * (issue 10: one tenant's admitted writes are bounded across all its principals, in the same
+ * limiter call): each POST, PUT, PATCH or DELETE under `/v1`, and every
  * AuthZEN evaluation and MCP request (they store receipts too), after authentication takes one
  * token from its principal's bucket (durable-objects/rate-limiter.ts),
  * `POST /v1/authorize` included (it stores a receipt, and may consume an approval and charge a
@@ -51,7 +53,9 @@ export async function takeWriteToken(
   if (!decision.allowed) {
     throw new ServiceError(
       'rate_limited',
-      'too many writes by this principal; retry after the indicated delay',
+      decision.limited_by === 'tenant'
+        ? "too many writes by this tenant's principals together; retry after the indicated delay"
+        : 'too many writes by this principal; retry after the indicated delay',
       [],
       decision.retry_after_seconds,
     );

@@ -14,7 +14,9 @@ import { kickLog, logPrefix, logSequencerStub } from '../../durable-objects/log-
 import { rateLimiterStub } from '../../durable-objects/rate-limiter.js';
 import { d1PlatformStore } from '../db/platform-store.js';
 import { d1TenantStore } from '../db/tenant-store.js';
-import { r2BlobStore } from '../db/blobs.js';
+import { BLOB_GRACE_MS, r2BlobStore, r2BlobSweep } from '../db/blobs.js';
+import { d1BlobCursor, d1BlobRefs } from '../db/blob-refs.js';
+import { type BlobCollectionRun, collectOrphanBlobs } from '../services/blob-collection.js';
 import { type RetentionRun, archiveExpiredReceipts } from '../services/retention.js';
 import { publishedKeys, receiptSigner, requireKeyRing } from './receipt-keys.js';
 import { type RateLimit, parseRateLimit } from '../core/limits/token-bucket.js';
@@ -31,7 +33,15 @@ import type {
   TenantStore,
 } from '../services/ports.js';
 import { type TextClassifierBinding, readWithWorkersAi } from '../observation-classifier/workers-ai.js';
-import { exportTenantRows, freezeTenant, importTenantRows, tenantTableColumns } from '../db/tenant-rows.js';
+import {
+  beginStagedImport,
+  exportTenantRows,
+  freezeTenant,
+  goLiveImport,
+  keyStagedPrincipals,
+  tenantTableColumns,
+  writeStagedChunk,
+} from '../db/tenant-rows.js';
 import {
   type TenantRef,
   allShards,
@@ -54,6 +64,15 @@ export function platformStore(env: Env): PlatformStore {
     async authorizationByKey(shard, key_sha256, request) {
       if (shardBinding(env, shard) === null) return null;
       return d1PlatformStore(shardDb(env, shard)).authorizationByKey(key_sha256, request);
+    },
+    async namedToolAuthorizationByKey(shard, key_sha256, tool_name, request, options) {
+      if (shardBinding(env, shard) === null) return null;
+      return d1PlatformStore(shardDb(env, shard)).namedToolAuthorizationByKey(
+        key_sha256,
+        tool_name,
+        request,
+        options,
+      );
     },
     tenantNameTaken: (name) => directory().nameTaken(name),
     async placeTenant(t) {
@@ -160,6 +179,22 @@ export async function runRetention(env: Env, now: number): Promise<RetentionRun>
 }
 
 /**
+ * Delete `BLOBS` objects no row of any shard refers to, older than the grace period (the
+ * `scheduled` handler, after retention; tests call it directly). src/services/blob-collection.ts.
+ */
+export function runBlobCollection(env: Env, now: number): Promise<BlobCollectionRun> {
+  return collectOrphanBlobs(
+    {
+      shards: allShards(env).map((n) => d1BlobRefs(shardDb(env, n))),
+      cursor: d1BlobCursor(shardDb(env, 0)),
+      bucket: r2BlobSweep(env.BLOBS),
+      grace_ms: BLOB_GRACE_MS,
+    },
+    now,
+  );
+}
+
+/**
  * The idempotency objects of operations on `shard`: each object mirrors its operation into that
  * shard's index (it records the shard at its first claim).
  */
@@ -192,12 +227,43 @@ export function rateLimit(env: Env): RateLimit {
   return parsed.ok ? parsed.value : DEFAULT_RATE_LIMIT;
 }
 
+/**
+ * Used when a `WRIT_TENANT_RATE_LIMIT_*` var is unset or invalid: 50 writes a second, bursts of
+ * 200, over all of one tenant's principals (issue 10; docs/scaling.md sizes it against a shard's
+ * writer).
+ */
+export const DEFAULT_TENANT_RATE_LIMIT: RateLimit = { per_second: 50, burst: 200 };
+
+/** The configured aggregate write limit of one tenant (wrangler.toml [vars]). */
+export function tenantRateLimit(env: Env): RateLimit {
+  const parsed = parseRateLimit({
+    per_second: Number(env.WRIT_TENANT_RATE_LIMIT_PER_SECOND ?? DEFAULT_TENANT_RATE_LIMIT.per_second),
+    burst: Number(env.WRIT_TENANT_RATE_LIMIT_BURST ?? DEFAULT_TENANT_RATE_LIMIT.burst),
+  });
+  return parsed.ok ? parsed.value : DEFAULT_TENANT_RATE_LIMIT;
+}
+
 export function rateLimitPort(env: Env): RateLimitPort {
   const limit = rateLimit(env);
+  const tenant = tenantRateLimit(env);
   return {
     take: async (tenant_id, principal_id, now) => {
-      const d = await rateLimiterStub(env, tenant_id).take({ tenant_id, principal_id, now, ...limit });
-      return { allowed: d.allowed, retry_after_seconds: d.retry_after_seconds };
+      const d = await rateLimiterStub(env, tenant_id).take({
+        tenant_id,
+        principal_id,
+        now,
+        ...limit,
+        tenant_per_second: tenant.per_second,
+        tenant_burst: tenant.burst,
+      });
+      return d.allowed
+        ? { allowed: true, retry_after_seconds: 0 }
+        : {
+            allowed: false,
+            retry_after_seconds: d.retry_after_seconds,
+            // Anything but the tenant's bucket is reported as the principal's (the older answer).
+            limited_by: d.limited_by === 'tenant' ? 'tenant' : 'principal',
+          };
     },
   };
 }
@@ -270,7 +336,10 @@ export function tenantMovePort(env: Env): TenantMovePort {
     exportRows: (shard, tenant_id) => exportTenantRows(shardDb(env, shard), tenant_id),
     freeze: (shard, tenant_id, now) => freezeTenant(shardDb(env, shard), tenant_id, now),
     nameTaken: (name) => directory().nameTaken(name),
-    importRows: (shard, tenant_id, rows, now) => importTenantRows(shardDb(env, shard), tenant_id, rows, now),
+    beginImport: (shard, s, now) => beginStagedImport(shardDb(env, shard), s, now),
+    importChunk: (shard, s, chunk, now) => writeStagedChunk(shardDb(env, shard), s, chunk, now),
+    keyPrincipals: (shard, s, keys) => keyStagedPrincipals(shardDb(env, shard), s, keys),
+    goLive: (shard, s, quota) => goLiveImport(shardDb(env, shard), s, quota),
     async record(t) {
       const dir = directory();
       if (await dir.move(t.tenant_id, t.shard, t.now)) return 'recorded';

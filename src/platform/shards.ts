@@ -42,6 +42,18 @@ export function shardBinding(env: Env, n: number): D1Database | null {
   return d1 as D1Database;
 }
 
+/**
+ * The shard a D1 binding name is (`DB` is 0, `DB_SHARD_N` is N), or null for any other name: the
+ * inverse of `shardBinding`'s naming, for qualifying a session's bookmark with its shard.
+ */
+export function shardOfBindingName(name: string): number | null {
+  if (name === 'DB') return 0;
+  const m = /^DB_SHARD_([1-9][0-9]{0,3})$/.exec(name);
+  if (m === null) return null;
+  const n = Number(m[1]);
+  return n < MAX_SHARDS ? n : null;
+}
+
 /** The drizzle handle over shard `n`; throws when the shard is not configured (an internal error). */
 export function shardDb(env: Env, n: number): Db {
   const d1 = shardBinding(env, n);

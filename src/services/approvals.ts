@@ -9,7 +9,9 @@
  * policy that changed since the request cannot be approved; the requester never decides its own
  * request; two approvers racing yield one decision; a call whose effect the policy does not put
  * behind approval is refused (409 `conflict`) rather than queued; an approval given with the
- * digests an approver was shown (`ApprovalBinding`) is refused if any of them no longer holds.
+ * digests an approver was shown (`ApprovalBinding`) is refused if any of them no longer holds;
+ * the history (`approvalHistory`) shows each decided approval with only its own tenant's
+ * operation and receipts, one bounded store query per page whatever the history's length.
  */
 import { z } from 'zod';
 import { toToolApproval } from '../core/authorization/approval.js';
@@ -27,10 +29,12 @@ import { newId } from '../db/ids.js';
 import { type TenantContext, ROLES_FOR, assertNamedIdentity, requireRole } from './context.js';
 import { ServiceError, notFound, unwrap } from './errors.js';
 import { unresolvedAttemptFor } from './executions.js';
-import { MAX_PAGE_SIZE, PageQuery, decodeCursor, page } from './pagination.js';
+import { MAX_PAGE_SIZE, PageQuery, decodeCursor, encodeCursor, page } from './pagination.js';
 import {
   APPROVAL_STATUSES,
+  DECIDED_APPROVAL_STATUSES,
   type ApprovalDecision,
+  type ApprovalHistoryRow,
   type ApprovalRow,
   type ApprovalWithContract,
 } from './ports.js';
@@ -407,5 +411,132 @@ function preview(contract: ToolContract, target: JsonValue, input: JsonValue, re
     reversible: contract.reversible,
     required_capabilities: contract.required_capabilities,
     target,
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The console's history (issue 14): decided approvals and the receipts each led to
+
+/** Rows per history page by default (the console's page size). */
+export const HISTORY_PAGE_SIZE = 25;
+/**
+ * The count of decided approvals stops here and reads "more than" beyond: counting is a walk of
+ * an index, so an uncapped count would cost a page its tenant's whole history.
+ */
+export const HISTORY_COUNT_CAP = 10_000;
+
+export const ApprovalHistoryQuery = z.strictObject({
+  /** One stored outcome, or every decided request when absent. */
+  status: z.enum(DECIDED_APPROVAL_STATUSES).optional(),
+  ...PageQuery,
+});
+export type ApprovalHistoryQuery = z.infer<typeof ApprovalHistoryQuery>;
+
+const HistoryCursor = z.tuple([
+  z.literal('history'),
+  z.enum(['', ...DECIDED_APPROVAL_STATUSES]),
+  z.enum(['older', 'newer']),
+  UnixMs,
+  Identifier,
+]);
+
+/**
+ * What a decided approval led to, from the operation index: the authorization receipt that used
+ * it, the operation that receipt was claimed as, its execution receipt and outcome, and the
+ * reconciliation that settled it. Outcomes are the receipts' own words (`verified_succeeded`,
+ * `verified_failed_no_effect`, `indeterminate`, `rejected`); null where nothing happened yet.
+ */
+export function historyReceipts(row: ApprovalHistoryRow) {
+  const op = row.operation;
+  const state = op?.state ?? null;
+  return {
+    authorization_receipt_sha256: row.approval.consumed_by_receipt_sha256,
+    operation:
+      op === null
+        ? null
+        : {
+            operation_id: op.operation_id,
+            status: op.state,
+            reconciliation_deadline_unix_ms: op.reconciliation_deadline_unix_ms,
+            escalated_at_unix_ms: op.escalated_at_unix_ms,
+          },
+    execution:
+      op === null || op.execution_receipt_sha256 === null
+        ? null
+        : {
+            sha256: op.execution_receipt_sha256,
+            // An archived receipt's row is gone from D1: a settled state still says what it proved.
+            outcome:
+              op.execution_outcome ??
+              (state === 'succeeded'
+                ? 'verified_succeeded'
+                : state === 'failed_no_effect'
+                  ? 'verified_failed_no_effect'
+                  : null),
+          },
+    reconciliation:
+      state !== 'reconciled_succeeded' && state !== 'reconciled_no_effect'
+        ? null
+        : {
+            // Null only for an operation reconciled before migration 0009 whose receipt was archived.
+            sha256: op?.reconciliation_receipt_sha256 ?? null,
+            resolution:
+              state === 'reconciled_succeeded'
+                ? ('verified_succeeded' as const)
+                : ('verified_failed_no_effect' as const),
+          },
+  };
+}
+
+/**
+ * Decided approvals, newest decision first, each with what it led to; `next_cursor` pages
+ * older, `previous_cursor` newer (keyset both ways), `total` counts decided approvals of the
+ * filter up to `HISTORY_COUNT_CAP` (`total_capped` when there are more). One batch of two
+ * bounded queries per page, however long the history.
+ */
+export async function approvalHistory(ctx: TenantContext, q: ApprovalHistoryQuery) {
+  const { store } = ctx;
+  requireRole(ctx.caller, ROLES_FOR.listApprovals);
+  const filter = q.status ?? '';
+  const limit = q.limit ?? HISTORY_PAGE_SIZE;
+  const from = q.cursor === undefined ? null : decodeCursor(q.cursor, HistoryCursor);
+  // A cursor of another filter is a position in another list.
+  if (from !== null && from[1] !== filter) {
+    throw new ServiceError('invalid_request', 'cursor is not valid', [
+      { path: 'cursor', message: 'must be a cursor of this list and filter' },
+    ]);
+  }
+  const [clock, found] = await Promise.all([
+    requestClock(ctx),
+    store.approvalHistory({
+      status: q.status,
+      from: from === null ? null : { direction: from[2], decided_at_unix_ms: from[3], approval_id: from[4] },
+      limit: limit + 1,
+      count_cap: HISTORY_COUNT_CAP,
+    }),
+  ]);
+  const more = found.rows.length > limit;
+  const newer = from !== null && from[2] === 'newer';
+  // A previous page is read nearest first: turned back into page order here.
+  const rows = newer ? found.rows.slice(0, limit).reverse() : found.rows.slice(0, limit);
+  const cursorAt = (direction: 'older' | 'newer', r: ApprovalHistoryRow | undefined) =>
+    r === undefined || r.approval.decided_at_unix_ms === null
+      ? null
+      : encodeCursor(['history', filter, direction, r.approval.decided_at_unix_ms, r.approval.approval_id]);
+  const first = rows[0];
+  const last = rows[rows.length - 1];
+  return {
+    status: q.status ?? null,
+    items: rows.map((r) => ({ ...approvalView(r, clock), led_to: historyReceipts(r) })),
+    next_cursor: newer ? cursorAt('older', last) : more ? cursorAt('older', last) : null,
+    previous_cursor: newer
+      ? more
+        ? cursorAt('newer', first)
+        : null
+      : from === null
+        ? null
+        : cursorAt('newer', first),
+    total: Math.min(found.total, HISTORY_COUNT_CAP),
+    total_capped: found.total > HISTORY_COUNT_CAP,
   };
 }

@@ -284,6 +284,17 @@ export interface KeyedAuthorizationRead {
   readonly state: AuthorizationState;
 }
 
+/**
+ * A door's keyed read (issue 12): the key's principal, every pinned contract of the tool name the
+ * door named (oldest first, quarantined ones included) and the rest of the authorization state,
+ * whose `contract` is null until the service binds the name to one of `pins`.
+ */
+export interface NamedToolKeyedRead {
+  readonly principal: PrincipalRow;
+  readonly pins: readonly PinnedContract[];
+  readonly state: AuthorizationState;
+}
+
 export type CommitResult = { readonly ok: true } | { readonly ok: false; readonly lost: LostRace };
 
 /** One tenant's storage. Every method is scoped to that tenant. */
@@ -449,6 +460,60 @@ export interface TenantStore {
   receiptSignature(sha256: string): Promise<SignatureRow | null>;
   /** Signature rows after `after_seq`, in `seq` order (the log sequencer's drain). */
   signaturesAfter(after_seq: number, limit: number): Promise<readonly SignatureRow[]>;
+  // The console's history (issue 14, migrations/0009)
+  /**
+   * One page of decided approvals, newest decision first (`decided_at_unix_ms`, then
+   * `approval_id`, both descending), each with the operation its authorization receipt was claimed
+   * as, and the count of decided approvals up to `count_cap + 1`: one query each, in one batch.
+   */
+  approvalHistory(q: ApprovalHistoryFilter): Promise<ApprovalHistoryPage>;
+}
+
+// -- The console's history (issue 14) ---------------------------------------------------------
+
+/** The stored statuses of a decided approval request. */
+export const DECIDED_APPROVAL_STATUSES = ['consumed', 'approved', 'denied'] as const;
+export type DecidedApprovalStatus = (typeof DECIDED_APPROVAL_STATUSES)[number];
+
+/** A history page: of one decided status or all, from a keyset position (exclusive) either way. */
+export interface ApprovalHistoryFilter {
+  readonly status: DecidedApprovalStatus | undefined;
+  /**
+   * Null: the newest page. `older`: the rows after this position in page order (the next page);
+   * `newer`: the rows before it, nearest first (the previous page, returned oldest first).
+   */
+  readonly from: {
+    readonly direction: 'older' | 'newer';
+    readonly decided_at_unix_ms: number;
+    readonly approval_id: string;
+  } | null;
+  readonly limit: number;
+  /** The count stops here: `total` is at most `count_cap + 1` (a count must stay bounded). */
+  readonly count_cap: number;
+}
+
+/** An operation as a history row shows it: the D1 index row, and its execution receipt's outcome. */
+export interface HistoryOperation {
+  readonly operation_id: string;
+  readonly state: string;
+  readonly execution_receipt_sha256: string | null;
+  /** The execution receipt's stored outcome; null when the receipt is not in D1 (archived). */
+  readonly execution_outcome: string | null;
+  readonly reconciliation_receipt_sha256: string | null;
+  readonly reconciliation_deadline_unix_ms: number | null;
+  readonly escalated_at_unix_ms: number | null;
+}
+
+export interface ApprovalHistoryRow extends ApprovalWithContract {
+  /** The operation this tenant's index holds for the approval's authorization receipt, or null. */
+  readonly operation: HistoryOperation | null;
+}
+
+export interface ApprovalHistoryPage {
+  /** In page order for `from` null or `older`; nearest first (oldest first) for `newer`. */
+  readonly rows: readonly ApprovalHistoryRow[];
+  /** Decided approvals of the filter, counted up to `count_cap + 1`. */
+  readonly total: number;
 }
 
 export interface WebhookSecretRow {
@@ -499,6 +564,18 @@ export interface PlatformStore {
     key_sha256: string,
     request: AuthorizeRequest,
   ): Promise<KeyedAuthorizationRead | null>;
+  /**
+   * `authorizationByKey` for the doors that name a tool (MCP, AuthZEN, Docker): the same one
+   * batch, with the tool name's pins in place of one contract by digest. With `at: 'primary'`
+   * the whole read is at the primary (a binding a replica's pins refused is re-read there).
+   */
+  namedToolAuthorizationByKey(
+    shard: number,
+    key_sha256: string,
+    tool_name: string,
+    request: Omit<AuthorizeRequest, 'tool_contract_sha256'>,
+    options?: { readonly at: 'primary' },
+  ): Promise<NamedToolKeyedRead | null>;
   tenantNameTaken(name: string): Promise<boolean>;
   /**
    * Shards: choose the new tenant's shard (src/platform/shards.ts `placementShard`) and record it
@@ -571,6 +648,8 @@ export interface RateLimitDecision {
   readonly allowed: boolean;
   /** Seconds until the principal's next write is admitted; 0 when allowed. */
   readonly retry_after_seconds: number;
+  /** Issue 10: on a refusal, whether the tenant's aggregate write budget (not the principal's) refused. */
+  readonly limited_by?: 'principal' | 'tenant';
 }
 
 /**
@@ -665,6 +744,15 @@ export interface RetentionDirectory {
 /** One column value of an exported row: D1 stores only text, integers and null for Writ. */
 export type TenantRowValue = string | number | null;
 
+/** An import in progress on one shard: the tenant and the export file it writes. */
+export interface StagedImport {
+  readonly tenant_id: string;
+  /** SHA-256 (hex) of the export file's bytes. */
+  readonly file_sha256: string;
+  /** The file's rows (lines), all of which are written before the tenant goes live. */
+  readonly rows_total: number;
+}
+
 /** One table row of a tenant, as exported and imported (one canonical JSON line each). */
 export interface TenantRow {
   readonly table: string;
@@ -687,13 +775,37 @@ export interface TenantMovePort {
   freeze(shard: number, tenant_id: string, now: number): Promise<string[]>;
   /** Whether a tenant of this name is in the directory. */
   nameTaken(name: string): Promise<boolean>;
-  /** Write every row in one batch; `exists` (nothing written) when the tenant is already there. */
-  importRows(
+  // A staged import (migrations/0011): chunks of rows, each one batch, while the tenant stays
+  // invisible (no principal row, so no key authenticates; the directory does not point at it),
+  // then one batch that makes it live. Progress is kept per export file, so a failed import is
+  // resumed by sending the same file again. Each call after `beginImport` writes nothing and
+  // answers `moved` when the import's progress is not where the caller left it (another importer
+  // of the file, or the import finished).
+  /**
+   * Start the import of `file_sha256`, or find it started: the number of its rows already
+   * written; `exists` when the tenant is on `shard` and not staged; `other_import` when an
+   * import of another file of this tenant is staged there.
+   */
+  beginImport(
     shard: number,
-    tenant_id: string,
-    rows: readonly TenantRow[],
+    s: StagedImport,
     now: number,
-  ): Promise<'imported' | 'exists'>;
+  ): Promise<{ readonly rows_done: number } | 'exists' | 'other_import'>;
+  /** Write rows `from`..`from + rows.length` of the file (export order) in one batch. */
+  importChunk(
+    shard: number,
+    s: StagedImport,
+    chunk: { readonly from: number; readonly rows: readonly TenantRow[]; readonly exported_max_seq: number },
+    now: number,
+  ): Promise<'written' | 'moved'>;
+  /** Set the key digests of staged live principals (one batch; the import is fully written). */
+  keyPrincipals(
+    shard: number,
+    s: StagedImport,
+    keys: readonly { readonly principal_id: string; readonly key_sha256: string }[],
+  ): Promise<'written' | 'moved'>;
+  /** One batch: principals into place, the exported quota row, the staging removed. */
+  goLive(shard: number, s: StagedImport, quota: TenantRow): Promise<'live' | 'moved'>;
   /** Point the directory at `shard` (or add the tenant); `name_taken` when another tenant has the name. */
   record(t: {
     readonly tenant_id: string;
@@ -702,4 +814,62 @@ export interface TenantMovePort {
     readonly created_at_unix_ms: number;
     readonly now: number;
   }): Promise<'recorded' | 'name_taken'>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Orphan blob collection (issue 10; src/services/blob-collection.ts)
+
+/** An object of the `BLOBS` bucket as the collector lists it. */
+export interface ListedBlob {
+  readonly sha256: string;
+  /** When R2 last wrote the object (a create, or a refresh by `BlobStore.put`). */
+  readonly uploaded_unix_ms: number;
+}
+
+/** A page of a bucket listing: objects in key order; `next` null at the end. */
+export interface BlobPage {
+  readonly objects: readonly ListedBlob[];
+  readonly next: string | null;
+}
+
+/**
+ * The bucket as the collector sees it. An orphan is first retired (moved aside, still readable:
+ * a read of it puts it back), and only deleted (purged) after a further grace period.
+ */
+export interface BlobSweepPort {
+  /** Live objects (`sha256/`) after `start_after` (a digest). */
+  list(start_after: string | null, limit: number): Promise<BlobPage>;
+  /** Retired objects after `start_after`; `uploaded_unix_ms` is when each was retired. */
+  listRetired(start_after: string | null, limit: number): Promise<BlobPage>;
+  /** When the live object was last written, or null when it is not there. */
+  uploadedAt(sha256: string): Promise<number | null>;
+  /** The verified bytes of a live object (throws on a digest mismatch), or null. */
+  read(sha256: string): Promise<Uint8Array | null>;
+  /** Move a live object aside (copy, then remove). */
+  retire(sha256: string): Promise<void>;
+  /** Put a retired object back (a row names it after all). */
+  restore(sha256: string): Promise<void>;
+  /** Delete a retired object for good. */
+  purge(sha256: string): Promise<void>;
+}
+
+/** One shard's references to blobs. */
+export interface BlobRefIndex {
+  /** Archives whose lines have not been read into the index yet, at most `limit`. */
+  unindexedArchives(limit: number): Promise<readonly string[]>;
+  /** Record the evidence objects an archive's lines name, and mark the archive indexed (one batch). */
+  indexArchive(archive_sha256: string, evidence: readonly string[]): Promise<void>;
+  /**
+   * Which of `sha256s` a row of this shard refers to (receipt evidence, archive object, archived
+   * evidence), and whether any archive is still unindexed (then nothing may be deleted).
+   */
+  referenced(
+    sha256s: readonly string[],
+  ): Promise<{ readonly referenced: ReadonlySet<string>; readonly unindexed: boolean }>;
+}
+
+/** Where the collector's two walks (live objects, retired ones) stand (shard 0). */
+export interface BlobCursorStore {
+  get(): Promise<{ readonly live: string | null; readonly retired: string | null }>;
+  set(walk: 'live' | 'retired', start_after: string | null, now: number): Promise<void>;
 }

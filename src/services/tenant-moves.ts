@@ -17,8 +17,10 @@
  * archive of the file; a policy, contract or grant document that does not hash to its key.
  * R2 objects (large evidence, receipt archives) are not read: the bucket is shared by every shard,
  * a move neither copies nor changes them, and every read re-hashes an object against its digest.
- * Webhook secrets and deliveries are not moved (src/db/tenant-rows.ts, `TENANT_TABLES_NOT_MOVED`). The rows are then written in one D1 batch on the
- * target shard (all or nothing). An API key names its shard (src/core/identity), so a move
+ * Webhook secrets and deliveries are not moved (src/db/tenant-rows.ts, `TENANT_TABLES_NOT_MOVED`).
+ * The rows are then written staged on the target shard (`importTenant`): bounded chunks while the
+ * tenant is invisible, one last batch that makes it live; all or nothing as seen from outside,
+ * and a failed import is resumed by sending the same file again. An API key names its shard (src/core/identity), so a move
  * re-keys the tenant: every principal that was live gets a new key naming the target shard,
  * returned once by the import; keys issued before the move keep failing (the old copy is frozen:
  * every principal revoked, by a freezing export or at the latest by the import).
@@ -26,7 +28,7 @@
  * an import overwrite a tenant already on the target shard.
  */
 import { z } from 'zod';
-import { canonicalize, digestOf } from '../core/canonical/canonical.js';
+import { canonicalize, digestOf, sha256HexOfText } from '../core/canonical/canonical.js';
 import { decodeJsonText, type JsonValue } from '../core/canonical/json.js';
 import { quoted } from '../core/errors.js';
 import { apiKeyDigest } from '../core/identity/identity.js';
@@ -37,9 +39,13 @@ import type { LogFields } from './context.js';
 import { ServiceError, notFound } from './errors.js';
 import type { TenantMovePort, TenantRow } from './ports.js';
 
-/** Bounds on an import: it is written in one D1 batch. */
+/**
+ * Bounds on one import request. The file is read and verified whole (in memory) before anything
+ * is written, so these bound the Worker's memory, not D1: the writes are chunked
+ * (`IMPORT_CHUNK_ROWS`).
+ */
 export const MAX_IMPORT_BYTES = 32 * 1024 * 1024;
-export const MAX_IMPORT_ROWS = 20_000;
+export const MAX_IMPORT_ROWS = 200_000;
 /** A stored document is at most 16 MiB (src/db/documents.ts); a line holds one row. */
 const MAX_LINE_BYTES = 17 * 1024 * 1024;
 
@@ -289,10 +295,55 @@ function verifyEvidenceRef(n: number, r: TenantRow): void {
   if (!ok) throw refuse(n, 'receipt evidence reference is malformed');
 }
 
+/** A chunk of a staged import: at most this many rows... */
+export const IMPORT_CHUNK_ROWS = 100;
+/** ...and at most this many bytes of lines (a longer line goes alone), so a batch stays small. */
+export const IMPORT_CHUNK_BYTES = 1024 * 1024;
+
+export interface ImportOptions {
+  /** Rows per chunk (tests force several chunks with a small number). */
+  readonly chunk_rows?: number | undefined;
+}
+
+/**
+ * The rows from `from` on, cut into chunks of at most `rows` rows and `IMPORT_CHUNK_BYTES` bytes
+ * (by canonical line length). Deterministic for a file, though a resumed import may cut
+ * differently from the first attempt: progress is counted in rows, not chunks.
+ */
+function* chunksFrom(rows: readonly TenantRow[], from: number, max: number): Generator<readonly TenantRow[]> {
+  let chunk: TenantRow[] = [];
+  let bytes = 0;
+  for (let i = from; i < rows.length; i++) {
+    const r = rows[i] as TenantRow;
+    const size = canonicalize({ row: r.row, table: r.table }).length;
+    if (chunk.length > 0 && (chunk.length >= max || bytes + size > IMPORT_CHUNK_BYTES)) {
+      yield chunk;
+      chunk = [];
+      bytes = 0;
+    }
+    chunk.push(r);
+    bytes += size;
+  }
+  if (chunk.length > 0) yield chunk;
+}
+
+const progressMoved = (tenant_id: string) =>
+  new ServiceError(
+    'conflict',
+    `another import of this file is writing tenant ${quoted(tenant_id)}, or it finished; send the file again to resume`,
+  );
+
 /**
  * Verify an export and write it on `shard`, re-keyed, then point the directory there and freeze
  * the copy the tenant came from (if it was on another shard of this deployment). Returns each
  * live principal's new key, once.
+ *
+ * The whole file is verified before anything is written. It is then written staged: bounded
+ * chunks, each one D1 batch, while the tenant is invisible (its principals wait in a staging
+ * table, so no key authenticates; the directory does not point here), and one last batch makes it
+ * live. A failure in between leaves only the invisible staged rows; sending the same file again
+ * resumes after the last chunk that committed (keys are issued anew on every attempt, so keys of
+ * a failed attempt never work). Another file for a tenant staged on `shard` is refused.
  */
 export async function importTenant(
   port: TenantMovePort,
@@ -300,10 +351,14 @@ export async function importTenant(
   text: string,
   now: number,
   log: (fields: LogFields) => void,
+  options: ImportOptions = {},
 ) {
   if (!port.shardExists(shard)) throw new ServiceError('invalid_request', `shard ${shard} is not configured`);
+  const chunkRows = options.chunk_rows ?? IMPORT_CHUNK_ROWS;
+  if (!Number.isSafeInteger(chunkRows) || chunkRows < 1)
+    throw new RangeError('chunk_rows must be a positive integer');
   const verified = verifyExport(port, text);
-  const { tenant_id, name } = verified;
+  const { tenant_id, name, rows } = verified;
   const previous = await port.shardOf(tenant_id);
   if (previous === shard)
     throw new ServiceError('conflict', `tenant ${quoted(tenant_id)} is already on shard ${shard}`);
@@ -311,23 +366,47 @@ export async function importTenant(
   if (previous === null && (await port.nameTaken(name))) {
     throw new ServiceError('conflict', `tenant ${quoted(name)} already exists`);
   }
+  const staged = { tenant_id, file_sha256: sha256HexOfText(text), rows_total: rows.length };
+  const begun = await port.beginImport(shard, staged, now);
+  if (begun === 'exists')
+    throw new ServiceError('conflict', `tenant ${quoted(tenant_id)} already has rows on shard ${shard}`);
+  if (begun === 'other_import')
+    throw new ServiceError(
+      'conflict',
+      `an import of another export of tenant ${quoted(tenant_id)} is staged on shard ${shard}; send that file again to finish it`,
+    );
+  const exported_max_seq = rows.reduce(
+    (m, r) => (r.table === 'receipt_signatures' ? Math.max(m, Number(r.row.seq)) : m),
+    0,
+  );
+  let from = begun.rows_done;
+  let chunks = 0;
+  for (const chunk of chunksFrom(rows, from, chunkRows)) {
+    if ((await port.importChunk(shard, staged, { from, rows: chunk, exported_max_seq }, now)) === 'moved')
+      throw progressMoved(tenant_id);
+    from += chunk.length;
+    chunks += 1;
+  }
+  // A key names its shard: the old key cannot reach the new copy, so each live principal gets a
+  // new one. Issued on this attempt, written to the staging rows, live only with the last batch.
   const keys: { principal_id: string; name: string; roles: JsonValue; api_key: string }[] = [];
-  const rows = verified.rows.map((r): TenantRow => {
-    if (r.table !== 'principals' || r.row.revoked_at_unix_ms !== null) return r;
-    // A key names its shard: the old key cannot reach the new copy, so the principal gets a new
-    // one. The row is inserted, never updated, so the key digest is set once, as at creation.
-    const api_key = newApiKey(shard);
+  for (const r of rows) {
+    if (r.table !== 'principals' || r.row.revoked_at_unix_ms !== null) continue;
     keys.push({
       principal_id: String(r.row.principal_id),
       name: String(r.row.name),
       roles: JSON.parse(String(r.row.roles)) as JsonValue,
-      api_key,
+      api_key: newApiKey(shard),
     });
-    return { table: r.table, row: { ...r.row, key_sha256: apiKeyDigest(api_key) } };
-  });
-  const written = await port.importRows(shard, tenant_id, rows, now);
-  if (written === 'exists')
-    throw new ServiceError('conflict', `tenant ${quoted(tenant_id)} already has rows on shard ${shard}`);
+  }
+  for (let i = 0; i < keys.length; i += chunkRows) {
+    const part = keys
+      .slice(i, i + chunkRows)
+      .map((k) => ({ principal_id: k.principal_id, key_sha256: apiKeyDigest(k.api_key) }));
+    if ((await port.keyPrincipals(shard, staged, part)) === 'moved') throw progressMoved(tenant_id);
+  }
+  const quota = rows.find((r) => r.table === 'tenant_quotas') as TenantRow;
+  if ((await port.goLive(shard, staged, quota)) === 'moved') throw progressMoved(tenant_id);
   const recorded = await port.record({
     tenant_id,
     name,
@@ -342,6 +421,14 @@ export async function importTenant(
   }
   // The copy left behind must not take writes any more: no key of it authenticates.
   const frozen = previous === null ? [] : await port.freeze(previous, tenant_id, now);
-  log({ tenant_id, shard, previous_shard: previous, rows: rows.length, frozen_principals: frozen.length });
+  log({
+    tenant_id,
+    shard,
+    previous_shard: previous,
+    rows: rows.length,
+    resumed_at_row: begun.rows_done,
+    chunks,
+    frozen_principals: frozen.length,
+  });
   return { tenant_id, name, shard, previous_shard: previous, rows: rows.length, keys };
 }

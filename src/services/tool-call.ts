@@ -9,17 +9,28 @@
  * Guarantees: the contract is always a pinned one of the tenant (a digest named beside the tool
  * name must be one of its pins); a resource type the door names must be the contract's; the
  * request is parsed by the same `AuthorizeRequest` schema as `POST /v1/authorize`; a denial is a
- * stored receipt, never an exception.
+ * stored receipt, never an exception. Over HTTP (`authorizeNamedToolByKey`) a door costs the
+ * storage round trips of `POST /v1/authorize`: the key, the tool's pins and the state in one read
+ * near the caller, one commit at the primary under the same guards; the caller is refused (401,
+ * 403, 429) before anything about the request is said.
  * Never: builds a URL or an HTTP answer (the doors do), or lets the door's request pick a tenant
  * or principal (the caller does).
  */
-import { AuthorizeRequest } from '../core/authorization/decide.js';
+import { type AuthorizationState, AuthorizeRequest } from '../core/authorization/decide.js';
 import { fromZodError } from '../core/errors.js';
 import type { JsonValue } from '../core/canonical/json.js';
-import { type AuthorizeOutcome, authorize } from './authorize.js';
+import {
+  type AuthorizeOutcome,
+  type KeyedAuthorizeDoor,
+  authorize,
+  authorizeFromRead,
+  openKeyedCaller,
+  startKnownKeyToken,
+} from './authorize.js';
 import type { TenantContext } from './context.js';
 import { ServiceError } from './errors.js';
-import { resolveToolContract } from './tools.js';
+import type { PinnedContract } from './ports.js';
+import { bindToolContract, resolveToolContract } from './tools.js';
 
 /** How long a requestable denial's access request stays valid (AuthZEN ARAP `expires_at`). */
 export const ACCESS_REQUEST_WINDOW_MS = 15 * 60_000;
@@ -62,35 +73,126 @@ export interface NamedToolOutcome extends AuthorizeOutcome {
 
 export async function authorizeNamedTool(ctx: TenantContext, call: NamedToolCall): Promise<NamedToolOutcome> {
   // Parsed before anything is read: a malformed request costs no storage round trip.
+  const parsed = parseDoorRequest(call);
+  if (!parsed.ok) throw parsed.error;
+  const pinned = await resolveToolContract(ctx, call.tool_name, call.tool_contract_sha256);
+  const request = boundRequest(call, parsed.request, pinned);
+  return outcomeOf(await authorize(ctx, request), request);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The doors over HTTP: one batch near the caller, as `POST /v1/authorize`
+
+/** What a door that has not authenticated yet gives `authorizeNamedToolByKey`. */
+export interface KeyedNamedToolDoor extends KeyedAuthorizeDoor {
+  /**
+   * Authenticate the ordinary way (key, role, write token), for a refusal found before the keyed
+   * read: who asks is answered before what was asked, as on every route.
+   */
+  authenticate(): Promise<void>;
+}
+
+/**
+ * `authorizeNamedTool` with the storage round trips of `POST /v1/authorize` (`authorizeByKey`):
+ * the key's principal, the tool name's pins and the authorization state in one batch near the
+ * caller, then the one commit at the primary. The name is bound by the same rule
+ * (`bindToolContract`); a binding the replica's pins refuse (a tool pinned or quarantined a
+ * moment ago) is re-read at the primary before the caller is told, and a decision made from the
+ * replica's rows is re-checked by the commit's freshness guard as on `/v1`.
+ */
+export async function authorizeNamedToolByKey(
+  door: KeyedNamedToolDoor,
+  key: { readonly shard: number; readonly key_sha256: string },
+  call: NamedToolCall,
+): Promise<NamedToolOutcome> {
+  const parsed = parseDoorRequest(call);
+  if (!parsed.ok) {
+    await door.authenticate();
+    throw parsed.error;
+  }
+  const read = (options?: { readonly at: 'primary' }) =>
+    door.platform.namedToolAuthorizationByKey(
+      key.shard,
+      key.key_sha256,
+      call.tool_name,
+      parsed.request,
+      options,
+    );
+  const early = startKnownKeyToken(door, key);
+  const opened = await openKeyedCaller(door, key, await read(), early);
+  let found = opened.read;
+  let bound = bindToolContract(found.pins, call.tool_name, call.tool_contract_sha256);
+  if (!bound.ok) {
+    const fresh = await read({ at: 'primary' });
+    // The key was found a moment ago; gone at the primary means revoked or deleted: refuse.
+    if (fresh === null || fresh.principal.revoked_at_unix_ms !== null) {
+      throw new ServiceError('unauthenticated', 'a valid api key is required');
+    }
+    found = fresh;
+    bound = bindToolContract(found.pins, call.tool_name, call.tool_contract_sha256);
+    if (!bound.ok) throw bound.error;
+  }
+  const { pinned } = bound;
+  const request = boundRequest(call, parsed.request, pinned);
+  // The state as the by-digest read would have returned it for the bound contract.
+  const state: AuthorizationState = {
+    ...found.state,
+    contract: {
+      tool_contract_sha256: pinned.tool_contract_sha256,
+      contract: pinned.contract,
+      quarantined: pinned.quarantined_at_unix_ms !== null,
+    },
+  };
+  return outcomeOf(await authorizeFromRead(opened.ctx, request, state), request);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+type ParsedDoorRequest =
+  | { readonly ok: true; readonly request: Omit<AuthorizeRequest, 'tool_contract_sha256'> }
+  | { readonly ok: false; readonly error: ServiceError };
+
+function parseDoorRequest(call: NamedToolCall): ParsedDoorRequest {
   const parsed = DoorRequestSchema.safeParse(call.request);
-  if (!parsed.success) {
-    const err = fromZodError('invalid_request', '', parsed.error);
-    const first = err.issues[0];
-    throw new ServiceError(
+  if (parsed.success) return { ok: true, request: parsed.data };
+  const err = fromZodError('invalid_request', '', parsed.error);
+  const first = err.issues[0];
+  return {
+    ok: false,
+    error: new ServiceError(
       'invalid_request',
       first === undefined ? err.message : `${first.path}: ${first.message}`,
       err.issues,
-    );
-  }
-  const pinned = await resolveToolContract(ctx, call.tool_name, call.tool_contract_sha256);
+    ),
+  };
+}
+
+/** The request with the bound pin's digest, once the door's resource type is checked against it. */
+function boundRequest(
+  call: NamedToolCall,
+  parsed: Omit<AuthorizeRequest, 'tool_contract_sha256'>,
+  pinned: PinnedContract,
+): AuthorizeRequest {
   if (call.resource_type !== undefined && pinned.contract.resource.type !== call.resource_type) {
     throw new ServiceError('target_mismatch', "resource type is not the type of the tool's target");
   }
   // The digest is a stored pin's own: it needs no parse.
-  const request: AuthorizeRequest = { ...parsed.data, tool_contract_sha256: pinned.tool_contract_sha256 };
-  const outcome = await authorize(ctx, request);
+  return { ...parsed, tool_contract_sha256: pinned.tool_contract_sha256 };
+}
+
+function outcomeOf(outcome: AuthorizeOutcome, request: AuthorizeRequest): NamedToolOutcome {
   const { receipt } = outcome.decision;
   const requestable = !outcome.authorized && receipt.body.violations.includes('approval_missing');
   return {
     decision: outcome.decision,
     authorized: outcome.authorized,
-    tool_contract_sha256: pinned.tool_contract_sha256,
+    tool_contract_sha256: request.tool_contract_sha256,
     access_request: requestable
       ? {
           evaluation_id: receipt.sha256,
           evaluated_at_unix_ms: receipt.body.evaluated_at_unix_ms,
           expires_at_unix_ms: receipt.body.evaluated_at_unix_ms + ACCESS_REQUEST_WINDOW_MS,
-          body: { tool_contract_sha256: pinned.tool_contract_sha256, input: request.input },
+          body: { tool_contract_sha256: request.tool_contract_sha256, input: request.input },
         }
       : null,
   };

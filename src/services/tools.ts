@@ -26,24 +26,46 @@ export async function resolveToolContract(
   tool_name: string,
   named_sha256?: string,
 ): Promise<PinnedContract> {
-  const pinned = await ctx.store.contractsForTool(tool_name);
+  const bound = bindToolContract(await ctx.store.contractsForTool(tool_name), tool_name, named_sha256);
+  if (!bound.ok) throw bound.error;
+  return bound.pinned;
+}
+
+export type ToolBinding =
+  | { readonly ok: true; readonly pinned: PinnedContract }
+  | { readonly ok: false; readonly error: ServiceError };
+
+/**
+ * The binding rule above over the tool's pins as read (`contractsForTool` order: oldest first),
+ * without storage: the doors' one-batch read (src/services/tool-call.ts) reads the pins together
+ * with the authorization state and binds here. A refusal is returned, not thrown, so a caller
+ * that read at a replica can re-read at the primary before refusing.
+ */
+export function bindToolContract(
+  pinned: readonly PinnedContract[],
+  tool_name: string,
+  named_sha256?: string,
+): ToolBinding {
   if (named_sha256 !== undefined) {
     // A digest named beside the tool name must be one of that tool's pinned contracts.
     const named = pinned.find((p) => p.tool_contract_sha256 === named_sha256);
-    if (named === undefined) throw notFound('contract for this tool');
-    return named;
+    if (named === undefined) return { ok: false, error: notFound('contract for this tool') };
+    return { ok: true, pinned: named };
   }
   const live = pinned.filter((p) => p.quarantined_at_unix_ms === null);
-  if (live.length === 1) return live[0] as PinnedContract;
+  if (live.length === 1) return { ok: true, pinned: live[0] as PinnedContract };
   if (live.length > 1) {
-    throw new ServiceError(
-      'conflict',
-      `tool "${safeText(tool_name)}" has ${live.length} unquarantined pinned contracts; name one by digest or quarantine the others`,
-    );
+    return {
+      ok: false,
+      error: new ServiceError(
+        'conflict',
+        `tool "${safeText(tool_name)}" has ${live.length} unquarantined pinned contracts; name one by digest or quarantine the others`,
+      ),
+    };
   }
   const latest = pinned.at(-1);
-  if (latest === undefined) throw notFound('tool');
-  return latest;
+  if (latest === undefined) return { ok: false, error: notFound('tool') };
+  return { ok: true, pinned: latest };
 }
 
 /** The tools the caller's grants could authorize on `target` (any target when null). */

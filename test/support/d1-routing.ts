@@ -27,6 +27,8 @@ export interface RoundTrip {
 export interface RoutingOptions {
   /** Called before each round trip: count it, or sleep. */
   readonly onRoundTrip?: (trip: RoundTrip) => void | Promise<void>;
+  /** Called when a round trip's answer (or error) is back: the edge bench's timeline. */
+  readonly afterRoundTrip?: (trip: RoundTrip) => void;
   /** False models read replication disabled: every round trip goes to the primary. */
   readonly replicas?: boolean;
   /** Where replica reads of unconstrained sessions are answered (a stale snapshot). */
@@ -73,7 +75,15 @@ class RoutedStatement {
   }
 }
 
-type Start = 'none' | 'first-primary' | 'unconstrained' | 'bookmark';
+/**
+ * `foreign`: a session started from a bookmark this database never issued (another database's,
+ * say another shard's). D1 orders bookmarks within one database only, so such a bookmark gives no
+ * freshness here: the model serves it like an unconstrained session, from the stale replica.
+ */
+type Start = 'none' | 'first-primary' | 'unconstrained' | 'bookmark' | 'foreign';
+
+/** Bookmarks each database (by its primary binding) has handed out, for telling `foreign` ones. */
+const issued = new WeakMap<D1Database, Set<string>>();
 
 class Route {
   #queried = false;
@@ -91,25 +101,33 @@ class Route {
     return 'replica';
   }
 
-  async #trip(write: boolean): Promise<Target> {
+  async #trip<T>(write: boolean, f: (target: Target) => Promise<T>): Promise<T> {
     const where = this.#where(write);
     // A lagging replica serves only a session that has no bookmark to be consistent with yet.
     const replica = this.o.staleReplica;
-    const lagging = where === 'replica' && this.start === 'unconstrained' && !this.#wrote;
+    const lagging =
+      where === 'replica' && (this.start === 'unconstrained' || this.start === 'foreign') && !this.#wrote;
     const target = lagging && replica !== undefined ? replica : this.primary;
-    await this.o.onRoundTrip?.({ where, write, stale: target === replica });
+    const trip: RoundTrip = { where, write, stale: target === replica };
+    await this.o.onRoundTrip?.(trip);
     this.#queried = true;
     if (write) this.#wrote = true;
-    return target;
+    try {
+      return await f(target);
+    } finally {
+      this.o.afterRoundTrip?.(trip);
+    }
   }
 
-  async one<T>(st: RoutedStatement, f: (s: D1PreparedStatement) => Promise<T>): Promise<T> {
-    return f(st.on(await this.#trip(isWrite(st.sql))));
+  one<T>(st: RoutedStatement, f: (s: D1PreparedStatement) => Promise<T>): Promise<T> {
+    return this.#trip(isWrite(st.sql), (target) => f(st.on(target)));
   }
 
-  async batch(statements: readonly RoutedStatement[]): Promise<D1Result[]> {
-    const target = await this.#trip(statements.some((s) => isWrite(s.sql)));
-    return target.batch(statements.map((s) => s.on(target)));
+  batch(statements: readonly RoutedStatement[]): Promise<D1Result[]> {
+    return this.#trip(
+      statements.some((s) => isWrite(s.sql)),
+      (target) => target.batch(statements.map((s) => s.on(target))),
+    );
   }
 
   prepare(sql: string): RoutedStatement {
@@ -126,19 +144,31 @@ export function routedD1(primary: D1Database, o: RoutingOptions = {}): D1Databas
     exec: (sql: string) => primary.exec(sql),
     dump: () => primary.dump(),
     withSession: (arg?: string) => {
+      let own = issued.get(primary);
+      if (own === undefined) {
+        own = new Set();
+        issued.set(primary, own);
+      }
+      const mine = own;
       const start: Start =
         arg === 'first-primary'
           ? 'first-primary'
           : arg === undefined || arg === 'first-unconstrained'
             ? 'unconstrained'
-            : 'bookmark';
+            : mine.has(arg)
+              ? 'bookmark'
+              : 'foreign';
       // A real session underneath, so bookmarks are D1's own.
       const real = primary.withSession(arg);
       const route = new Route(start, real, o);
       return {
         prepare: (sql: string) => route.prepare(sql),
         batch: (statements: RoutedStatement[]) => route.batch(statements),
-        getBookmark: () => real.getBookmark(),
+        getBookmark: () => {
+          const b = real.getBookmark();
+          if (b !== null) mine.add(b);
+          return b;
+        },
       };
     },
   };

@@ -14,7 +14,10 @@
  * - monotone: a later `now` never leaves fewer tokens; a clock that goes backwards refills
  *   nothing and never moves a bucket's time back, so it cannot mint tokens twice;
  * - the table holds at most `max_buckets` buckets; it drops full buckets first (a full bucket is
- *   the same as an absent one, so that loses nothing) and only then the fullest one.
+ *   the same as an absent one, so that loses nothing) and only then the fullest one;
+ * - a joint take (`takeJointlyFrom`: a principal's bucket and its tenant's aggregate bucket)
+ *   admits only when both hold a token and then takes one from each, so the tenant bound above
+ *   holds for all of its principals together; a joint refusal leaves both buckets unchanged.
  * Never: reads a clock (`now` is an argument), does I/O, or admits on invalid limits (they are a
  * typed error, checked by `parseRateLimit`, and `take` assumes a parsed value).
  */
@@ -138,4 +141,55 @@ function makeRoom(table: Map<string, BucketState>, limit: RateLimit, now: number
     if (fullest === undefined) return;
     table.delete(fullest);
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A principal's bucket and its tenant's aggregate bucket, taken together (issue 10)
+
+export type JointOutcome =
+  | {
+      readonly allowed: true;
+      /** Whole tokens left in the emptier of the two buckets. */
+      readonly remaining: number;
+    }
+  | {
+      readonly allowed: false;
+      /** Which bucket refused: the tenant's aggregate one wins the name when both do. */
+      readonly limited_by: 'principal' | 'tenant';
+      readonly retry_after_ms: number;
+      readonly retry_after_seconds: number;
+    };
+
+/**
+ * Take one token from `key`'s bucket in `table` (under `limit`) and one from the tenant's
+ * aggregate bucket (under `tenant_limit`), or neither. A refusal changes no bucket and names the
+ * longest of the waits, so retrying after it finds both buckets holding a token (unless others
+ * took them meanwhile). The new tenant bucket is returned for the caller to keep.
+ */
+export function takeJointlyFrom(
+  table: Map<string, BucketState>,
+  key: string,
+  limit: RateLimit,
+  tenant: BucketState | undefined,
+  tenant_limit: RateLimit,
+  now: number,
+  max_buckets: number,
+): { readonly outcome: JointOutcome; readonly tenant: BucketState | undefined } {
+  const p = take(table.get(key), limit, now);
+  const t = take(tenant, tenant_limit, now);
+  if (p.allowed && t.allowed) {
+    if (!table.has(key) && table.size >= max_buckets) makeRoom(table, limit, now, max_buckets);
+    table.set(key, p.state);
+    return { outcome: { allowed: true, remaining: Math.min(p.remaining, t.remaining) }, tenant: t.state };
+  }
+  const wait = Math.max(p.allowed ? 0 : p.retry_after_ms, t.allowed ? 0 : t.retry_after_ms);
+  return {
+    outcome: {
+      allowed: false,
+      limited_by: t.allowed ? 'principal' : 'tenant',
+      retry_after_ms: wait,
+      retry_after_seconds: Math.ceil(wait / MILLI),
+    },
+    tenant,
+  };
 }

@@ -20,21 +20,26 @@ import type { ZodError } from 'zod';
 import { fromZodError } from '../../core/errors.js';
 import { ResourceRef } from '../../core/model.js';
 import { Identifier } from '../../core/schema.js';
+import type { ApiKeyRoute } from '../../core/identity/identity.js';
 import { ROLES_FOR } from '../../services/context.js';
 import { ServiceError } from '../../services/errors.js';
-import { authorizeNamedTool } from '../../services/tool-call.js';
+import {
+  type KeyedNamedToolDoor,
+  authorizeNamedTool,
+  authorizeNamedToolByKey,
+} from '../../services/tool-call.js';
 import { searchTools } from '../../services/tools.js';
 import { accessRequestWire } from '../access-request.js';
-import { authenticate, requireRole } from '../auth.js';
+import { authenticate, bearerKeyRoute, keyedDoor, refusesCaller, requireRole } from '../auth.js';
 import { rateLimitWrites } from '../rate-limit.js';
 import { readJsonValue } from '../body.js';
 import type { AppEnv } from '../env.js';
 import { wireError } from '../errors.js';
 import {
+  acceptActionSearch,
   acceptEvaluation,
+  acceptEvaluations,
   type Evaluation,
-  EvaluationsRequest,
-  Evaluation as EvaluationSchema,
   expandBatch,
   stopsAfter,
   translateEvaluation,
@@ -107,6 +112,37 @@ authzenRoutes.get('/.well-known/authzen-configuration/t/:tenant_id', (c) => {
 // Evaluation (§6), evaluations (§7), action search (§8.6)
 
 const api = authzenRoutes;
+
+/** A tenant-scoped PDP serves its own tenant's keys only. */
+function samePdp(c: Context<AppEnv>, caller: { readonly tenant_id: string }): void {
+  const pdp = c.req.param('tenant_id');
+  if (pdp !== undefined && pdp !== caller.tenant_id) {
+    throw new ServiceError('forbidden_role', 'this api key belongs to another policy decision point');
+  }
+}
+
+// The single evaluation, registered before `authenticate` and `rateLimitWrites`: the service
+// reads the key's principal in one batch with the tool's pins and the authorization state
+// (`POST /v1/authorize`'s round trips), and checks the PDP, the role and the write token itself.
+for (const prefix of ['', '/t/:tenant_id']) {
+  api.post(`${prefix}/access/v1/evaluation`, async (c) => {
+    const key = bearerKeyRoute(c);
+    const door = keyedDoor(c, key, (caller) => samePdp(c, caller));
+    let parsed: ReturnType<typeof acceptEvaluation>;
+    try {
+      parsed = acceptEvaluation(await readJsonValue(c));
+    } catch (e) {
+      await door.authenticate();
+      throw e;
+    }
+    if (!parsed.success) {
+      await door.authenticate();
+      throw badRequest(parsed.error);
+    }
+    return c.json(await evaluate(c, parsed.data, { door, key }));
+  });
+}
+
 api.use('/access/*', authenticate);
 api.use('/t/:tenant_id/access/*', authenticate);
 // Every evaluation may store a receipt and spend a budget: the per-principal write limit applies.
@@ -114,21 +150,13 @@ api.use('/access/*', rateLimitWrites);
 api.use('/t/:tenant_id/access/*', rateLimitWrites);
 // A tenant-scoped PDP serves its own tenant's keys only.
 api.use('/t/:tenant_id/access/*', async (c, next) => {
-  if (c.req.param('tenant_id') !== c.var.principal.tenant_id) {
-    throw new ServiceError('forbidden_role', 'this api key belongs to another policy decision point');
-  }
+  samePdp(c, c.var.principal);
   await next();
 });
 
 for (const prefix of ['', '/t/:tenant_id']) {
-  api.post(`${prefix}/access/v1/evaluation`, requireRole(ROLES_FOR.authorize), async (c) => {
-    const parsed = acceptEvaluation(await readJsonValue(c));
-    if (!parsed.success) throw badRequest(parsed.error);
-    return c.json(await evaluate(c, parsed.data));
-  });
-
   api.post(`${prefix}/access/v1/evaluations`, requireRole(ROLES_FOR.authorize), async (c) => {
-    const parsed = EvaluationsRequest.safeParse(await readJsonValue(c));
+    const parsed = acceptEvaluations(await readJsonValue(c));
     if (!parsed.success) throw badRequest(parsed.error);
     const batch = expandBatch(parsed.data);
     if (batch === null) {
@@ -147,7 +175,7 @@ for (const prefix of ['', '/t/:tenant_id']) {
   });
 
   api.post(`${prefix}/access/v1/search/action`, requireRole(ROLES_FOR.authorize), async (c) => {
-    const parsed = EvaluationSchema.omit({ action: true }).safeParse(await readJsonValue(c));
+    const parsed = acceptActionSearch(await readJsonValue(c));
     if (!parsed.success) throw badRequest(parsed.error);
     const { subject, resource } = parsed.data;
     const ctx = c.var.tenant;
@@ -191,12 +219,26 @@ function badRequest(e: ZodError): ServiceError {
   );
 }
 
-/** One evaluation: an authorization through the service, or an item error that denies. */
-async function evaluate(c: Context<AppEnv>, e: Evaluation): Promise<Decision> {
+/**
+ * One evaluation: an authorization through the service, or an item error that denies. `keyed`:
+ * the caller is not authenticated yet, and the service reads its key in the same batch as the
+ * state (the single evaluation); an item error is then answered only after authenticating.
+ */
+async function evaluate(
+  c: Context<AppEnv>,
+  e: Evaluation,
+  keyed?: { readonly door: KeyedNamedToolDoor; readonly key: ApiKeyRoute },
+): Promise<Decision> {
   try {
     const t = translateEvaluation(e);
-    if (!t.ok) throw new ServiceError('invalid_request', t.message, t.issues);
-    const { decision, authorized, access_request } = await authorizeNamedTool(c.var.tenant, t);
+    if (!t.ok) {
+      await keyed?.door.authenticate();
+      throw new ServiceError('invalid_request', t.message, t.issues);
+    }
+    const { decision, authorized, access_request } =
+      keyed === undefined
+        ? await authorizeNamedTool(c.var.tenant, t)
+        : await authorizeNamedToolByKey(keyed.door, keyed.key, t);
     const { receipt } = decision;
     if (authorized) return { decision: true, context: { receipt_sha256: receipt.sha256, receipt } };
     const context: Record<string, unknown> = {
@@ -213,8 +255,9 @@ async function evaluate(c: Context<AppEnv>, e: Evaluation): Promise<Decision> {
     }
     return { decision: false, context };
   } catch (err) {
-    // Only a typed refusal becomes an item denial; anything else fails the whole request closed.
-    if (!(err instanceof ServiceError) || err.reason === 'internal') throw err;
+    // Only a typed refusal becomes an item denial; anything else fails the whole request closed,
+    // and a refusal of the caller (key, PDP, role, write limit) is the HTTP error it always is.
+    if (!(err instanceof ServiceError) || err.reason === 'internal' || refusesCaller(err)) throw err;
     const { status, code } = wireError(err.reason);
     return { decision: false, context: { error: { status, code, message: err.message } } };
   }

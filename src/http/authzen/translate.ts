@@ -116,6 +116,98 @@ export const EvaluationsRequest = PartialEvaluation.extend({
 });
 export type EvaluationsRequest = z.infer<typeof EvaluationsRequest>;
 
+/** The action search's body (§8.6): an evaluation without its action. */
+export const ActionSearchRequest = Evaluation.omit({ action: true });
+export type ActionSearchRequest = z.infer<typeof ActionSearchRequest>;
+
+// The batch and search acceptors: the single evaluation's pattern (`acceptEvaluation`). A
+// well-formed body is accepted by hand, by the schema's rules, into the same values; anything
+// else goes to the schema, so every rejection and its message is zod's. The property test holds
+// each equal to its schema (test/unit/http/authzen-accept.test.ts).
+
+type PartialEvaluation = z.infer<typeof PartialEvaluation>;
+
+/** One member of `PartialEvaluation`: absent is fine, anything present must be well formed. */
+function partialOf(v: unknown): PartialEvaluation | null {
+  if (!isObject(v)) return null;
+  const out: PartialEvaluation = { context: undefined };
+  if (v.subject !== undefined) {
+    const subject = entityOf(v.subject);
+    if (subject === null) return null;
+    out.subject = subject;
+  }
+  if (v.action !== undefined) {
+    const a = v.action;
+    if (!isObject(a) || !isString(a.name, 1, 256)) return null;
+    const properties = freeMember(a.properties);
+    if (properties === NOT_FREE) return null;
+    out.action = { name: a.name, properties };
+  }
+  if (v.resource !== undefined) {
+    const resource = entityOf(v.resource);
+    if (resource === null) return null;
+    out.resource = resource;
+  }
+  const context = freeMember(v.context);
+  if (context === NOT_FREE) return null;
+  out.context = context;
+  return out;
+}
+
+const SEMANTICS: ReadonlySet<unknown> = new Set(EVALUATIONS_SEMANTICS);
+
+function acceptedEvaluations(value: unknown): EvaluationsRequest | null {
+  const top = partialOf(value);
+  if (top === null || !isObject(value)) return null;
+  const out: EvaluationsRequest = { ...top, options: undefined };
+  const o = value.options;
+  if (o !== undefined && o !== null) {
+    if (!isObject(o)) return null;
+    const semantic = o.evaluations_semantic;
+    if (semantic !== undefined && !SEMANTICS.has(semantic)) return null;
+    out.options = semantic === undefined ? {} : { evaluations_semantic: semantic as EvaluationsSemantic };
+  }
+  const list = value.evaluations;
+  if (list === null) out.evaluations = null;
+  else if (list !== undefined) {
+    if (!Array.isArray(list) || list.length > MAX_EVALUATIONS) return null;
+    const items: PartialEvaluation[] = [];
+    for (const item of list) {
+      const p = partialOf(item);
+      if (p === null) return null;
+      items.push(p);
+    }
+    out.evaluations = items;
+  }
+  return out;
+}
+
+/** `EvaluationsRequest.safeParse`, with a hand-written path for the well-formed case. */
+export function acceptEvaluations(
+  value: unknown,
+): { success: true; data: EvaluationsRequest } | { success: false; error: z.ZodError } {
+  const accepted = acceptedEvaluations(value);
+  if (accepted !== null) return { success: true, data: accepted };
+  const parsed = EvaluationsRequest.safeParse(value);
+  return parsed.success ? { success: true, data: parsed.data } : { success: false, error: parsed.error };
+}
+
+/** `ActionSearchRequest.safeParse`, with a hand-written path for the well-formed case. */
+export function acceptActionSearch(
+  value: unknown,
+): { success: true; data: ActionSearchRequest } | { success: false; error: z.ZodError } {
+  if (isObject(value)) {
+    const subject = entityOf(value.subject);
+    const resource = entityOf(value.resource);
+    const context = freeMember(value.context);
+    if (subject !== null && resource !== null && context !== NOT_FREE) {
+      return { success: true, data: { subject, resource, context } };
+    }
+  }
+  const parsed = ActionSearchRequest.safeParse(value);
+  return parsed.success ? { success: true, data: parsed.data } : { success: false, error: parsed.error };
+}
+
 /**
  * The Writ fields an evaluation carries in its `context`; other members are ignored. Only what
  * routes the call is checked here (a required `input` and `run_id`, the contract digest looked up

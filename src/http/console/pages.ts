@@ -7,7 +7,7 @@
 import { html, raw } from 'hono/html';
 import type { HtmlEscapedString } from 'hono/utils/html';
 import { digestOf } from '../../core/canonical/canonical.js';
-import type { EarlierAttempt, approvalView } from '../../services/approvals.js';
+import type { EarlierAttempt, approvalView, historyReceipts } from '../../services/approvals.js';
 import type { Caller } from '../../services/context.js';
 import { Findings, duration, effectExplanation, isoTime, jsonHtml, shown } from './render.js';
 
@@ -339,73 +339,187 @@ export function expiryChoices(maxMs: number): number[] {
   return [...new Set([...common.filter((ms) => ms < maxMs), maxMs])];
 }
 
-/** The decided statuses the history lists, each its own keyset-paged list in the service. */
-export const HISTORY_STATUSES = ['consumed', 'approved', 'denied'] as const;
-export type HistoryStatus = (typeof HISTORY_STATUSES)[number];
-const HISTORY_LABELS: Record<HistoryStatus, string> = {
+/** The history's outcome filters (each a stored status of a decided request), and all of them. */
+export const HISTORY_FILTERS = ['all', 'consumed', 'approved', 'denied'] as const;
+export type HistoryFilter = (typeof HISTORY_FILTERS)[number];
+const HISTORY_LABELS: Record<HistoryFilter, string> = {
+  all: 'All decisions',
   consumed: 'Approved and used',
-  approved: 'Approved, not yet used',
+  approved: 'Approved, not used',
   denied: 'Denied',
 };
 
-export function historyPage(chrome: Chrome, status: HistoryStatus, list: Paged<ApprovalItem>): Html {
+/** One history page as the approvals service answers it (`approvalHistory`). */
+export interface HistoryList {
+  readonly status: Exclude<HistoryFilter, 'all'> | null;
+  readonly items: readonly HistoryItem[];
+  readonly next_cursor: string | null;
+  readonly previous_cursor: string | null;
+  readonly total: number;
+  readonly total_capped: boolean;
+}
+export type HistoryItem = ApprovalItem & { readonly led_to: ReturnType<typeof historyReceipts> };
+
+/** Plain-language words for a receipt's outcome (the receipt's own word stays on its page). */
+const EXECUTION_OUTCOMES: Record<string, string> = {
+  verified_succeeded: 'Executed: success, verified',
+  verified_failed_no_effect: 'Executed: failed, verified to have had no effect',
+  indeterminate: 'Executed: outcome unknown (indeterminate)',
+  rejected: 'Execution report rejected: it does not prove the outcome',
+};
+const RECONCILED: Record<'verified_succeeded' | 'verified_failed_no_effect', string> = {
+  verified_succeeded: 'Reconciled: the effect happened (success, verified)',
+  verified_failed_no_effect: 'Reconciled: verified to have had no effect',
+};
+
+/** A receipt step: what it says, a link to the receipt and one to its offline bundle. */
+function receiptStep(text: string, what: string, sha: string | null, approvalId: string): Html {
+  const links =
+    sha === null
+      ? html` <span class="muted">(receipt archived)</span>`
+      : html` <a class="mono" href="/console/receipts/${sha}"
+            >${what} ${sha.slice(0, 12)}…<span class="visually-hidden"> of approval ${approvalId}</span></a
+          >
+          ·
+          <a href="/console/receipts/${sha}/bundle" download
+            >bundle<span class="visually-hidden"> of the ${what} ${sha.slice(0, 12)}…</span></a
+          >`;
+  return html`<li>${text}${links}</li>`;
+}
+
+/** What a decided approval led to, step by step, each receipt linked with its bundle. */
+function ledTo(a: HistoryItem, now: number): Html {
+  const l = a.led_to;
+  if (a.status === 'denied')
+    return html`<ul class="steps">
+      <li>Nothing: no call was authorized.</li>
+    </ul>`;
+  if (l.authorization_receipt_sha256 === null) {
+    const unused =
+      a.expires_at_unix_ms === null
+        ? 'Not used yet.'
+        : a.expires_at_unix_ms <= now
+          ? `Not used; expired at ${isoTime(a.expires_at_unix_ms)}.`
+          : `Not used yet; valid until ${isoTime(a.expires_at_unix_ms)}.`;
+    return html`<ul class="steps">
+      <li>${unused}</li>
+    </ul>`;
+  }
+  const steps: Html[] = [
+    receiptStep('Authorized', 'authorization receipt', l.authorization_receipt_sha256, a.approval_id),
+  ];
+  const op = l.operation;
+  if (op === null) {
+    steps.push(html`<li>Not executed yet: no executor has claimed the call.</li>`);
+  } else if (op.status === 'pending' && l.execution === null) {
+    steps.push(html`<li>Executing: claimed by an executor, no report yet.</li>`);
+  } else {
+    if (l.execution !== null) {
+      const text =
+        l.execution.outcome === null
+          ? 'Executed'
+          : (EXECUTION_OUTCOMES[l.execution.outcome] ?? `Executed: ${l.execution.outcome}`);
+      steps.push(receiptStep(text, 'execution receipt', l.execution.sha256, a.approval_id));
+    } else if (op.status !== 'pending') {
+      steps.push(html`<li>No execution report before the executor's lease ran out.</li>`);
+    }
+    if (op.status === 'reconciliation_required' || op.status === 'escalated') {
+      steps.push(
+        html`<li>
+          <strong>Awaiting reconciliation</strong>: someone must check whether the effect
+          happened${
+            op.reconciliation_deadline_unix_ms === null
+              ? ''
+              : html` (by ${isoTime(op.reconciliation_deadline_unix_ms)})`
+          }${op.escalated_at_unix_ms === null ? '' : html`; escalated at ${isoTime(op.escalated_at_unix_ms)}`}.
+        </li>`,
+      );
+    }
+    if (l.reconciliation !== null) {
+      steps.push(
+        receiptStep(
+          RECONCILED[l.reconciliation.resolution],
+          'reconciliation receipt',
+          l.reconciliation.sha256,
+          a.approval_id,
+        ),
+      );
+    }
+  }
+  return html`<ul class="steps">
+    ${steps}
+  </ul>`;
+}
+
+/** Keyset links both ways: newer (previous), the newest (first) and older (next) pages. */
+function historyPager(base: string, list: HistoryList, paged: boolean): Html {
+  const sep = base.includes('?') ? '&' : '?';
+  if (list.next_cursor === null && list.previous_cursor === null && !paged) return html``;
+  return html`<nav class="pager" aria-label="History pages">
+    ${paged ? html`<a href="${base}" rel="first">First page</a>` : ''}
+    ${list.previous_cursor === null ? '' : html`<a href="${base}${sep}cursor=${list.previous_cursor}" rel="prev">Previous page</a>`}
+    <span>${list.items.length} on this page</span>
+    ${list.next_cursor === null ? '' : html`<a href="${base}${sep}cursor=${list.next_cursor}" rel="next">Next page</a>`}
+  </nav>`;
+}
+
+export function historyPage(chrome: Chrome, list: HistoryList, paged: boolean, now: number): Html {
   const f = new Findings();
+  const filter: HistoryFilter = list.status ?? 'all';
+  const base = filter === 'all' ? '/console/history' : `/console/history?status=${filter}`;
   const rows = list.items.map(
     (a) =>
       html`<tr>
-        <td><a href="/console/approvals/${a.approval_id}" class="mono">${a.approval_id}</a></td>
+        <th scope="row"><a href="/console/approvals/${a.approval_id}" class="mono">${a.approval_id}</a></th>
         <td class="mono">${a.preview === null ? '' : shown(a.preview.tool_name, f)}</td>
         <td><span class="effect effect-${a.effect}">${a.effect}</span></td>
-        <td><strong>${a.status}</strong></td>
         <td>
+          <strong>${a.status === 'denied' ? 'Denied' : 'Approved'}</strong>
+          by
           ${a.first_approved_by === null ? '' : html`<span class="mono">${a.first_approved_by}</span> then `}<span
             class="mono"
             >${a.decided_by ?? ''}</span
           ><br />${a.decided_at_unix_ms === null ? '' : isoTime(a.decided_at_unix_ms)}
+          ${a.decision_reason === null ? '' : html`<br />Reason: ${shown(a.decision_reason, f)}`}
         </td>
-        <td>${a.decision_reason === null ? '' : shown(a.decision_reason, f)}</td>
-        <td>
-          ${
-            a.consumed_by_receipt_sha256 === null
-              ? a.status === 'approved' && a.expires_at_unix_ms !== null
-                ? `unused, valid until ${isoTime(a.expires_at_unix_ms)}`
-                : ''
-              : html`<a class="mono digest" href="/console/receipts/${a.consumed_by_receipt_sha256}"
-                  >${a.consumed_by_receipt_sha256.slice(0, 16)}…</a
-                >`
-          }
-        </td>
+        <td>${ledTo(a, now)}</td>
       </tr>`,
   );
+  const total = list.total_capped
+    ? `More than ${list.total.toLocaleString('en-US')}`
+    : list.total.toLocaleString('en-US');
+  const plural = list.total === 1 && !list.total_capped ? '' : 's';
+  const counted =
+    filter === 'all'
+      ? `${total} decided approval${plural}.`
+      : `${total} decided approval${plural} (${HISTORY_LABELS[filter].toLowerCase()}).`;
   return layout(
     'History',
     chrome,
     html`<h1>Decided approvals</h1>
       ${warning(f)}
-      <p>Requests of one outcome, oldest request first.</p>
+      <p>Newest decision first, each with the receipts it led to.</p>
       <nav class="tabs" aria-label="Outcome">
-        ${HISTORY_STATUSES.map((h) => html`<a href="/console/history?status=${h}" ${h === status ? raw('aria-current="page"') : ''}>${HISTORY_LABELS[h]}</a>`)}
+        ${HISTORY_FILTERS.map((h) => html`<a href="${h === 'all' ? '/console/history' : `/console/history?status=${h}`}" ${h === filter ? raw('aria-current="page"') : ''}>${HISTORY_LABELS[h]}</a>`)}
       </nav>
-      <h2>${HISTORY_LABELS[status]}</h2>
-      ${list.items.length === 0 && !list.paged ? html`<p>None.</p>` : ''}
-      ${pager(`/console/history?status=${status}`, list)}
-      <table>
+      <h2>${HISTORY_LABELS[filter]}</h2>
+      <p id="history-total">${counted}</p>
+      ${list.items.length === 0 && !paged ? html`<p>None.</p>` : ''} ${historyPager(base, list, paged)}
+      <table aria-describedby="history-total">
         <thead>
           <tr>
             <th scope="col">Approval</th>
             <th scope="col">Tool</th>
             <th scope="col">Effect</th>
             <th scope="col">Decision</th>
-            <th scope="col">Decided by, at</th>
-            <th scope="col">Reason</th>
-            <th scope="col">Receipt</th>
+            <th scope="col">What it led to</th>
           </tr>
         </thead>
         <tbody>
           ${rows}
         </tbody>
       </table>
-      ${pager(`/console/history?status=${status}`, list)}`,
+      ${historyPager(base, list, paged)}`,
   );
 }
 

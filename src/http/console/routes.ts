@@ -15,7 +15,14 @@ import { type Context, Hono } from 'hono';
 import { z } from 'zod';
 import { Sha256 } from '../../core/schema.js';
 import { getPolicy } from '../../services/admin.js';
-import { approve, deny, getApproval, listApprovals } from '../../services/approvals.js';
+import {
+  ApprovalHistoryQuery,
+  approvalHistory,
+  approve,
+  deny,
+  getApproval,
+  listApprovals,
+} from '../../services/approvals.js';
 import { ROLES_FOR } from '../../services/context.js';
 import { ServiceError, notFound } from '../../services/errors.js';
 import { PageQuery } from '../../services/pagination.js';
@@ -27,8 +34,6 @@ import { wireError } from '../errors.js';
 import { rateLimitWrites } from '../rate-limit.js';
 import {
   type Chrome,
-  HISTORY_STATUSES,
-  type HistoryStatus,
   type Notice,
   approvalPage,
   errorPage,
@@ -57,7 +62,6 @@ export const CONSOLE_CSP =
   "default-src 'none'; style-src 'self'; img-src 'none'; script-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 export const PENDING_PAGE_SIZE = 10;
-export const HISTORY_PAGE_SIZE = 25;
 
 export const consoleRoutes = new Hono<AppEnv>();
 
@@ -139,17 +143,19 @@ consoleRoutes.get('/pending', async (c) => {
 
 consoleRoutes.get('/history', async (c) => {
   const chrome = await signedIn(c);
-  const raw = c.req.query('status') ?? 'consumed';
-  const status: HistoryStatus = (HISTORY_STATUSES as readonly string[]).includes(raw)
-    ? (raw as HistoryStatus)
-    : 'consumed';
+  // No filter (or `all`): every decided request. Anything else must be one stored outcome.
+  const raw = c.req.query('status');
+  const status = raw === undefined || raw === '' || raw === 'all' ? undefined : raw;
   const cursor = cursorParam(c);
-  const { items, next_cursor } = await listApprovals(c.var.tenant, {
-    status,
-    limit: HISTORY_PAGE_SIZE,
+  const q = ApprovalHistoryQuery.safeParse({
+    ...(status === undefined ? {} : { status }),
     ...(cursor === undefined ? {} : { cursor }),
   });
-  return c.html(historyPage(chrome, status, { items, next_cursor, paged: cursor !== undefined }));
+  if (!q.success) {
+    throw new ServiceError('invalid_request', 'that history filter is not valid; start from the first page');
+  }
+  const list = await approvalHistory(c.var.tenant, q.data);
+  return c.html(historyPage(chrome, list, cursor !== undefined, c.var.now));
 });
 
 consoleRoutes.get('/approvals/:approval_id', async (c) => {

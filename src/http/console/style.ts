@@ -17,7 +17,7 @@ dt{font-weight:600}dd{margin:0;overflow-wrap:anywhere}
 pre{background:#f4f4f5;padding:.75rem;overflow:auto;font-size:.9rem;border-radius:4px;white-space:pre-wrap;overflow-wrap:anywhere}
 pre .k{color:#7c2d12}pre .s{color:#065f46}pre .n{color:#1e40af}pre .b{color:#6b21a8}pre .z{color:#52525b}
 mark.inv{background:#fde047;color:#000;border:1px solid #a16207;border-radius:3px;padding:0 .15rem;font-weight:700}
-.effect{display:inline-block;padding:0 .5rem;border-radius:999px;font-weight:700;border:1px solid}
+.effect{display:inline-block;padding:0 .5rem;border-radius:999px;font-weight:700;border:1px solid;white-space:nowrap}
 .effect-read_only,.effect-creates_draft{background:#ecfdf5;color:#065f46}
 .effect-external_write{background:#fffbeb;color:#92400e}
 .effect-irreversible{background:#fef2f2;color:#991b1b}
@@ -33,6 +33,7 @@ button.primary{background:#1d4ed8;color:#fff;border-color:#1d4ed8}
 button.danger{background:#b91c1c;color:#fff;border-color:#b91c1c}
 table{border-collapse:collapse;width:100%}td,th{padding:.35rem .6rem;border-bottom:1px solid #e4e4e7;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 .pager{display:flex;gap:1rem;align-items:center;margin:1rem 0}
+.steps{margin:0;padding-left:1.1rem}
 .tabs{display:flex;gap:1rem;flex-wrap:wrap;margin:1rem 0}
 .tabs a[aria-current]{font-weight:700;text-decoration:none}
 .muted{color:#52525b}

@@ -15,16 +15,14 @@
  */
 import type { Context, ErrorHandler } from 'hono';
 import { Hono } from 'hono';
-import { authorizeNamedTool } from '../../services/tool-call.js';
-import { ROLES_FOR } from '../../services/context.js';
+import { authorizeNamedToolByKey } from '../../services/tool-call.js';
 import { ServiceError } from '../../services/errors.js';
-import { authenticate, requireRole } from '../auth.js';
-import { rateLimitWrites } from '../rate-limit.js';
+import { bearerKeyRoute, keyedDoor, refusesCaller } from '../auth.js';
 import { readJsonValue } from '../body.js';
 import type { AppEnv } from '../env.js';
 import { wireError } from '../errors.js';
 import { accessRequestWire } from '../access-request.js';
-import { interceptorDeny, translateBefore } from './interceptor.js';
+import { type InterceptorTranslation, interceptorDeny, translateBefore } from './interceptor.js';
 import { WRIT_META } from './translate.js';
 
 export const interceptorRoutes = new Hono<AppEnv>();
@@ -51,18 +49,28 @@ export const interceptorError: ErrorHandler<AppEnv> = (e, c) => {
 };
 interceptorRoutes.onError(interceptorError);
 
-interceptorRoutes.use('/docker-mcp/*', authenticate);
-// Each authorization stores a receipt: the per-principal write limit applies.
-interceptorRoutes.use('/docker-mcp/*', rateLimitWrites);
-
-interceptorRoutes.post('/docker-mcp/v1/before', requireRole(ROLES_FOR.authorize), async (c) => {
-  const runIds = c.req.queries('run_id') ?? [];
-  if (runIds.length > 1) throw new ServiceError('invalid_request', 'name run_id at most once');
-  const body = await readJsonValue(c, { allowMissingContentType: true });
-  const t = translateBefore(body, runIds[0]);
-  if (!t.ok) return refused(c, t.error.error.code, t.error.error.message, {});
+// Registered without `authenticate` and `rateLimitWrites`: the service reads the key's principal
+// in one batch with the tool's pins and the authorization state (`POST /v1/authorize`'s round
+// trips), and checks the role and takes the write token itself, before deciding. Every other
+// path through here authenticates first (`door.authenticate`).
+interceptorRoutes.post('/docker-mcp/v1/before', async (c) => {
+  const key = bearerKeyRoute(c);
+  const door = keyedDoor(c, key);
+  let t: InterceptorTranslation;
   try {
-    const { decision, authorized, access_request } = await authorizeNamedTool(c.var.tenant, t.call);
+    const runIds = c.req.queries('run_id') ?? [];
+    if (runIds.length > 1) throw new ServiceError('invalid_request', 'name run_id at most once');
+    t = translateBefore(await readJsonValue(c, { allowMissingContentType: true }), runIds[0]);
+  } catch (e) {
+    await door.authenticate();
+    throw e;
+  }
+  if (!t.ok) {
+    await door.authenticate();
+    return refused(c, t.error.error.code, t.error.error.message, {});
+  }
+  try {
+    const { decision, authorized, access_request } = await authorizeNamedToolByKey(door, key, t.call);
     const { receipt } = decision;
     c.set('log', { ...c.var.log, receipt_sha256: receipt.sha256 });
     // The gateway's "continue": the only empty answer this route ever gives.
@@ -79,8 +87,9 @@ interceptorRoutes.post('/docker-mcp/v1/before', requireRole(ROLES_FOR.authorize)
       200,
     );
   } catch (err) {
-    // A typed refusal denies the call; anything else is the route's 500 (still non-empty).
-    if (!(err instanceof ServiceError) || err.reason === 'internal') throw err;
+    // A typed refusal denies the call; anything else is the route's 500 (still non-empty), and a
+    // refusal of the caller (key, role, write limit) keeps its status (still non-empty).
+    if (!(err instanceof ServiceError) || err.reason === 'internal' || refusesCaller(err)) throw err;
     const { status, code } = wireError(err.reason);
     return refused(c, null, err.message, { writ_error: { status, code, message: err.message } });
   }

@@ -21,10 +21,10 @@ import { Identifier, Label, Sha256, UnixMs } from '../../core/schema.js';
 import { FencingToken } from '../../core/execution/idempotency.js';
 import { ROLES_FOR } from '../../services/context.js';
 import { ServiceError } from '../../services/errors.js';
-import { authorizeNamedTool } from '../../services/tool-call.js';
+import { authorizeNamedToolByKey } from '../../services/tool-call.js';
 import { reportToolCall, toolCatalog } from '../../services/tools.js';
 import { accessRequestWire } from '../access-request.js';
-import { authenticate, requireRole } from '../auth.js';
+import { authenticate, bearerKeyRoute, keyedDoor, refusesCaller, requireRole } from '../auth.js';
 import { rateLimitWrites } from '../rate-limit.js';
 import { readJsonValue } from '../body.js';
 import type { AppEnv } from '../env.js';
@@ -44,23 +44,34 @@ import {
 } from './translate.js';
 
 export const mcpRoutes = new Hono<AppEnv>();
-mcpRoutes.use('/mcp/*', authenticate);
-// Authorizations and after-call reports store receipts: the per-principal write limit applies.
-mcpRoutes.use('/mcp/*', rateLimitWrites);
 
 // ---------------------------------------------------------------------------------------------
 // tools/call
 
-mcpRoutes.post('/mcp/v1/authorize', requireRole(ROLES_FOR.authorize), async (c) => {
-  const body = await readJsonValue(c);
+// Registered before `authenticate` and `rateLimitWrites`: the service reads the key's principal
+// in one batch with the tool's pins and the authorization state (`POST /v1/authorize`'s round
+// trips), and checks the role and takes the write token itself, before deciding.
+mcpRoutes.post('/mcp/v1/authorize', async (c) => {
+  const key = bearerKeyRoute(c);
+  const door = keyedDoor(c, key);
+  let body: unknown;
+  try {
+    body = await readJsonValue(c);
+  } catch (e) {
+    await door.authenticate();
+    throw e;
+  }
   const t = translateToolsCall(body, {
     method: c.req.header('mcp-method'),
     name: c.req.header('mcp-name'),
     protocolVersion: c.req.header('mcp-protocol-version'),
   });
-  if (!t.ok) return c.json(deny(t.error), t.status);
+  if (!t.ok) {
+    await door.authenticate();
+    return c.json(deny(t.error), t.status);
+  }
   try {
-    const { decision, authorized, access_request } = await authorizeNamedTool(c.var.tenant, t);
+    const { decision, authorized, access_request } = await authorizeNamedToolByKey(door, key, t);
     const { receipt } = decision;
     if (authorized) return c.json({ decision: 'allow', receipt, forward: t.forward });
     const violations = receipt.body.violations;
@@ -76,8 +87,9 @@ mcpRoutes.post('/mcp/v1/authorize', requireRole(ROLES_FOR.authorize), async (c) 
       receipt,
     });
   } catch (err) {
-    // A typed refusal denies the call; anything else fails the whole request closed (500).
-    if (!(err instanceof ServiceError) || err.reason === 'internal') throw err;
+    // A typed refusal denies the call; anything else fails the whole request closed (500), and
+    // a refusal of the caller (key, role, write limit) is the HTTP error it is everywhere.
+    if (!(err instanceof ServiceError) || err.reason === 'internal' || refusesCaller(err)) throw err;
     const { status, code } = wireError(err.reason);
     // An unknown tool is MCP's invalid params (tools "Error Handling"); so is a Writ `_meta`
     // value the authorize request's schema refuses (parsed once, in the service).
@@ -88,6 +100,10 @@ mcpRoutes.post('/mcp/v1/authorize', requireRole(ROLES_FOR.authorize), async (c) 
     );
   }
 });
+
+mcpRoutes.use('/mcp/*', authenticate);
+// Authorizations and after-call reports store receipts: the per-principal write limit applies.
+mcpRoutes.use('/mcp/*', rateLimitWrites);
 
 /** The denial in both forms: the JSON-RPC error (issue 12) and an `isError` tool result (MCP's preference). */
 function deny(error: JsonRpcError) {

@@ -36,7 +36,7 @@ authorizeRoutes.post('/authorize', async (c) => {
     {
       platform: platformStore(c.env),
       open: (caller) => establishCaller(c, caller, key.shard),
-      takeWriteToken: () => takeWriteToken(c, c.var.principal),
+      takeWriteToken: (who) => takeWriteToken(c, who),
     },
     key,
     body,

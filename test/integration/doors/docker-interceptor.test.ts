@@ -8,6 +8,7 @@
 import { Hono } from 'hono';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import afterResult from '../../data/docker-mcp-gateway/after-result.json?raw';
+import afterUnreleased from '../../data/docker-mcp-gateway/after-request-response-unreleased.json?raw';
 import beforeMethodParamsRead from '../../data/docker-mcp-gateway/before-method-params-read.json?raw';
 import beforeRead from '../../data/docker-mcp-gateway/before-stdio-read.json?raw';
 import beforeRollback from '../../data/docker-mcp-gateway/before-stdio-rollback.json?raw';
@@ -147,8 +148,12 @@ describe('Docker MCP Gateway before interceptor → /docker-mcp/v1/before', { ti
     const key = s.agent.api_key;
     const unknown = replacement(await intercept(beforeUnknown, { key, runId }));
     expect(unknown.structuredContent.writ.writ_error).toMatchObject({ status: 404, code: 'not_found' });
-    // An `after` interceptor pointed at this URL: the result is replaced by a refusal, never kept.
+    // An `after` interceptor pointed at this URL: the result is replaced by a refusal, never kept,
+    // also in the unreleased {request, response} form (it carries the request, but under
+    // `request`: it is not a `before` payload and authorizes nothing).
     replacement(await intercept(afterResult, { key, runId }));
+    const unreleased = replacement(await intercept(afterUnreleased, { key, runId }));
+    expect(unreleased.structuredContent.writ.code).toBe(-32602);
     replacement(await intercept('{"method":"tools/list","params":{}}', { key, runId }));
     const both = JSON.stringify({
       Params: { name: 'get_deployment', arguments: {} },

@@ -3,7 +3,8 @@
  * class `agents`' `McpAgent` serves as `this.server`) with guarded tools, an SDK client over
  * in-memory transports, Writ reached through the Worker's own `fetch`. The handler runs only
  * after Writ's allow; a deny, an unreachable Writ or a non-200 never runs it; with `report`, the
- * call is claimed before and reported after.
+ * call is claimed before and reported after. The wrapper inside a real `McpAgent` Durable Object,
+ * over streamable HTTP, and on an SDK 2.x server: test/examples/mcp-agents/mcp-agent.test.ts.
  */
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
@@ -139,5 +140,26 @@ describe('withWrit: an agents-style MCP server guarded by Writ', { timeout: SLOW
       runId: 'r',
     });
     expect(() => late.tool('t', async () => ({ content: [] }))).toThrow(/not guarded/);
+  });
+
+  it("refuses a registered tool's update that would bypass or misname the guard; remove still works", () => {
+    const server = withWrit(new McpServer({ name: 'z', version: '1' }), {
+      baseUrl: BASE,
+      agentKey: 'k',
+      runId: 'r',
+    });
+    const tool = server.registerTool('get_deployment', { inputSchema: shape }, async () => ({ content: [] }));
+    expect(() => tool.update({ callback: async () => ({ content: [] }) })).toThrow(
+      /callback cannot be replaced/,
+    );
+    expect(() => tool.update({ name: 'execute_rollback' })).toThrow(/cannot be renamed/);
+    expect(() => tool.update({ paramsSchema: { other: z.string() } })).toThrow(/input schema/);
+    // What does not change who decides what stays possible.
+    tool.update({ description: 'Read one deployment' });
+    tool.disable();
+    tool.enable();
+    tool.remove();
+    const internal = server as unknown as { _registeredTools: Record<string, unknown> };
+    expect(Object.keys(internal._registeredTools)).toEqual([]);
   });
 });

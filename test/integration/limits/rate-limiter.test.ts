@@ -13,7 +13,13 @@ import {
   type RateLimitRequest,
 } from '../../../durable-objects/rate-limiter.js';
 import { app } from '../../../src/http/app.js';
-import { DEFAULT_RATE_LIMIT, rateLimit } from '../../../src/platform/bindings.js';
+import {
+  DEFAULT_RATE_LIMIT,
+  DEFAULT_TENANT_RATE_LIMIT,
+  rateLimit,
+  tenantRateLimit,
+} from '../../../src/platform/bindings.js';
+import { DEMO_POLICY } from '../../../scripts/seed.js';
 import { call, seedTenant, uniqueName, d1Of } from '../platform/harness.js';
 
 const T0 = 1_794_906_000_000;
@@ -85,6 +91,30 @@ describe('RateLimiterObject (RPC)', () => {
     await refuses(tenant, req(tenant, over), /invalid/);
   });
 
+  it("the tenant's aggregate bucket bounds all its principals together (issue 10)", async () => {
+    const tenant = uniqueName('rl');
+    const stub = rateLimiterStub(env, tenant);
+    const joint = (principal_id: string) =>
+      stub.take(req(tenant, { principal_id, burst: 5, tenant_per_second: 1, tenant_burst: 3 }));
+    const out = [];
+    for (const p of ['a', 'b', 'c', 'a', 'b']) out.push(await joint(p));
+    expect(out.map((d) => d.allowed)).toEqual([true, true, true, false, false]);
+    expect(out[3]).toEqual({ allowed: false, remaining: 0, retry_after_seconds: 1, limited_by: 'tenant' });
+    // Another tenant's object is untouched.
+    const elsewhere = uniqueName('rl');
+    expect(
+      await rateLimiterStub(env, elsewhere).take(req(elsewhere, { tenant_per_second: 1, tenant_burst: 3 })),
+    ).toMatchObject({ allowed: true });
+  });
+
+  it.each([
+    ['half a tenant limit', { tenant_per_second: 5 }],
+    ['a zero tenant burst', { tenant_per_second: 5, tenant_burst: 0 }],
+  ])('refuses %s rather than admitting without it', async (_, over) => {
+    const tenant = uniqueName('rl');
+    await refuses(tenant, req(tenant, over), /invalid/);
+  });
+
   it('an evicted object starts with full buckets (documented trade-off)', async () => {
     const tenant = uniqueName('rl');
     const stub = rateLimiterStub(env, tenant);
@@ -112,6 +142,18 @@ describe('configuration', () => {
   ])('an unusable value (%s) keeps the default limit, never "no limit"', (_, v) => {
     expect(rateLimit(withVars(v, '7'))).toEqual(DEFAULT_RATE_LIMIT);
     expect(rateLimit(withVars('5', v))).toEqual(DEFAULT_RATE_LIMIT);
+    const tenantVars = (per_second: string, burst: string) =>
+      ({
+        ...env,
+        WRIT_TENANT_RATE_LIMIT_PER_SECOND: per_second,
+        WRIT_TENANT_RATE_LIMIT_BURST: burst,
+      }) as unknown as Env;
+    expect(tenantRateLimit(tenantVars(v, '7'))).toEqual(DEFAULT_TENANT_RATE_LIMIT);
+    expect(tenantRateLimit(tenantVars('5', v))).toEqual(DEFAULT_TENANT_RATE_LIMIT);
+  });
+
+  it("reads the tenant's aggregate limit from the Worker vars", () => {
+    expect(tenantRateLimit(env)).toEqual({ per_second: 50, burst: 200 });
   });
 });
 
@@ -207,6 +249,49 @@ describe('HTTP: 429 rate_limited on every write', () => {
     expect(await runCount(s.tenant_id)).toBe(before);
     // Reads do not ask the limiter.
     expect((await send(broken, 'GET', '/v1/runs/run-none', s.agent.api_key)).status).toBe(404);
+  });
+
+  it("the tenant's aggregate budget refuses a write of any principal: typed 429, nothing written", async () => {
+    const s = await seedTenant('rl');
+    // Each principal could write 100 at once; the tenant together only 2.
+    const budget = {
+      ...env,
+      WRIT_TENANT_RATE_LIMIT_BURST: '2',
+      WRIT_TENANT_RATE_LIMIT_PER_SECOND: '1',
+    } as unknown as Env;
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(Date.now());
+    const before = await runCount(s.tenant_id);
+    expect((await send(budget, 'POST', '/v1/runs', s.agent.api_key, RUN)).status).toBe(201);
+    // Another principal of the tenant, with a write of its own role.
+    expect((await send(budget, 'PUT', '/v1/policy', s.admin.api_key, DEMO_POLICY)).status).toBe(200);
+    const limited = await send(budget, 'POST', '/v1/runs', s.agent.api_key, RUN);
+    expect(limited.status).toBe(429);
+    expect(limited.body.error.code).toBe('rate_limited');
+    expect(limited.body.error.message).toMatch(/tenant/);
+    expect(limited.headers.get('retry-after')).toBe('1');
+    expect(await runCount(s.tenant_id)).toBe(before + 1);
+    // Authorization is a write too: refused before the decision, no receipt stored.
+    const receipts = async () =>
+      (
+        await (
+          await d1Of(s.tenant_id)
+        )
+          .prepare('SELECT count(*) AS n FROM receipts WHERE tenant_id = ?')
+          .bind(s.tenant_id)
+          .first<{ n: number }>()
+      )?.n;
+    const stored = await receipts();
+    const authz = await send(budget, 'POST', '/v1/authorize', s.agent.api_key, {
+      tool_contract_sha256: 'a'.repeat(64),
+      input: {},
+    });
+    expect(authz.status).toBe(429);
+    expect(authz.body.error.code).toBe('rate_limited');
+    expect(await receipts()).toBe(stored);
+    // Another tenant is not limited by this one's budget.
+    const other = await seedTenant('rl');
+    expect((await send(budget, 'POST', '/v1/runs', other.agent.api_key, RUN)).status).toBe(201);
   });
 
   it('with the configured defaults, ordinary use is never limited', async () => {

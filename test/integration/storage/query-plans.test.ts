@@ -116,6 +116,12 @@ describe('query plans of request paths', { timeout: 60_000 }, () => {
         approval_id,
       }),
     );
+    // The doors (issue 12): the same batch with the tool name's pins in place of one contract.
+    const { tool_contract_sha256: _, ...unbound } = body;
+    await step('namedToolAuthorizationByKey', () =>
+      platform.namedToolAuthorizationByKey(apiKeyDigest(s.agent.api_key), 'get_deployment', unbound),
+    );
+    await step('contractsForTool', () => store.contractsForTool('get_deployment'));
     const again = decideAuthorization(body, state, { invocation_id: newId('invocation') }, now);
     if (!again.ok) throw new Error(again.error.message);
     await step('commitAuthorization (freshness guard)', () =>
@@ -165,6 +171,26 @@ describe('query plans of request paths', { timeout: 60_000 }, () => {
     );
     await step('listApprovals', () => store.listApprovals({ status: 'pending', after: null, limit: 10 }));
     await step('getApproval', () => store.getApproval(approval_id));
+    // The console's history (issue 14): a page with its operations and execution receipts joined,
+    // either way from a cursor, and the capped count (migrations/0009).
+    const history = { status: undefined, from: null, limit: 26, count_cap: 10_000 } as const;
+    await step('approvalHistory', () => store.approvalHistory(history));
+    await step('approvalHistory of one outcome', () =>
+      store.approvalHistory({ ...history, status: 'consumed' }),
+    );
+    await step('approvalHistory older than a cursor', () =>
+      store.approvalHistory({
+        ...history,
+        from: { direction: 'older', decided_at_unix_ms: now, approval_id: 'apr-z' },
+      }),
+    );
+    await step('approvalHistory of one outcome, newer than a cursor', () =>
+      store.approvalHistory({
+        ...history,
+        status: 'denied',
+        from: { direction: 'newer', decided_at_unix_ms: 0, approval_id: 'apr-0' },
+      }),
+    );
     await step('getRun', () => store.getRun(run));
     await step('getGrant', () => store.getGrant(s.grant_id));
     await step('getPrincipal', () => store.getPrincipal(s.agent.principal_id));
@@ -202,13 +228,14 @@ describe('query plans of request paths', { timeout: 60_000 }, () => {
         for (const m of detail.matchAll(/USING (?:COVERING )?INDEX (\w+)/g)) used.add(m[1] ?? '');
         indexesUsed.set(q.step, used);
         // `SCAN <table>` without an index is a full-table scan; a covering-index scan says so.
-        if (/^SCAN /.test(detail) && !/USING (COVERING )?INDEX|CONSTANT ROW/.test(detail)) {
+        // (`SCAN capped` reads the history count's subquery: at most `count_cap + 1` rows, LIMIT.)
+        if (/^SCAN /.test(detail) && !/USING (COVERING )?INDEX|CONSTANT ROW|^SCAN capped$/.test(detail)) {
           scans.push(`${q.step}: ${detail}`);
         }
         // An index searched on the tenant alone walks the tenant's whole history, unless it is
         // the page order itself (read `limit` rows, newest first: `operations_recent`).
-        // (`tenants` and `tenant_quotas` are keyed by the tenant: one row.)
-        const tenantKeyed = /sqlite_autoindex_(tenants|tenant_quotas)_1/.test(detail);
+        // (`tenants`, `tenant_quotas` and `tenant_imports` are keyed by the tenant: one row.)
+        const tenantKeyed = /sqlite_autoindex_(tenants|tenant_quotas|tenant_imports)_1/.test(detail);
         const pageOrder = /USING INDEX operations_recent /.test(detail);
         if (/\(tenant_id=\?\)$/.test(detail) && !tenantKeyed && !pageOrder) {
           scans.push(`${q.step}: ${detail}`);
@@ -234,6 +261,23 @@ describe('query plans of request paths', { timeout: 60_000 }, () => {
     expectIndex('listOperations', 'operations_recent');
     expectIndex('listOperations by state', 'operations_state_recent');
     expectIndex('insertRun (conditional on the open-run count)', 'runs_principal_open');
+    // The history's count walks an index from the tenant's first decided row: only a LIMIT
+    // (`count_cap + 1`, bound as a parameter) keeps it bounded, so every such count must carry one.
+    const counts = log.filter((q) => q.step.startsWith('approvalHistory') && /count\(/.test(q.sql));
+    expect(counts.length).toBe(4);
+    for (const q of counts) {
+      expect(q.sql).toMatch(/limit \?\) "capped"$/);
+      expect(q.params.at(-1)).toBe(10_001);
+    }
+    expectIndex('approvalHistory', 'approvals_decided');
+    expectIndex('approvalHistory', 'operations_authorization');
+    expectIndex('approvalHistory of one outcome', 'approvals_status_decided');
+    expectIndex('approvalHistory older than a cursor', 'approvals_decided');
+    expectIndex('approvalHistory of one outcome, newer than a cursor', 'approvals_status_decided');
+    // A door binds a tool name to its pins through an index already in the order it reads them
+    // (migration 0012): no search over the tenant's contracts, no sort.
+    expectIndex('namedToolAuthorizationByKey', 'contracts_tool_name');
+    expectIndex('contractsForTool', 'contracts_tool_name');
     expect(scans).toEqual([]);
     // Every step ran at least one query.
     for (const [name, n] of Object.entries(covered)) expect([name, n > 0]).toEqual([name, true]);

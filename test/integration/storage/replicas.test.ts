@@ -11,9 +11,9 @@
 import { applyD1Migrations, createExecutionContext, waitOnExecutionContext } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { DEMO_POLICY, type Seeded } from '../../../scripts/seed.js';
+import { DEMO_POLICY, ROLLBACK_CONTRACT, type Seeded } from '../../../scripts/seed.js';
 import worker from '../../../src/worker.js';
-import { MAX_BOOKMARK_LENGTH } from '../../../src/db/client.js';
+import { MAX_BOOKMARK_HEADER_LENGTH } from '../../../src/db/client.js';
 import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
 import { allShards } from '../../../src/platform/shards.js';
 import {
@@ -32,6 +32,7 @@ import {
   call,
   createRun,
   READ_INPUT,
+  ROLLBACK_INPUT,
   seedTenant,
   shardOf,
   shardOfKey,
@@ -40,7 +41,9 @@ import {
 } from '../platform/harness.js';
 
 const SLOW_MS = 60_000;
-const BOOKMARK = /^[0-9a-f]{8}-[0-9a-f]{8}-[0-9a-f]{8}-[0-9a-f]{32}$/;
+const D1_BOOKMARK = '[0-9a-f]{8}-[0-9a-f]{8}-[0-9a-f]{8}-[0-9a-f]{32}';
+/** A response's bookmark names its shard: `<shard>:<d1 bookmark>` (one shard per tenant request). */
+const BOOKMARK = new RegExp(`^(0|[1-9][0-9]*):${D1_BOOKMARK}$`);
 
 interface Sent extends Reply {
   readonly trips: TripCounts;
@@ -82,6 +85,8 @@ async function send(
   const text = await res.text();
   return { status: res.status, body: text.length > 0 ? JSON.parse(text) : null, headers: res.headers, trips };
 }
+
+const OK_BOOKMARK = '0000007b-0000b26e-00001538-0c3e87bb37b3db5cc52eedb93cd3b96b';
 
 const readBody = (s: Seeded, run_id: string) => ({
   tool_contract_sha256: s.read_contract_sha256,
@@ -162,6 +167,67 @@ describe('round trips per request', { timeout: SLOW_MS }, () => {
   });
 });
 
+/** The seeded read call as each standard door spells it (issue 12). */
+const doorCalls = (s: Seeded, run_id: string) => ({
+  mcp: {
+    path: '/mcp/v1/authorize',
+    body: {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'get_deployment', arguments: READ_INPUT, _meta: { 'dev.writ/run_id': run_id } },
+    },
+  },
+  authzen: {
+    path: '/access/v1/evaluation',
+    body: {
+      subject: { type: 'agent', id: s.agent.principal_id },
+      action: { name: 'get_deployment' },
+      resource: { type: 'deployment', id: 'api/production' },
+      context: { input: READ_INPUT, run_id },
+    },
+  },
+  docker: {
+    path: `/docker-mcp/v1/before?run_id=${run_id}`,
+    body: { Session: {}, Params: { name: 'get_deployment', arguments: READ_INPUT }, Extra: null },
+  },
+});
+
+const allowed = (door: string, r: Sent): boolean =>
+  door === 'mcp'
+    ? r.body.decision === 'allow'
+    : door === 'authzen'
+      ? r.body.decision === true
+      : r.body === null;
+
+describe('the standard doors cost what /v1/authorize costs', { timeout: SLOW_MS }, () => {
+  it('MCP, AuthZEN and Docker: one replica read (key, tool pins, state) and one primary commit', async () => {
+    const s = await seedTenant('rt');
+    const run = await createRun(s);
+    const v1 = await send('POST', '/v1/authorize', s.agent.api_key, readBody(s, run));
+    expect(v1.status).toBe(200);
+    for (const [door, d] of Object.entries(doorCalls(s, run))) {
+      const r = await send('POST', d.path, s.agent.api_key, d.body);
+      expect([door, r.status, allowed(door, r)]).toEqual([door, 200, true]);
+      expect([door, r.trips]).toEqual([door, v1.trips]);
+    }
+  });
+
+  it('an unknown tool name: one more read, at the primary, before it is refused; nothing written', async () => {
+    const s = await seedTenant('rt');
+    const run = await createRun(s);
+    const r = await send('POST', '/mcp/v1/authorize', s.agent.api_key, {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'no_such_tool', arguments: {}, _meta: { 'dev.writ/run_id': run } },
+    });
+    expect(r.body.decision).toBe('deny');
+    expect(r.body.jsonrpc_error.error.data.writ_error.code).toBe('not_found');
+    expect(r.trips).toEqual({ primary: 1, replica: 1, stale: 0 });
+  });
+});
+
 // Measured, then pinned: a change that adds a round trip to these paths fails here.
 const EXECUTION_TRIPS: Record<'claim' | 'report' | 'observation', TripCounts> = {
   claim: { primary: 1, replica: 2, stale: 0 },
@@ -189,8 +255,15 @@ describe('Writ-D1-Bookmark', { timeout: SLOW_MS }, () => {
   it('a malformed bookmark is a 400 invalid_request before storage is touched, and nothing is written', async () => {
     const s = await seedTenant('bm');
     const bad = [
-      'x'.repeat(MAX_BOOKMARK_LENGTH + 1),
-      '0'.repeat(MAX_BOOKMARK_LENGTH + 1),
+      'x'.repeat(MAX_BOOKMARK_HEADER_LENGTH + 1),
+      '0'.repeat(MAX_BOOKMARK_HEADER_LENGTH + 1),
+      // Qualified, but: a shard twice, a shard number beyond any, a leading zero, too many parts.
+      `0:${OK_BOOKMARK},0:${OK_BOOKMARK}`,
+      `1000:${OK_BOOKMARK}`,
+      `01:${OK_BOOKMARK}`,
+      Array.from({ length: 9 }, (_, i) => `${i}:${OK_BOOKMARK}`).join(','),
+      `0:${OK_BOOKMARK},`,
+      `0:${OK_BOOKMARK}, 1:${OK_BOOKMARK}`,
       'garbage',
       '00000000-00000003-00000000-0000000000000000000000000000000G',
       '00000000-00000003-00000000',
@@ -287,6 +360,36 @@ describe('a stale replica read never outruns a change committed at the primary',
     expect(r.body.receipt.body.decision).toBe('denied');
   });
 
+  it('a tool pinned after the replica read: a door re-reads the binding at the primary', async () => {
+    const s = await seedTenant('st');
+    const run = await createRun(s);
+    await snapshot(s);
+    const tool_name = uniqueName('late_tool');
+    const pinned = await call('POST', '/v1/contracts', {
+      key: s.admin.api_key,
+      body: { ...ROLLBACK_CONTRACT, tool_name },
+    });
+    expect(pinned.status).toBe(201);
+    const r = await send(
+      'POST',
+      '/mcp/v1/authorize',
+      s.agent.api_key,
+      {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: { name: tool_name, arguments: ROLLBACK_INPUT, _meta: { 'dev.writ/run_id': run } },
+      },
+      { stale: true },
+    );
+    // Unknown at the stale replica, found at the primary: decided and receipted (no grant covers
+    // it), never refused as an unknown tool.
+    expect(r.trips.stale).toBe(1);
+    expect(r.body.decision).toBe('deny');
+    expect(r.body.receipt.body.decision).toBe('denied');
+    expect(r.body.receipt.body.tool_contract_sha256).toBe(pinned.body.tool_contract_sha256);
+  });
+
   it('a revoked agent: never authorized', async () => {
     const s = await seedTenant('st');
     const run = await createRun(s);
@@ -343,5 +446,77 @@ describe('a stale replica read never outruns a change committed at the primary',
     const k = await send('POST', '/v1/authorize', agent.body.api_key, readBody(s, run), { stale: true });
     expect(k.status).toBe(403); // its own run is another principal's: run_unknown, a stored denial
     expect(k.body.violations).toContain('run_unknown');
+  });
+});
+
+/**
+ * Bookmarks across shards: a D1 bookmark is a position in one database. A client may hold one of
+ * shard A (another tenant's response, or its own tenant's before a move) and send it on a request
+ * that reads shard B. The harness serves a session started from a bookmark B never issued like an
+ * unconstrained one, from B's stale snapshot, as D1 gives no freshness for it; the Worker must
+ * never start B's session from it, and reads at B's primary instead.
+ */
+describe('a bookmark from another shard never makes a stale read', { timeout: SLOW_MS }, () => {
+  beforeAll(async () => {
+    for (const n of allShards(env)) {
+      await applyD1Migrations(staleReplicaOf(n), env.TEST_MIGRATIONS);
+      await dropTriggers(staleReplicaOf(n));
+    }
+  });
+
+  /** Two tenants on two different shards (placement alternates to the emptier shard). */
+  async function onTwoShards(): Promise<[Seeded, Seeded]> {
+    const a = await seedTenant('xa');
+    for (let i = 0; i < 6; i++) {
+      const b = await seedTenant('xb');
+      if (shardOf(b) !== shardOf(a)) return [a, b];
+    }
+    throw new Error('no tenant landed on the other shard');
+  }
+
+  it('falls back to the primary for a foreign or an unqualified bookmark; its own shard reads near', async () => {
+    const [a, b] = await onTwoShards();
+    // A's bookmark, as a client of both tenants (or of A before a move to B's shard) holds it.
+    const fromA = await send('GET', '/v1/policy', a.admin.api_key);
+    const aHeader = fromA.headers.get('writ-d1-bookmark') ?? '';
+    expect(aHeader).toMatch(BOOKMARK);
+    expect(aHeader.startsWith(`${shardOf(a)}:`)).toBe(true);
+    const aBare = aHeader.slice(aHeader.indexOf(':') + 1);
+
+    // B's replica lags: it has not seen the run created next.
+    await snapshotDatabase(tenantD1(b), staleReplicaOf(shardOf(b)));
+    const created = await send(
+      'POST',
+      '/v1/runs',
+      b.agent.api_key,
+      { max_calls: 1, max_external_writes: 0, max_duration_ms: 60_000 },
+      { stale: true },
+    );
+    expect(created.status).toBe(201);
+    const run = created.body.run_id as string;
+    const bHeader = created.headers.get('writ-d1-bookmark') ?? '';
+    expect(bHeader.startsWith(`${shardOf(b)}:`)).toBe(true);
+
+    const read = (bookmark: string | null) =>
+      send('GET', `/v1/runs/${run}`, b.agent.api_key, undefined, {
+        stale: true,
+        ...(bookmark === null ? {} : { headers: { 'writ-d1-bookmark': bookmark } }),
+      });
+    // The control: no bookmark is an unconstrained session, and the lagging replica misses the run.
+    const unconstrained = await read(null);
+    expect(unconstrained.trips.stale).toBeGreaterThan(0);
+    expect(unconstrained.status).toBe(404);
+    // Shard A's bookmark, qualified (or bare, as before bookmarks named their shard): B's session
+    // starts at the primary, the run is found, nothing comes from the stale snapshot.
+    for (const bookmark of [aHeader, aBare]) {
+      const r = await read(bookmark);
+      expect([bookmark, r.status, r.trips.stale]).toEqual([bookmark, 200, 0]);
+      expect(r.trips.primary).toBeGreaterThan(0);
+    }
+    // B's own bookmark (alone, or beside A's) starts B's session from it: fresh, near the caller.
+    for (const bookmark of [bHeader, [aHeader, bHeader].sort().join(',')]) {
+      const r = await read(bookmark);
+      expect([bookmark, r.status, r.trips.stale, r.trips.primary]).toEqual([bookmark, 200, 0, 0]);
+    }
   });
 });

@@ -2,11 +2,22 @@
  * The AuthZEN evaluation acceptor (src/http/authzen/translate.ts `acceptEvaluation`): its
  * hand-written path for well-formed evaluations must accept exactly what the `Evaluation` zod
  * schema accepts, into the same values, and every rejection must be zod's own. The same for the
- * Writ fields `translateEvaluation` reads from the context.
+ * Writ fields `translateEvaluation` reads from the context, and for the batch
+ * (`acceptEvaluations` against `EvaluationsRequest`) and action search (`acceptActionSearch`
+ * against `ActionSearchRequest`) acceptors.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { Evaluation, acceptEvaluation, translateEvaluation } from '../../../src/http/authzen/translate.js';
+import {
+  ActionSearchRequest,
+  Evaluation,
+  EvaluationsRequest,
+  MAX_EVALUATIONS,
+  acceptActionSearch,
+  acceptEvaluation,
+  acceptEvaluations,
+  translateEvaluation,
+} from '../../../src/http/authzen/translate.js';
 
 // Values around every rule: string length bounds (1..256 for type and name, 0..1024 for id),
 // null/absent free-form members, arrays and scalars where objects belong.
@@ -173,5 +184,147 @@ describe('translateEvaluation reads the Writ context fields by the same rules', 
         }
       }),
     );
+  });
+});
+
+// -------------------------------------------------------------------------------------------------
+// The batch and the action search (the same pattern)
+
+/** Both sides decide alike, into the same values, with zod's own issues on a rejection. */
+function sameAs<T>(
+  fast: { success: true; data: T } | { success: false; error: { issues: unknown[] } },
+  zod: { success: true; data: T } | { success: false; error: { issues: unknown[] } },
+) {
+  expect(fast.success).toBe(zod.success);
+  if (fast.success && zod.success) expect(fast.data).toEqual(zod.data);
+  if (!fast.success && !zod.success) expect(fast.error.issues).toEqual(zod.error.issues);
+}
+
+const partial = fc.oneof(
+  withExtras(fc.record({ subject: entity, action, resource: entity, context: free }).map(dropUndefined)),
+  fc.record({ subject: valid.map((v) => v.subject) }).map((r) => r as Record<string, unknown>),
+  fc.constant({}),
+  scalar,
+  fc.constant(undefined),
+);
+const options = fc.oneof(
+  fc.constant(undefined),
+  fc.constant(null),
+  fc.record({
+    evaluations_semantic: fc.constantFrom(
+      undefined,
+      'execute_all',
+      'deny_on_first_deny',
+      'permit_on_first_permit',
+      'EXECUTE_ALL',
+      '',
+      null,
+      1,
+    ),
+  }),
+  fc.constant({ evaluations_semantic: 'execute_all', extra: 1 }),
+  scalar,
+  fc.array(scalar, { maxLength: 1 }),
+);
+const items = fc.oneof(
+  fc.constant(undefined),
+  fc.constant(null),
+  fc.array(partial, { maxLength: 3 }),
+  fc.array(valid, { maxLength: 3 }),
+  // The length bound, from both sides.
+  fc.constantFrom(MAX_EVALUATIONS, MAX_EVALUATIONS + 1).map((n) => Array.from({ length: n }, () => ({}))),
+  scalar,
+  fc.constant({}),
+);
+const batch = fc.oneof(
+  fc
+    .tuple(
+      fc.oneof(partial, nearValid),
+      options,
+      items,
+      fc.dictionary(fc.constantFrom('extra', 'decision'), scalar, { maxKeys: 1 }),
+    )
+    .map(([top, o, e, extra]) => {
+      if (typeof top !== 'object' || top === null || Array.isArray(top)) return top;
+      return dropUndefined({ ...extra, ...top, options: o, evaluations: e });
+    }),
+  scalar,
+  fc.array(scalar, { maxLength: 1 }),
+);
+
+// Well formed but for at most the options or the items: most inputs sit next to a boundary.
+const nearValidBatch = fc
+  .tuple(valid, options, fc.oneof(fc.constant(undefined), fc.array(valid, { maxLength: 2 }), items))
+  .map(([top, o, e]) => dropUndefined({ ...top, options: o, evaluations: e }));
+
+describe('acceptEvaluations', () => {
+  it('decides as EvaluationsRequest.safeParse does, with the same values and the same issues', () => {
+    fc.assert(
+      fc.property(fc.oneof(batch, nearValidBatch), (value) =>
+        sameAs(acceptEvaluations(value), EvaluationsRequest.safeParse(value)),
+      ),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('keeps the batch order and drops unknown members', () => {
+    const r = acceptEvaluations({
+      subject: { type: 'agent', id: 'p', extra: 1 },
+      options: { evaluations_semantic: 'deny_on_first_deny', other: true },
+      evaluations: [{ action: { name: 'a' } }, { action: { name: 'b' }, context: null }],
+      extra: true,
+    });
+    expect(r).toEqual({
+      success: true,
+      data: {
+        subject: { type: 'agent', id: 'p' },
+        options: { evaluations_semantic: 'deny_on_first_deny' },
+        evaluations: [{ action: { name: 'a' } }, { action: { name: 'b' } }],
+      },
+    });
+  });
+
+  it.each([
+    ['an unknown semantic', { options: { evaluations_semantic: 'first' } }],
+    ['65 evaluations', { evaluations: Array.from({ length: MAX_EVALUATIONS + 1 }, () => ({})) }],
+    ['a null item', { evaluations: [null] }],
+    ['a null subject', { subject: null }],
+    ['an item with an empty action name', { evaluations: [{ action: { name: '' } }] }],
+  ])('rejects %s with zod’s issues', (_, value) => {
+    const r = acceptEvaluations(value);
+    expect(r.success).toBe(false);
+    sameAs(r, EvaluationsRequest.safeParse(value));
+  });
+});
+
+describe('acceptActionSearch', () => {
+  const search = fc.oneof(
+    evaluation,
+    nearValid.map((v) => {
+      const { action: _, ...rest } = v;
+      return rest;
+    }),
+  );
+  it('decides as ActionSearchRequest.safeParse does, with the same values and the same issues', () => {
+    fc.assert(
+      fc.property(search, (value) => sameAs(acceptActionSearch(value), ActionSearchRequest.safeParse(value))),
+      { numRuns: 2000 },
+    );
+  });
+
+  it('ignores an action, and rejects a missing resource with zod’s issues', () => {
+    const ok = acceptActionSearch({
+      subject: { type: 'agent', id: 'p' },
+      action: { name: 'ignored' },
+      resource: { type: 'deployment', id: 'd' },
+    });
+    expect(ok).toEqual({
+      success: true,
+      data: { subject: { type: 'agent', id: 'p' }, resource: { type: 'deployment', id: 'd' } },
+    });
+    const bad = { subject: { type: 'agent', id: 'p' } };
+    const r = acceptActionSearch(bad);
+    expect(r.success).toBe(false);
+    sameAs(r, ActionSearchRequest.safeParse(bad));
   });
 });

@@ -11,6 +11,7 @@ import {
   type RateLimit,
   take,
   takeFrom,
+  takeJointlyFrom,
 } from '../../../../src/core/limits/token-bucket.js';
 
 const T0 = 1_794_906_000_000;
@@ -247,6 +248,95 @@ describe('properties', () => {
           milliTokensAt(state, limit, T0 + at) === limit.burst * 1_000,
         );
       }),
+    );
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// The tenant's aggregate bucket, taken jointly with the principal's (issue 10)
+
+describe('takeJointlyFrom: a principal bucket and the tenant aggregate', () => {
+  const principal: RateLimit = { per_second: 10, burst: 5 };
+  const tenantLimit: RateLimit = { per_second: 2, burst: 3 };
+
+  it('the tenant bucket bounds all principals together; a refusal names it and changes nothing', () => {
+    const table = new Map<string, BucketState>();
+    let tenant: BucketState | undefined;
+    const outcomes = ['a', 'b', 'c', 'd'].map((k) => {
+      const r = takeJointlyFrom(table, k, principal, tenant, tenantLimit, T0, 100);
+      tenant = r.tenant;
+      return r.outcome;
+    });
+    expect(outcomes.map((o) => o.allowed)).toEqual([true, true, true, false]);
+    expect(outcomes[3]).toEqual({
+      allowed: false,
+      limited_by: 'tenant',
+      retry_after_ms: 500,
+      retry_after_seconds: 1,
+    });
+    // The refused principal's bucket was not created, let alone charged.
+    expect(table.has('d')).toBe(false);
+  });
+
+  it('a principal over its own limit is refused by its bucket, and the tenant keeps its token', () => {
+    const table = new Map<string, BucketState>();
+    const tight: RateLimit = { per_second: 1, burst: 1 };
+    const first = takeJointlyFrom(table, 'a', tight, undefined, tenantLimit, T0, 100);
+    const second = takeJointlyFrom(table, 'a', tight, first.tenant, tenantLimit, T0, 100);
+    expect(second.outcome).toMatchObject({ allowed: false, limited_by: 'principal', retry_after_ms: 1_000 });
+    expect(second.tenant).toBe(first.tenant);
+    expect(milliTokensAt(second.tenant, tenantLimit, T0)).toBe(2_000);
+  });
+
+  it('no span admits more than the tenant burst + rate * elapsed, whatever principals ask (property)', () => {
+    fc.assert(
+      fc.property(
+        limits,
+        limits,
+        fc.array(fc.tuple(fc.integer({ min: 0, max: 20 }), fc.integer({ min: 0, max: 20_000 })), {
+          minLength: 1,
+          maxLength: 300,
+        }),
+        (pl, tl, asks) => {
+          const table = new Map<string, BucketState>();
+          let tenant: BucketState | undefined;
+          let admitted = 0;
+          for (const [who, off] of asks) {
+            const r = takeJointlyFrom(table, `p${who}`, pl, tenant, tl, T0 + off, 8);
+            tenant = r.tenant;
+            if (r.outcome.allowed) admitted++;
+          }
+          // As for one bucket: the tenant's refill over the whole history bounds every principal's.
+          const times = asks.map(([, off]) => off);
+          const span = Math.max(...times) - Math.min(...times);
+          expect(admitted).toBeLessThanOrEqual(tl.burst + Math.floor((tl.per_second * span) / 1_000));
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('a refusal changes neither bucket (property)', () => {
+    fc.assert(
+      fc.property(
+        limits,
+        limits,
+        fc.array(fc.integer({ min: 0, max: 5_000 }), { maxLength: 50 }),
+        (pl, tl, offs) => {
+          const table = new Map<string, BucketState>();
+          let tenant: BucketState | undefined;
+          for (const off of offs) {
+            const before = { p: table.get('p'), t: tenant, size: table.size };
+            const r = takeJointlyFrom(table, 'p', pl, tenant, tl, T0 + off, 8);
+            if (!r.outcome.allowed) {
+              expect(table.get('p')).toBe(before.p);
+              expect(r.tenant).toBe(before.t);
+              expect(table.size).toBe(before.size);
+            }
+            tenant = r.tenant;
+          }
+        },
+      ),
     );
   });
 });

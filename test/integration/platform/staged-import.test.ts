@@ -1,0 +1,242 @@
+/**
+ * A tenant import larger than one D1 batch (src/services/tenant-moves.ts `importTenant`,
+ * src/db/tenant-rows.ts, migrations/0011): the file is verified whole, written in bounded chunks
+ * while the tenant is invisible, and made live by one last batch. A failure in the middle leaves
+ * nothing visible, and sending the same file again resumes and succeeds.
+ */
+import { env } from 'cloudflare:workers';
+import { describe, expect, it } from 'vitest';
+import { apiKeyDigest } from '../../../src/core/identity/identity.js';
+import { tenantMovePort } from '../../../src/platform/bindings.js';
+import { d1PlatformStore } from '../../../src/db/platform-store.js';
+import { database } from '../../../src/db/client.js';
+import { TENANT_TABLES } from '../../../src/db/tenant-rows.js';
+import type { TenantMovePort } from '../../../src/services/ports.js';
+import { importTenant } from '../../../src/services/tenant-moves.js';
+import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
+import {
+  ADMIN_TOKEN,
+  BASE,
+  READ_INPUT,
+  authorize,
+  call,
+  createRun,
+  seedTenant,
+  shardOf,
+  workerFetch,
+} from './harness.js';
+
+function d1(shard: number): D1Database {
+  return shard === 0 ? env.DB : env.DB_SHARD_1;
+}
+
+async function count(shard: number, sqlText: string, ...args: unknown[]): Promise<number> {
+  const r = await d1(shard)
+    .prepare(sqlText)
+    .bind(...args)
+    .first<{ n: number }>();
+  return r?.n ?? 0;
+}
+
+async function rowsOn(shard: number, tenant_id: string): Promise<number> {
+  let n = 0;
+  for (const t of Object.keys(TENANT_TABLES))
+    n += await count(shard, `SELECT count(*) AS n FROM ${t} WHERE tenant_id = ?`, tenant_id);
+  return n;
+}
+
+const directoryShard = async (tenant_id: string) =>
+  (
+    await env.DB.prepare('SELECT shard FROM tenant_shards WHERE tenant_id = ?')
+      .bind(tenant_id)
+      .first<{ shard: number }>()
+  )?.shard;
+
+/** A tenant with three runs and three authorization receipts (and their signatures). */
+async function biggerTenant(prefix: string) {
+  const s = await seedTenant(prefix);
+  const receipts: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const r = await authorize(s, {
+      tool_contract_sha256: s.read_contract_sha256,
+      input: READ_INPUT,
+      run_id: await createRun(s),
+    });
+    expect(r.status).toBe(200);
+    receipts.push(r.body.receipt.sha256 as string);
+  }
+  const res = await workerFetch(`${BASE}/v1/tenants/${s.tenant_id}/export`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ freeze: true }),
+  });
+  expect(res.status).toBe(200);
+  const text = await res.text();
+  return { s, receipts, text, lines: text.split('\n').length - 1 };
+}
+
+/** The real port, with every chunk call counted and chunk number `failAt` (1-based) failing. */
+function countingPort(failAt: number | null) {
+  const real = tenantMovePort(env);
+  const seen = { chunks: 0, froms: [] as number[] };
+  const port: TenantMovePort = {
+    ...real,
+    async importChunk(shard, s, chunk, now) {
+      seen.chunks += 1;
+      seen.froms.push(chunk.from);
+      // The injected failure: the batch never reaches D1, as when the Worker dies mid-import.
+      if (seen.chunks === failAt) throw new Error('injected failure in the middle chunk');
+      return real.importChunk(shard, s, chunk, now);
+    },
+  };
+  return { port, seen };
+}
+
+const noLog = () => undefined;
+
+describe('an import larger than one batch', () => {
+  it('is written in several chunks and goes live whole', async () => {
+    const { s, receipts, text, lines } = await biggerTenant('chunked');
+    const to = 1 - shardOf(s);
+    const { port, seen } = countingPort(null);
+    const fields: Record<string, unknown> = {};
+    const imported = await importTenant(port, to, text, Date.now(), (f) => Object.assign(fields, f), {
+      chunk_rows: 4,
+    });
+    expect(lines).toBeGreaterThan(12);
+    expect(seen.chunks).toBe(Math.ceil(lines / 4));
+    expect(fields).toMatchObject({ chunks: seen.chunks, resumed_at_row: 0 });
+    expect(await rowsOn(to, s.tenant_id)).toBe(lines);
+    // Nothing staged is left behind.
+    expect(await count(to, 'SELECT count(*) AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id)).toBe(
+      0,
+    );
+    expect(
+      await count(to, 'SELECT count(*) AS n FROM tenant_import_principals WHERE tenant_id = ?', s.tenant_id),
+    ).toBe(0);
+    const admin = imported.keys.find((k) => k.principal_id === s.admin.principal_id)?.api_key as string;
+    for (const sha of receipts)
+      expect((await call('GET', `/v1/receipts/${sha}`, { key: admin })).status).toBe(200);
+    expect(await directoryShard(s.tenant_id)).toBe(to);
+  });
+
+  it('that fails in the middle chunk leaves nothing visible, and the same file again finishes it', async () => {
+    const { s, receipts, text, lines } = await biggerTenant('failmid');
+    const from = shardOf(s);
+    const to = 1 - from;
+    const chunk_rows = 5;
+    const middle = Math.ceil(Math.ceil(lines / chunk_rows) / 2);
+    expect(middle).toBeGreaterThan(1);
+    const failing = countingPort(middle);
+    await expect(importTenant(failing.port, to, text, Date.now(), noLog, { chunk_rows })).rejects.toThrow(
+      /injected failure/,
+    );
+    // Invisible: the directory still names the old shard, no principal of it exists on the
+    // target (so no key can authenticate there), and retention does not see it.
+    expect(await directoryShard(s.tenant_id)).toBe(from);
+    expect(await count(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(0);
+    expect(
+      await count(to, 'SELECT rows_done AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id),
+    ).toBe((middle - 1) * chunk_rows);
+    const windows = await d1PlatformStore(database({ DB: d1(to) })).retentionWindows(null, 10_000);
+    expect(windows.map((w) => w.tenant_id)).not.toContain(s.tenant_id);
+
+    // Another file for the staged tenant is refused; the staging is untouched.
+    const other = `${text.trimEnd().split('\n').slice(0, -1).join('\n')}\n`;
+    await expect(importTenant(tenantMovePort(env), to, other, Date.now(), noLog)).rejects.toMatchObject({
+      reason: 'conflict',
+    });
+
+    // The same file again, over HTTP with the default chunk size: resumes after the last chunk
+    // that committed, writes every remaining row once, and goes live.
+    const retry = await call('POST', `/v1/tenants/import?shard=${to}`, {
+      key: ADMIN_TOKEN,
+      raw: text,
+      headers: { 'content-type': 'application/x-ndjson' },
+    });
+    expect(retry.status).toBe(201);
+    expect(await rowsOn(to, s.tenant_id)).toBe(lines);
+    expect(await count(to, 'SELECT count(*) AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id)).toBe(
+      0,
+    );
+    const keys = retry.body.keys as { principal_id: string; api_key: string }[];
+    const admin = keys.find((k) => k.principal_id === s.admin.principal_id)?.api_key as string;
+    for (const sha of receipts)
+      expect((await call('GET', `/v1/receipts/${sha}`, { key: admin })).status).toBe(200);
+    const order = await d1(to)
+      .prepare('SELECT receipt_sha256 FROM receipt_signatures WHERE tenant_id = ? ORDER BY seq')
+      .bind(s.tenant_id)
+      .all<{ receipt_sha256: string }>();
+    expect(order.results.map((r) => r.receipt_sha256)).toEqual(receipts);
+    expect(await directoryShard(s.tenant_id)).toBe(to);
+  });
+});
+
+describe('a staged batch commits only against the progress it was cut for', () => {
+  it('a chunk cut for stale progress, and a flip before every row is written, write nothing', async () => {
+    const { s, text, lines } = await biggerTenant('guard');
+    const to = 1 - shardOf(s);
+    const port = tenantMovePort(env);
+    const staged = { tenant_id: s.tenant_id, file_sha256: sha256HexOfText(text), rows_total: lines };
+    expect(await port.beginImport(to, staged, Date.now())).toEqual({ rows_done: 0 });
+    const rows = text
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { table: string; row: Record<string, string | number | null> });
+    const chunk = { from: 0, rows: rows.slice(0, 3), exported_max_seq: 0 };
+    expect(await port.importChunk(to, staged, chunk, Date.now())).toBe('written');
+    const before = await rowsOn(to, s.tenant_id);
+    // A second importer still at row 0 (two importers of one file): refused, nothing written.
+    expect(await port.importChunk(to, staged, chunk, Date.now())).toBe('moved');
+    // Another file's progress does not count.
+    expect(
+      await port.importChunk(
+        to,
+        { ...staged, file_sha256: '0'.repeat(64) },
+        { ...chunk, from: 3 },
+        Date.now(),
+      ),
+    ).toBe('moved');
+    // Going live (or keying principals) before the last row is written: refused.
+    const quota = rows.find((r) => r.table === 'tenant_quotas');
+    expect(quota).toBeDefined();
+    if (quota === undefined) return;
+    expect(await port.goLive(to, staged, quota)).toBe('moved');
+    expect(
+      await port.keyPrincipals(to, staged, [
+        { principal_id: s.admin.principal_id, key_sha256: apiKeyDigest('x') },
+      ]),
+    ).toBe('moved');
+    expect(await rowsOn(to, s.tenant_id)).toBe(before);
+    expect(await count(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(0);
+  });
+
+  it('a flip with a live principal never keyed fails whole: nothing goes live', async () => {
+    const { s, text, lines } = await biggerTenant('unkeyed');
+    const to = 1 - shardOf(s);
+    const port = tenantMovePort(env);
+    const staged = { tenant_id: s.tenant_id, file_sha256: sha256HexOfText(text), rows_total: lines };
+    await port.beginImport(to, staged, Date.now());
+    const rows = text
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { table: string; row: Record<string, string | number | null> });
+    const exported_max_seq = Math.max(
+      0,
+      ...rows.filter((r) => r.table === 'receipt_signatures').map((r) => Number(r.row.seq)),
+    );
+    expect(await port.importChunk(to, staged, { from: 0, rows, exported_max_seq }, Date.now())).toBe(
+      'written',
+    );
+    const quota = rows.find((r) => r.table === 'tenant_quotas');
+    if (quota === undefined) throw new Error('no quota row');
+    // The staged principals have no key digest: copying them into `principals` fails the batch.
+    await expect(port.goLive(to, staged, quota)).rejects.toThrow();
+    expect(await count(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(0);
+    expect(await count(to, 'SELECT count(*) AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id)).toBe(
+      1,
+    );
+    // The old keys do not reach the staged copy (they name the other shard, and were frozen).
+    expect((await call('GET', '/v1/policy', { key: s.admin.api_key })).status).toBe(401);
+  });
+});

@@ -1,0 +1,318 @@
+/**
+ * Orphan blob collection (src/services/blob-collection.ts, migrations/0011): objects of `BLOBS`
+ * that no row of any shard refers to are deleted once older than the grace period; evidence of a
+ * live or an archived receipt, and archives, are kept; nothing is deleted while an archive is
+ * unread or missing; a put that re-uses an old object refreshes it.
+ */
+import { env } from 'cloudflare:workers';
+import { describe, expect, it } from 'vitest';
+import { canonicalize, sha256HexOfText } from '../../../src/core/canonical/canonical.js';
+import type { RawToolObservation } from '../../../src/core/observation/index.js';
+import { BLOB_GRACE_MS, r2BlobStore, r2BlobSweep } from '../../../src/db/blobs.js';
+import { INLINE_EVIDENCE_MAX_BYTES } from '../../../src/db/tenant-store.js';
+import { runBlobCollection, runRetention } from '../../../src/platform/bindings.js';
+import { collectOrphanBlobs } from '../../../src/services/blob-collection.js';
+import type { BlobRefIndex, BlobSweepPort } from '../../../src/services/ports.js';
+import { DEFAULT_QUOTAS } from '../../../src/services/ports.js';
+import type { Seeded } from '../../../scripts/seed.js';
+import { ADMIN_TOKEN, d1Of } from '../platform/harness.js';
+import {
+  type Json,
+  authorizedRollback,
+  call,
+  claim,
+  observe,
+  report,
+  seedTenant,
+  uniqueName,
+} from '../executions/helpers.js';
+
+const SLOW_MS = 60_000;
+const DAY_MS = 86_400_000;
+
+const BIG_OUTPUT = canonicalize({
+  status: 'rolled_back',
+  notes: 'rolled back to the previous generation; '.repeat(Math.ceil((3 * INLINE_EVIDENCE_MAX_BYTES) / 40)),
+});
+
+/** A stored observation receipt whose evidence (above the in-row limit) lives in R2. */
+async function evidenceInR2(s: Seeded): Promise<{ evidence: string; receipt: string }> {
+  const a = await authorizedRollback(s);
+  const c = await claim(s, a.sha256);
+  const r = await report(s, c.body.operation_id, c.body.fencing_token, {
+    ...observe(a.receipt, 'succeeded'),
+    output_sha256: sha256HexOfText(BIG_OUTPUT),
+    output_bytes: new TextEncoder().encode(BIG_OUTPUT).byteLength,
+  });
+  expect(r.status).toBe(200);
+  const execution = r.body.execution_receipt as Json;
+  const at = execution.body.completed_at_unix_ms as number;
+  const observation: RawToolObservation = {
+    observation_id: uniqueName('obs'),
+    tenant_id: s.tenant_id,
+    policy_sha256: s.policy_sha256,
+    tool_contract_sha256: s.rollback_contract_sha256,
+    invocation_sha256: a.receipt.body.invocation_sha256,
+    execution_receipt_sha256: execution.sha256,
+    source_release: 'deploy-api 2026.11.3',
+    source_generation: 8,
+    source_as_of_unix_ms: at,
+    media_type: 'application/json',
+    payload: BIG_OUTPUT,
+    artifact: null,
+    payload_sha256: sha256HexOfText(BIG_OUTPUT),
+    payload_bytes: new TextEncoder().encode(BIG_OUTPUT).byteLength,
+    locators: [],
+    observed_at_unix_ms: at,
+  };
+  const posted = await call('POST', '/v1/observations', {
+    key: s.executor.api_key,
+    body: { kind: 'output', observation },
+  });
+  expect(posted.status).toBe(201);
+  const row = await (
+    await d1Of(s.tenant_id)
+  )
+    .prepare('SELECT evidence_sha256 FROM receipts WHERE tenant_id = ? AND sha256 = ?')
+    .bind(s.tenant_id, posted.body.receipt.sha256)
+    .first<{ evidence_sha256: string | null }>();
+  expect(row?.evidence_sha256).toMatch(/^[0-9a-f]{64}$/);
+  return { evidence: row?.evidence_sha256 as string, receipt: posted.body.receipt.sha256 as string };
+}
+
+const present = async (sha: string) => (await env.BLOBS.head(`sha256/${sha}`)) !== null;
+const retired = async (sha: string) => (await env.BLOBS.head(`retired/sha256/${sha}`)) !== null;
+const orphan = async (label: string) =>
+  (
+    await r2BlobStore(env.BLOBS).put(
+      new TextEncoder().encode(`{"orphan":"${uniqueName(label)}"}`),
+      'application/json',
+    )
+  ).sha256;
+
+/** Runs until the walk over the bucket has come round once (the cursor is kept between runs). */
+async function collectAll(now: number) {
+  let deleted = 0;
+  for (let i = 0; i < 20; i++) {
+    const r = await runBlobCollection(env, now);
+    deleted += r.deleted;
+    if (r.waiting_for_index) continue;
+    const cursor = await env.DB.prepare(
+      'SELECT start_after, retired_after FROM blob_collection WHERE id = 0',
+    ).first<{ start_after: string | null; retired_after: string | null }>();
+    if (cursor?.start_after === null && cursor.retired_after === null) return deleted;
+  }
+  throw new Error('the collector did not come round');
+}
+
+describe('orphan blob collection', { timeout: SLOW_MS }, () => {
+  it('deletes old unreferenced objects only; keeps young ones and live and archived evidence', async () => {
+    const s = await seedTenant('gc');
+    const { evidence, receipt } = await evidenceInR2(s);
+    const lost = await orphan('lost');
+
+    // Inside the grace period nothing goes, referenced or not.
+    await collectAll(Date.now());
+    expect(await present(lost)).toBe(true);
+
+    // Past it: the orphan is retired, then (retired a grace period before this run's clock)
+    // deleted; the live receipt's evidence stays.
+    const later = Date.now() + 2 * BLOB_GRACE_MS;
+    expect(await collectAll(later)).toBeGreaterThanOrEqual(1);
+    expect(await present(lost)).toBe(false);
+    expect(await retired(lost)).toBe(false);
+    expect(await present(evidence)).toBe(true);
+
+    // The race's last instant: the collector retired an object a row names (here, by hand).
+    // The next run finds the row and puts it back, and a read in between puts it back too.
+    await r2BlobSweep(env.BLOBS).retire(evidence);
+    expect([await present(evidence), await retired(evidence)]).toEqual([false, true]);
+    const r = await runBlobCollection(env, Date.now() + 3 * BLOB_GRACE_MS);
+    expect(r.restored).toBe(1);
+    expect([await present(evidence), await retired(evidence)]).toEqual([true, false]);
+    await r2BlobSweep(env.BLOBS).retire(evidence);
+    const viaRead = await call('GET', `/v1/receipts/${receipt}`, { key: s.admin.api_key });
+    expect(viaRead.status).toBe(200);
+    expect(viaRead.body.evidence.observation.payload).toBe(BIG_OUTPUT);
+    expect(await present(evidence)).toBe(true);
+    await r2BlobSweep(env.BLOBS).purge(evidence);
+
+    // Retention moves the receipts to an archive: the evidence is now named only by a line of the
+    // archive object, which the collector reads into its index before deleting anything.
+    const quotas = await call('PUT', `/v1/tenants/${s.tenant_id}/quotas`, {
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+      body: { ...DEFAULT_QUOTAS, receipt_retention_days: 1 },
+    });
+    expect(quotas.status).toBe(200);
+    expect((await runRetention(env, Date.now() + 2 * DAY_MS)).receipts).toBeGreaterThan(0);
+    const d1 = await d1Of(s.tenant_id);
+    const left = await d1
+      .prepare('SELECT count(*) AS n FROM receipts WHERE tenant_id = ? AND evidence_sha256 = ?')
+      .bind(s.tenant_id, evidence)
+      .first<{ n: number }>();
+    expect(left?.n).toBe(0);
+    const archives = await d1
+      .prepare('SELECT archive_sha256 FROM receipt_archives WHERE tenant_id = ?')
+      .bind(s.tenant_id)
+      .all<{ archive_sha256: string }>();
+    expect(archives.results.length).toBeGreaterThan(0);
+
+    await collectAll(Date.now() + 4 * BLOB_GRACE_MS);
+    expect(await present(evidence)).toBe(true);
+    for (const a of archives.results) expect(await present(a.archive_sha256)).toBe(true);
+    const indexed = await d1
+      .prepare('SELECT count(*) AS n FROM blob_archive_refs WHERE evidence_sha256 = ?')
+      .bind(evidence)
+      .first<{ n: number }>();
+    expect(indexed?.n).toBe(1);
+    // The archived receipt still reads back with its evidence.
+    const got = await call('GET', `/v1/receipts/${receipt}`, { key: s.admin.api_key });
+    expect(got.status).toBe(200);
+    expect(got.body.evidence.observation.payload).toBe(BIG_OUTPUT);
+  });
+
+  it('deletes nothing while an archive named by a manifest is missing from R2', async () => {
+    const kept = await orphan('kept');
+    const missing = '7'.repeat(64);
+    await env.DB.prepare('INSERT INTO blob_archives_unindexed (archive_sha256) VALUES (?)')
+      .bind(missing)
+      .run();
+    await expect(runBlobCollection(env, Date.now() + 2 * BLOB_GRACE_MS)).rejects.toThrow(/missing from R2/);
+    expect(await present(kept)).toBe(true);
+    await env.DB.prepare('DELETE FROM blob_archives_unindexed WHERE archive_sha256 = ?').bind(missing).run();
+  });
+});
+
+describe('the collector fails safe', () => {
+  const now = 10 * BLOB_GRACE_MS;
+  /** One old live object; `deleted` records what was retired or purged. */
+  const sweep = (uploaded: number, deleted: string[]): BlobSweepPort => ({
+    list: async () => ({ objects: [{ sha256: 'a'.repeat(64), uploaded_unix_ms: uploaded }], next: null }),
+    listRetired: async () => ({ objects: [], next: null }),
+    uploadedAt: async () => uploaded,
+    read: async () => null,
+    retire: async (sha) => {
+      deleted.push(sha);
+    },
+    restore: async () => undefined,
+    purge: async (sha) => {
+      deleted.push(sha);
+    },
+  });
+  const shard = (over: Partial<BlobRefIndex>): BlobRefIndex => ({
+    unindexedArchives: async () => [],
+    indexArchive: async () => undefined,
+    referenced: async () => ({ referenced: new Set(), unindexed: false }),
+    ...over,
+  });
+  const cursor = { get: async () => ({ live: null, retired: null }), set: async () => undefined };
+
+  it('when an archive appears unread between indexing and the reference check', async () => {
+    const deleted: string[] = [];
+    const r = await collectOrphanBlobs(
+      {
+        shards: [shard({}), shard({ referenced: async () => ({ referenced: new Set(), unindexed: true }) })],
+        cursor,
+        bucket: sweep(0, deleted),
+        grace_ms: BLOB_GRACE_MS,
+      },
+      now,
+    );
+    expect(r.waiting_for_index).toBe(true);
+    expect(deleted).toEqual([]);
+  });
+
+  it('when any shard refers to the object, or it was refreshed after the listing', async () => {
+    const deleted: string[] = [];
+    const refd = shard({ referenced: async (x) => ({ referenced: new Set(x), unindexed: false }) });
+    await collectOrphanBlobs(
+      { shards: [shard({}), refd], cursor, bucket: sweep(0, deleted), grace_ms: BLOB_GRACE_MS },
+      now,
+    );
+    expect(deleted).toEqual([]);
+    // Listed as old, but a writer re-put it since: the second look sees it young.
+    const refreshed: BlobSweepPort = { ...sweep(0, deleted), uploadedAt: async () => now - 1 };
+    await collectOrphanBlobs(
+      { shards: [shard({})], cursor, bucket: refreshed, grace_ms: BLOB_GRACE_MS },
+      now,
+    );
+    expect(deleted).toEqual([]);
+    // The control: old, unreferenced, not refreshed — deleted.
+    await collectOrphanBlobs(
+      { shards: [shard({})], cursor, bucket: sweep(0, deleted), grace_ms: BLOB_GRACE_MS },
+      now,
+    );
+    expect(deleted).toEqual(['a'.repeat(64)]);
+  });
+});
+
+describe('a retired object', () => {
+  const now = 10 * BLOB_GRACE_MS;
+  const cursor = { get: async () => ({ live: null, retired: null }), set: async () => undefined };
+  const bucket = (retired_at: number, acted: string[]): BlobSweepPort => ({
+    list: async () => ({ objects: [], next: null }),
+    listRetired: async () => ({
+      objects: [{ sha256: 'b'.repeat(64), uploaded_unix_ms: retired_at }],
+      next: null,
+    }),
+    uploadedAt: async () => null,
+    read: async () => null,
+    retire: async () => undefined,
+    restore: async (sha) => {
+      acted.push(`restore ${sha.slice(0, 4)}`);
+    },
+    purge: async (sha) => {
+      acted.push(`purge ${sha.slice(0, 4)}`);
+    },
+  });
+  const shard = (named: boolean): BlobRefIndex => ({
+    unindexedArchives: async () => [],
+    indexArchive: async () => undefined,
+    referenced: async (x) => ({ referenced: new Set(named ? x : []), unindexed: false }),
+  });
+
+  it('stays retired for the grace period, then is put back if a row names it, else deleted', async () => {
+    const acted: string[] = [];
+    const run = (retired_at: number, named: boolean) =>
+      collectOrphanBlobs(
+        {
+          shards: [shard(false), shard(named)],
+          cursor,
+          bucket: bucket(retired_at, acted),
+          grace_ms: BLOB_GRACE_MS,
+        },
+        now,
+      );
+    await run(now - 1, false);
+    expect(acted).toEqual([]);
+    await run(0, true);
+    expect(acted).toEqual(['restore bbbb']);
+    await run(0, false);
+    expect(acted).toEqual(['restore bbbb', 'purge bbbb']);
+  });
+});
+
+describe('a put that re-uses an object', () => {
+  /** A bucket whose one object was uploaded at `uploaded`; records the puts. */
+  function bucketAt(uploaded: number, puts: unknown[]): R2Bucket {
+    return {
+      head: async () => ({ uploaded: new Date(uploaded) }),
+      put: async (_key: string, _bytes: unknown, options: unknown) => {
+        puts.push(options);
+        return null;
+      },
+    } as unknown as R2Bucket;
+  }
+
+  it('writes an object older than half the grace period again, and leaves a young one alone', async () => {
+    const bytes = new TextEncoder().encode('{"same":"bytes"}');
+    const young: unknown[] = [];
+    await r2BlobStore(bucketAt(Date.now(), young)).put(bytes, 'application/json');
+    expect(young).toEqual([]);
+    const old: unknown[] = [];
+    await r2BlobStore(bucketAt(Date.now() - BLOB_GRACE_MS, old)).put(bytes, 'application/json');
+    expect(old).toHaveLength(1);
+    // Same bytes, checked by R2 against the digest.
+    expect(old[0]).toMatchObject({ sha256: sha256HexOfText('{"same":"bytes"}') });
+  });
+});
