@@ -175,15 +175,21 @@ async function overHttp(): Promise<void> {
   const stateOff = mkdtempSync(path.join(os.tmpdir(), 'writ-bench-log-off-'));
   console.log(`\nstarting wrangler dev on 127.0.0.1:${port} (log on) and :${portOff} (log off) ...`);
   const quiet = { inheritOutput: false, logLevel: 'error' } as const;
+  // The bench measures the log, not the write limits: both workers admit every request (a 429
+  // would be counted as a failure and end the paired comparison early).
+  const unlimited = [
+    ...['WRIT_RATE_LIMIT_PER_SECOND', 'WRIT_RATE_LIMIT_BURST'],
+    ...['WRIT_TENANT_RATE_LIMIT_PER_SECOND', 'WRIT_TENANT_RATE_LIMIT_BURST'],
+  ].flatMap((name) => ['--var', `${name}:1000000`]);
   // Both at once: wrangler's start-up is most of the bench's wall time. If one fails, the other
   // is stopped before the error propagates (nothing outlives the bench).
   const started = await Promise.allSettled([
-    startLocalWorker({ port, persistTo: state, ...quiet }),
+    startLocalWorker({ port, persistTo: state, ...quiet, extraArgs: unlimited }),
     startLocalWorker({
       port: portOff,
       persistTo: stateOff,
       ...quiet,
-      extraArgs: ['--define', 'WRIT_BENCH_LOG_OFF:true'],
+      extraArgs: [...unlimited, '--define', 'WRIT_BENCH_LOG_OFF:true'],
     }),
   ]);
   const [a, b] = started;
