@@ -6,6 +6,7 @@ import { env, exports } from 'cloudflare:workers';
 import { seedDemo, type Seeded } from '../../../scripts/seed.js';
 import { parseApiKey } from '../../../src/core/identity/identity.js';
 import { type TenantRef, shardBinding } from '../../../src/platform/shards.js';
+import { DEFAULT_QUOTAS, type Quotas } from '../../../src/services/ports.js';
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789abcdef0123456789abcdef';
 export const BASE = 'https://writ.test';
@@ -162,4 +163,19 @@ export async function d1Of(tenant_id: string): Promise<D1Database> {
   const d1 = shardBinding(env, row?.shard ?? 0);
   if (d1 === null) throw new Error(`tenant ${tenant_id} is on an unconfigured shard`);
   return d1;
+}
+
+/**
+ * PUT a tenant's quotas (and, optionally, its receipt retention window): the defaults with
+ * `quotas` over them, as the platform admin unless `token` says otherwise.
+ */
+export function setQuotas(
+  tenant_id: string,
+  quotas: Partial<Quotas> & { readonly receipt_retention_days?: number },
+  token = ADMIN_TOKEN,
+): Promise<Reply> {
+  return call('PUT', `/v1/tenants/${tenant_id}/quotas`, {
+    headers: { authorization: `Bearer ${token}` },
+    body: { ...DEFAULT_QUOTAS, ...quotas },
+  });
 }
