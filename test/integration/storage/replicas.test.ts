@@ -14,7 +14,6 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_POLICY, ROLLBACK_CONTRACT, type Seeded } from '../../../scripts/seed.js';
 import worker from '../../../src/worker.js';
 import { MAX_BOOKMARK_HEADER_LENGTH } from '../../../src/db/client.js';
-import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
 import { allShards } from '../../../src/platform/shards.js';
 import {
   type TripCounts,
@@ -24,6 +23,7 @@ import {
   withRoutedShards,
 } from '../../support/d1-routing.js';
 import { authorizedRollback, observe } from '../executions/helpers.js';
+import { rawOutput } from './observation-helpers.js';
 import {
   BASE,
   type Reply,
@@ -138,29 +138,9 @@ describe('round trips per request', { timeout: SLOW_MS }, () => {
       observation: observe(a.receipt, 'succeeded'),
     });
     expect(r.status).toBe(200);
-    const execution = r.body.execution_receipt;
-    const at = execution.body.completed_at_unix_ms as number;
-    const payload = '{"generation":8,"status":"rolled_back"}';
     const o = await send('POST', '/v1/observations', s.executor.api_key, {
       kind: 'output',
-      observation: {
-        observation_id: uniqueName('obs'),
-        tenant_id: s.tenant_id,
-        policy_sha256: s.policy_sha256,
-        tool_contract_sha256: s.rollback_contract_sha256,
-        invocation_sha256: a.receipt.body.invocation_sha256,
-        execution_receipt_sha256: execution.sha256,
-        source_release: 'deploy-api 2026.11.3',
-        source_generation: 8,
-        source_as_of_unix_ms: at,
-        media_type: 'application/json',
-        payload,
-        artifact: null,
-        payload_sha256: sha256HexOfText(payload),
-        payload_bytes: new TextEncoder().encode(payload).byteLength,
-        locators: [],
-        observed_at_unix_ms: at,
-      },
+      observation: rawOutput(s, { authorization: a.receipt, execution: r.body.execution_receipt }),
     });
     expect(o.status).toBe(201);
     expect({ claim: c.trips, report: r.trips, observation: o.trips }).toEqual(EXECUTION_TRIPS);
