@@ -5,6 +5,7 @@
 import { env, exports } from 'cloudflare:workers';
 import { seedDemo, type Seeded } from '../../../scripts/seed.js';
 import { parseApiKey } from '../../../src/core/identity/identity.js';
+import { TENANT_TABLES } from '../../../src/db/tenant-rows.js';
 import { type TenantRef, shardBinding } from '../../../src/platform/shards.js';
 import { DEFAULT_QUOTAS, type Quotas } from '../../../src/services/ports.js';
 
@@ -178,4 +179,35 @@ export function setQuotas(
     headers: { authorization: `Bearer ${token}` },
     body: { ...DEFAULT_QUOTAS, ...quotas },
   });
+}
+
+/** The raw D1 binding of shard `shard` (the test configuration has two). */
+export function shardD1(shard: number): D1Database {
+  return shard === 0 ? env.DB : env.DB_SHARD_1;
+}
+
+/** How many rows of the tenant tables (src/db/tenant-rows.ts) shard `shard` holds for `tenant_id`. */
+export async function tenantRowsOn(shard: number, tenant_id: string): Promise<number> {
+  let n = 0;
+  for (const t of Object.keys(TENANT_TABLES)) {
+    const r = await shardD1(shard)
+      .prepare(`SELECT count(*) AS n FROM ${t} WHERE tenant_id = ?`)
+      .bind(tenant_id)
+      .first<{ n: number }>();
+    n += r?.n ?? 0;
+  }
+  return n;
+}
+
+/** `POST /v1/tenants/{id}/export` as the platform admin: the status and the JSON lines as text. */
+export async function exportTenant(
+  tenant_id: string,
+  freeze = false,
+): Promise<{ status: number; text: string }> {
+  const res = await workerFetch(`${BASE}/v1/tenants/${tenant_id}/export`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ freeze }),
+  });
+  return { status: res.status, text: await res.text() };
 }
