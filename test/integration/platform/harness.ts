@@ -3,6 +3,7 @@
  * (its default export, `exports.default`) against real D1 in workerd, exactly as a curl would.
  */
 import { env, exports } from 'cloudflare:workers';
+import { expect } from 'vitest';
 import { seedDemo, type Seeded } from '../../../scripts/seed.js';
 import { parseApiKey } from '../../../src/core/identity/identity.js';
 import { TENANT_TABLES } from '../../../src/db/tenant-rows.js';
@@ -210,4 +211,38 @@ export async function exportTenant(
     body: JSON.stringify({ freeze }),
   });
   return { status: res.status, text: await res.text() };
+}
+
+/**
+ * The console as a signed-in browser of the principal holding `key`: one cookie kept across
+ * requests, no redirects followed. Returns a GET of a console path (status and HTML).
+ */
+export async function consoleAs(
+  key: string,
+): Promise<(path: string) => Promise<{ status: number; text: string }>> {
+  let cookie = '';
+  const get = async (path: string) => {
+    const res = await workerFetch(`${BASE}${path}`, {
+      headers: { cookie: `__Host-writ_console=${cookie}` },
+      redirect: 'manual',
+    });
+    const m = /__Host-writ_console=([^;]*)/.exec(res.headers.get('set-cookie') ?? '');
+    if (m !== null) cookie = m[1] as string;
+    return { status: res.status, text: await res.text() };
+  };
+  const form = await get('/console/sign-in');
+  const csrf = /name="csrf" value="([^"]*)"/.exec(form.text)?.[1] ?? '';
+  const signed = await workerFetch(`${BASE}/console/sign-in`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/x-www-form-urlencoded',
+      origin: BASE,
+      cookie: `__Host-writ_console=${cookie}`,
+    },
+    body: new URLSearchParams({ csrf, api_key: key }).toString(),
+    redirect: 'manual',
+  });
+  expect(signed.status).toBe(303);
+  cookie = /__Host-writ_console=([^;]*)/.exec(signed.headers.get('set-cookie') ?? '')?.[1] ?? '';
+  return get;
 }
