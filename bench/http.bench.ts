@@ -17,8 +17,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { ensureDevVars, startLocalWorker } from '../scripts/dev.js';
-import { type AutocannonResult, autocannon, freePort, seedAuthorizeTarget } from './local-authorize.js';
+import { ensureDevVars, freePort, startLocalWorker } from '../scripts/dev.js';
+import { type AutocannonResult, autocannon, seedAuthorizeTarget } from './local-authorize.js';
 
 const DURATION_S = Math.min(60, Math.max(1, Number(process.env.BENCH_DURATION_S ?? 10)));
 const CONNECTIONS = Math.min(64, Math.max(1, Number(process.env.BENCH_CONNECTIONS ?? 8)));

@@ -1,11 +1,10 @@
 /**
- * What the `wrangler dev` benches (bench:http, bench:log) share: autocannon's typed entry point,
- * a free loopback port, and a seeded demo tenant ready to authorize the read-only contract
- * repeatedly (an approval is single use, so a write could not be repeated; the run budget is
- * raised so every call is authorized). Traffic goes to 127.0.0.1 only.
+ * What the `wrangler dev` benches (bench:http, bench:log) share: autocannon's typed entry point
+ * and a seeded demo tenant ready to authorize the read-only contract repeatedly (an approval is
+ * single use, so a write could not be repeated; the run budget is raised so every call is
+ * authorized). Traffic goes to 127.0.0.1 only.
  */
 import { createRequire } from 'node:module';
-import net from 'node:net';
 import { DEMO_POLICY, seedDemo } from '../scripts/seed.js';
 
 export interface AutocannonOptions {
@@ -34,18 +33,6 @@ export interface AutocannonResult {
 export const autocannon = createRequire(import.meta.url)('autocannon') as (
   o: AutocannonOptions,
 ) => Promise<AutocannonResult>;
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 /** A seeded local Worker's agent: its request headers and one authorize body, probed once. */
 export interface AuthorizeTarget {

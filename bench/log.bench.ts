@@ -34,8 +34,8 @@ import { signReceipt } from '../src/core/receipts/signing.js';
 import { utf8Encode } from '../src/core/canonical/json.js';
 import { canonicalize } from '../src/core/canonical/canonical.js';
 import { receiptSigner } from '../src/platform/receipt-keys.js';
-import { ensureDevVars, startLocalWorker } from '../scripts/dev.js';
-import { type AutocannonResult, autocannon, freePort, seedAuthorizeTarget } from './local-authorize.js';
+import { ensureDevVars, freePort, startLocalWorker } from '../scripts/dev.js';
+import { type AutocannonResult, autocannon, seedAuthorizeTarget } from './local-authorize.js';
 
 const DURATION_S = Math.min(60, Math.max(1, Number(process.env.BENCH_DURATION_S ?? 10)));
 const CONNECTIONS = Math.min(64, Math.max(1, Number(process.env.BENCH_CONNECTIONS ?? 8)));
