@@ -246,3 +246,29 @@ export async function consoleAs(
   cookie = /__Host-writ_console=([^;]*)/.exec(signed.headers.get('set-cookie') ?? '')?.[1] ?? '';
   return get;
 }
+
+/** The seeded read call as each standard door spells it (issue 12): its path and JSON body. */
+export const doorReads = (s: Seeded, run_id: string) => ({
+  mcp: {
+    path: '/mcp/v1/authorize',
+    body: {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'get_deployment', arguments: READ_INPUT, _meta: { 'dev.writ/run_id': run_id } },
+    },
+  },
+  authzen: {
+    path: '/access/v1/evaluation',
+    body: {
+      subject: { type: 'agent', id: s.agent.principal_id },
+      action: { name: 'get_deployment' },
+      resource: { type: 'deployment', id: 'api/production' },
+      context: { input: READ_INPUT, run_id },
+    },
+  },
+  docker: {
+    path: `/docker-mcp/v1/before?run_id=${run_id}`,
+    body: { Session: {}, Params: { name: 'get_deployment', arguments: READ_INPUT }, Extra: null },
+  },
+});

@@ -31,6 +31,7 @@ import {
   authorizeBody,
   call,
   createRun,
+  doorReads,
   READ_INPUT,
   ROLLBACK_INPUT,
   seedTenant,
@@ -147,32 +148,6 @@ describe('round trips per request', { timeout: SLOW_MS }, () => {
   });
 });
 
-/** The seeded read call as each standard door spells it (issue 12). */
-const doorCalls = (s: Seeded, run_id: string) => ({
-  mcp: {
-    path: '/mcp/v1/authorize',
-    body: {
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'tools/call',
-      params: { name: 'get_deployment', arguments: READ_INPUT, _meta: { 'dev.writ/run_id': run_id } },
-    },
-  },
-  authzen: {
-    path: '/access/v1/evaluation',
-    body: {
-      subject: { type: 'agent', id: s.agent.principal_id },
-      action: { name: 'get_deployment' },
-      resource: { type: 'deployment', id: 'api/production' },
-      context: { input: READ_INPUT, run_id },
-    },
-  },
-  docker: {
-    path: `/docker-mcp/v1/before?run_id=${run_id}`,
-    body: { Session: {}, Params: { name: 'get_deployment', arguments: READ_INPUT }, Extra: null },
-  },
-});
-
 const allowed = (door: string, r: Sent): boolean =>
   door === 'mcp'
     ? r.body.decision === 'allow'
@@ -186,7 +161,7 @@ describe('the standard doors cost what /v1/authorize costs', { timeout: SLOW_MS 
     const run = await createRun(s);
     const v1 = await send('POST', '/v1/authorize', s.agent.api_key, readBody(s, run));
     expect(v1.status).toBe(200);
-    for (const [door, d] of Object.entries(doorCalls(s, run))) {
+    for (const [door, d] of Object.entries(doorReads(s, run))) {
       const r = await send('POST', d.path, s.agent.api_key, d.body);
       expect([door, r.status, allowed(door, r)]).toEqual([door, 200, true]);
       expect([door, r.trips]).toEqual([door, v1.trips]);
