@@ -22,8 +22,6 @@
  * Not part of `npm test`: numbers depend on the machine, and wrangler dev is not production.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
@@ -36,31 +34,8 @@ import { signReceipt } from '../src/core/receipts/signing.js';
 import { utf8Encode } from '../src/core/canonical/json.js';
 import { canonicalize } from '../src/core/canonical/canonical.js';
 import { receiptSigner } from '../src/platform/receipt-keys.js';
-import { DEMO_POLICY, seedDemo } from '../scripts/seed.js';
-import { ensureDevVars, startLocalWorker } from '../scripts/dev.js';
-
-interface Histogram {
-  average: number;
-  p50: number;
-  p99: number;
-  total: number;
-}
-interface AutocannonResult {
-  requests: Histogram;
-  latency: Histogram;
-  errors: number;
-  timeouts: number;
-  non2xx: number;
-}
-// autocannon ships no type declarations; this is the part of its API the bench uses.
-const autocannon = createRequire(import.meta.url)('autocannon') as (o: {
-  url: string;
-  connections: number;
-  duration: number;
-  method?: string;
-  headers?: Record<string, string>;
-  body?: string;
-}) => Promise<AutocannonResult>;
+import { ensureDevVars, freePort, startLocalWorker } from '../scripts/dev.js';
+import { type AutocannonResult, autocannon, seedAuthorizeTarget } from './local-authorize.js';
 
 const DURATION_S = Math.min(60, Math.max(1, Number(process.env.BENCH_DURATION_S ?? 10)));
 const CONNECTIONS = Math.min(64, Math.max(1, Number(process.env.BENCH_CONNECTIONS ?? 8)));
@@ -120,18 +95,6 @@ async function inProcess(): Promise<void> {
   }
 }
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
 /** A seeded local Worker, ready to authorize: its URL, the agent's headers, one authorize body. */
 interface Target {
   readonly baseUrl: string;
@@ -141,26 +104,7 @@ interface Target {
 }
 
 async function seeded(baseUrl: string, adminToken: string): Promise<Target> {
-  const policy = {
-    ...DEMO_POLICY,
-    run_budget_limits: { ...DEMO_POLICY.run_budget_limits, max_calls: 100_000 },
-  };
-  const s = await seedDemo({ baseUrl, adminToken, fetch, now: Date.now(), name: 'bench', policy });
-  const agent = { authorization: `Bearer ${s.agent.api_key}`, 'content-type': 'application/json' };
-  const runRes = await fetch(`${baseUrl}/v1/runs`, {
-    method: 'POST',
-    headers: agent,
-    body: JSON.stringify({ max_calls: 100_000, max_external_writes: 0, max_duration_ms: 3_600_000 }),
-  });
-  const run = (await runRes.json()) as { run_id: string };
-  const body = JSON.stringify({
-    tool_contract_sha256: s.read_contract_sha256,
-    input: { service: 'api', environment: 'production' },
-    run_id: run.run_id,
-  });
-  const probe = await fetch(`${baseUrl}/v1/authorize`, { method: 'POST', headers: agent, body });
-  if (probe.status !== 200)
-    throw new Error(`authorize probe answered ${probe.status}: ${await probe.text()}`);
+  const { agent, body } = await seedAuthorizeTarget(baseUrl, adminToken);
   const logSize = async (): Promise<number> => {
     const r = await fetch(`${baseUrl}/v1/log/checkpoint`, { headers: agent });
     return Number((await r.text()).split('\n')[1]);

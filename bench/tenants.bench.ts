@@ -22,12 +22,11 @@
  * Not part of `npm test`: numbers depend on the machine, and wrangler dev is not production.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { DEMO_POLICY, type Seeded, seedDemo } from '../scripts/seed.js';
-import { ensureDevVars, startLocalWorker } from '../scripts/dev.js';
+import { ensureDevVars, freePort, startLocalWorker } from '../scripts/dev.js';
 
 const bounded = (name: string, dflt: number, min: number, max: number) =>
   Math.min(max, Math.max(min, Number(process.env[name] ?? dflt)));
@@ -53,18 +52,6 @@ interface Tenant {
   readonly headers: Record<string, string>;
   readonly body: string;
   readonly samples: Sample[];
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 function percentile(sorted: readonly number[], p: number): number {

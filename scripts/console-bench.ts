@@ -18,11 +18,10 @@
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ensureDevVars, startLocalWorker } from './dev.js';
+import { ensureDevVars, freePort, startLocalWorker } from './dev.js';
 import { encodeCursor } from '../src/services/pagination.js';
 import { seedDemo } from './seed.js';
 
@@ -30,18 +29,6 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const WRANGLER = path.join(ROOT, 'node_modules', '.bin', 'wrangler');
 const QUEUE = Math.min(100_000, Math.max(2, Number(process.env.BENCH_QUEUE ?? 10_000)));
 const REQUESTS = Math.min(5_000, Math.max(10, Number(process.env.BENCH_REQUESTS ?? 200)));
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 function percentile(sorted: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number;

@@ -21,13 +21,12 @@
  */
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 // Page expressions are passed as strings: this script is typed for Node, without the DOM library.
 import { type Browser, type BrowserContext, type Page, chromium } from 'playwright-core';
-import { type LocalWorker, ensureDevVars, startLocalWorker } from './dev.js';
+import { type LocalWorker, ensureDevVars, freePort, startLocalWorker } from './dev.js';
 import { digestOf, sha256HexOfText } from '../src/core/canonical/canonical.js';
 import { DEMO_EXECUTOR_RELEASE, DEMO_POLICY, PURGE_CONTRACT, seedDemo } from './seed.js';
 
@@ -47,18 +46,6 @@ interface AuthorizationReceiptJson {
     readonly invocation_sha256: string;
     readonly idempotency_key: string | null;
   };
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
 }
 
 /** Everything started here, stopped once on any exit path. */

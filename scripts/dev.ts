@@ -16,6 +16,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { adminTokenProblem } from '../src/http/admin-token.js';
@@ -83,6 +84,19 @@ export interface StartOptions {
   readonly readyTimeoutMs?: number;
   /** More `wrangler dev` arguments (bench/log.bench.ts: a `--define` for its log-off build). */
   readonly extraArgs?: readonly string[];
+}
+
+/** A loopback port free right now, for a `wrangler dev` the caller starts (benches, browser test). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
 }
 
 /** Apply migrations, start `wrangler dev`, and wait until `/v1/healthz` answers. */

@@ -10,6 +10,7 @@
  * Never: lets a caller pass SQL or a table, or reads outside the tenant.
  */
 import {
+  type Column,
   type SQL,
   and,
   asc,
@@ -388,13 +389,7 @@ class D1TenantStore implements TenantStore, RetentionStore {
     return this.db
       .select({ a: approvals, document: contracts.document })
       .from(approvals)
-      .leftJoin(
-        contracts,
-        and(
-          eq(contracts.tenant_id, approvals.tenant_id),
-          eq(contracts.tool_contract_sha256, approvals.tool_contract_sha256),
-        ),
-      );
+      .leftJoin(contracts, approvalContract);
   }
 
   async insertApproval(a: ApprovalRow): Promise<void> {
@@ -424,12 +419,10 @@ class D1TenantStore implements TenantStore, RetentionStore {
               : lte(approvals.created_at_unix_ms, q.created.at_or_before),
           q.after === null
             ? undefined
-            : or(
-                gt(approvals.created_at_unix_ms, q.after.created_at_unix_ms),
-                and(
-                  eq(approvals.created_at_unix_ms, q.after.created_at_unix_ms),
-                  gt(approvals.approval_id, q.after.approval_id),
-                ),
+            : pastCursor(
+                gt,
+                [approvals.created_at_unix_ms, q.after.created_at_unix_ms],
+                [approvals.approval_id, q.after.approval_id],
               ),
         ),
       )
@@ -765,13 +758,7 @@ class D1TenantStore implements TenantStore, RetentionStore {
         escalated_at_unix_ms: operations.escalated_at_unix_ms,
       })
       .from(approvals)
-      .leftJoin(
-        contracts,
-        and(
-          eq(contracts.tenant_id, approvals.tenant_id),
-          eq(contracts.tool_contract_sha256, approvals.tool_contract_sha256),
-        ),
-      )
+      .leftJoin(contracts, approvalContract)
       .leftJoin(
         operations,
         and(eq(operations.tenant_id, approvals.tenant_id), eq(operations.operation_id, claimedAs)),
@@ -959,12 +946,10 @@ class D1TenantStore implements TenantStore, RetentionStore {
           q.status === undefined ? undefined : eq(operations.state, q.status),
           q.after === null
             ? undefined
-            : or(
-                lt(operations.updated_at_unix_ms, q.after.updated_at_unix_ms),
-                and(
-                  eq(operations.updated_at_unix_ms, q.after.updated_at_unix_ms),
-                  lt(operations.operation_id, q.after.operation_id),
-                ),
+            : pastCursor(
+                lt,
+                [operations.updated_at_unix_ms, q.after.updated_at_unix_ms],
+                [operations.operation_id, q.after.operation_id],
               ),
         ),
       )
@@ -1398,6 +1383,25 @@ function toGrantRow(row: typeof grants.$inferSelect): GrantRow {
     created_at_unix_ms: row.created_at_unix_ms,
     revoked_at_unix_ms: row.revoked_at_unix_ms,
   };
+}
+
+/** An approval's pinned contract: same tenant, same digest (a left join: the contract may be gone). */
+const approvalContract = and(
+  eq(contracts.tenant_id, approvals.tenant_id),
+  eq(contracts.tool_contract_sha256, approvals.tool_contract_sha256),
+);
+
+/**
+ * Keyset pagination's position: the rows strictly past the cursor in (first, second) order,
+ * `gt` for an ascending page and `lt` for a descending one. The second column breaks ties, so
+ * the pair is a total order and no row is skipped or repeated between pages.
+ */
+function pastCursor<A extends Column, B extends Column>(
+  cmp: typeof gt | typeof lt,
+  [first, firstValue]: readonly [A, A['_']['data']],
+  [second, secondValue]: readonly [B, B['_']['data']],
+): SQL | undefined {
+  return or(cmp(first, firstValue), and(eq(first, firstValue), cmp(second, secondValue)));
 }
 
 function withContract(row: {

@@ -218,13 +218,25 @@ export function operationsPort(env: Env, shard: number): OperationsPort {
 /** Used when a `WRIT_RATE_LIMIT_*` var is unset or invalid: 20 writes a second, bursts of 100. */
 export const DEFAULT_RATE_LIMIT: RateLimit = { per_second: 20, burst: 100 };
 
+/**
+ * A write limit from two [vars]: each unset var takes its default, and an invalid pair (either
+ * var not a valid rate) falls back to the whole default, never to half of it.
+ */
+function configuredRateLimit(
+  per_second: string | undefined,
+  burst: string | undefined,
+  fallback: RateLimit,
+): RateLimit {
+  const parsed = parseRateLimit({
+    per_second: Number(per_second ?? fallback.per_second),
+    burst: Number(burst ?? fallback.burst),
+  });
+  return parsed.ok ? parsed.value : fallback;
+}
+
 /** The configured per-principal write limit (wrangler.toml [vars]). */
 export function rateLimit(env: Env): RateLimit {
-  const parsed = parseRateLimit({
-    per_second: Number(env.WRIT_RATE_LIMIT_PER_SECOND ?? DEFAULT_RATE_LIMIT.per_second),
-    burst: Number(env.WRIT_RATE_LIMIT_BURST ?? DEFAULT_RATE_LIMIT.burst),
-  });
-  return parsed.ok ? parsed.value : DEFAULT_RATE_LIMIT;
+  return configuredRateLimit(env.WRIT_RATE_LIMIT_PER_SECOND, env.WRIT_RATE_LIMIT_BURST, DEFAULT_RATE_LIMIT);
 }
 
 /**
@@ -236,11 +248,11 @@ export const DEFAULT_TENANT_RATE_LIMIT: RateLimit = { per_second: 50, burst: 200
 
 /** The configured aggregate write limit of one tenant (wrangler.toml [vars]). */
 export function tenantRateLimit(env: Env): RateLimit {
-  const parsed = parseRateLimit({
-    per_second: Number(env.WRIT_TENANT_RATE_LIMIT_PER_SECOND ?? DEFAULT_TENANT_RATE_LIMIT.per_second),
-    burst: Number(env.WRIT_TENANT_RATE_LIMIT_BURST ?? DEFAULT_TENANT_RATE_LIMIT.burst),
-  });
-  return parsed.ok ? parsed.value : DEFAULT_TENANT_RATE_LIMIT;
+  return configuredRateLimit(
+    env.WRIT_TENANT_RATE_LIMIT_PER_SECOND,
+    env.WRIT_TENANT_RATE_LIMIT_BURST,
+    DEFAULT_TENANT_RATE_LIMIT,
+  );
 }
 
 export function rateLimitPort(env: Env): RateLimitPort {

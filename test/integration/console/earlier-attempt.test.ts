@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { type Seeded } from '../../../scripts/seed.js';
 import { authorizedRollback, claim, observe, report } from '../executions/helpers.js';
-import { BASE, ROLLBACK_INPUT, call, seedTenant, workerFetch } from '../platform/harness.js';
+import { ROLLBACK_INPUT, call, consoleAs, seedTenant } from '../platform/harness.js';
 
 async function requestWithKey(s: Seeded, idempotency_key?: string, input: unknown = ROLLBACK_INPUT) {
   return call('POST', '/v1/approval-requests', {
@@ -22,34 +22,8 @@ async function requestWithKey(s: Seeded, idempotency_key?: string, input: unknow
 
 /** The console page of one request, as a signed-in approver sees it. */
 async function consolePage(s: Seeded, id: string): Promise<string> {
-  let cookie = '';
-  const keep = (res: Response) => {
-    const m = /__Host-writ_console=([^;]*)/.exec(res.headers.get('set-cookie') ?? '');
-    if (m !== null) cookie = m[1] as string;
-  };
-  const get = async (path: string) => {
-    const res = await workerFetch(`${BASE}${path}`, {
-      headers: { cookie: `__Host-writ_console=${cookie}` },
-      redirect: 'manual',
-    });
-    keep(res);
-    return res.text();
-  };
-  const form = await get('/console/sign-in');
-  const csrf = /name="csrf" value="([^"]*)"/.exec(form)?.[1] ?? '';
-  const signed = await workerFetch(`${BASE}/console/sign-in`, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/x-www-form-urlencoded',
-      origin: BASE,
-      cookie: `__Host-writ_console=${cookie}`,
-    },
-    body: new URLSearchParams({ csrf, api_key: s.approver.api_key }).toString(),
-    redirect: 'manual',
-  });
-  expect(signed.status).toBe(303);
-  keep(signed);
-  return get(`/console/approvals/${id}`);
+  const get = await consoleAs(s.approver.api_key);
+  return (await get(`/console/approvals/${id}`)).text;
 }
 
 describe('earlier unresolved attempt beside an approval request', () => {

@@ -22,14 +22,13 @@ import {
   report,
 } from '../executions/helpers.js';
 import {
-  BASE,
   ROLLBACK_INPUT,
   call,
+  consoleAs,
   seedTenant,
   shardOf,
   tenantD1,
   tenantRef,
-  workerFetch,
 } from '../platform/harness.js';
 
 function ctx(s: Seeded, roles: Role[] = ['approver'], principal_id = s.approver.principal_id): TenantContext {
@@ -41,35 +40,6 @@ function ctx(s: Seeded, roles: Role[] = ['approver'], principal_id = s.approver.
     now: Date.now(),
     log: () => {},
   };
-}
-
-/** The console as a signed-in approver's browser: one cookie, no redirects followed. */
-async function consoleAs(key: string) {
-  let cookie = '';
-  const get = async (path: string) => {
-    const res = await workerFetch(`${BASE}${path}`, {
-      headers: { cookie: `__Host-writ_console=${cookie}` },
-      redirect: 'manual',
-    });
-    const m = /__Host-writ_console=([^;]*)/.exec(res.headers.get('set-cookie') ?? '');
-    if (m !== null) cookie = m[1] as string;
-    return { status: res.status, text: await res.text() };
-  };
-  const form = await get('/console/sign-in');
-  const csrf = /name="csrf" value="([^"]*)"/.exec(form.text)?.[1] ?? '';
-  const signed = await workerFetch(`${BASE}/console/sign-in`, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/x-www-form-urlencoded',
-      origin: BASE,
-      cookie: `__Host-writ_console=${cookie}`,
-    },
-    body: new URLSearchParams({ csrf, api_key: key }).toString(),
-    redirect: 'manual',
-  });
-  expect(signed.status).toBe(303);
-  cookie = /__Host-writ_console=([^;]*)/.exec(signed.headers.get('set-cookie') ?? '')?.[1] ?? '';
-  return get;
 }
 
 /** A tenant with the four histories: executed and verified, reconciled, denied, approved unused. */

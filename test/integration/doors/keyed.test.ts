@@ -8,22 +8,18 @@
  */
 import { describe, expect, it } from 'vitest';
 import type { Seeded } from '../../../scripts/seed.js';
-import { READ_INPUT, call, createRun, seedTenant } from '../platform/harness.js';
+import { READ_INPUT, call, createRun, doorReads, seedTenant } from '../platform/harness.js';
 
 const SLOW_MS = 30_000;
 
 /** For each door: a well-formed read, a body its translation refuses, and bytes that are no JSON. */
 function doors(s: Seeded, run_id: string) {
+  const read = doorReads(s, run_id);
   return [
     {
       door: 'mcp',
-      path: '/mcp/v1/authorize',
-      good: {
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: { name: 'get_deployment', arguments: READ_INPUT, _meta: { 'dev.writ/run_id': run_id } },
-      },
+      path: read.mcp.path,
+      good: read.mcp.body,
       // An unmapped method: refused by the translation, before the service.
       untranslatable: { jsonrpc: '2.0', id: 1, method: 'resources/read', params: {} },
       // Refused by the service's parse (no run), before the keyed read.
@@ -36,13 +32,8 @@ function doors(s: Seeded, run_id: string) {
     },
     {
       door: 'authzen',
-      path: '/access/v1/evaluation',
-      good: {
-        subject: { type: 'agent', id: s.agent.principal_id },
-        action: { name: 'get_deployment' },
-        resource: { type: 'deployment', id: 'api/production' },
-        context: { input: READ_INPUT, run_id },
-      },
+      path: read.authzen.path,
+      good: read.authzen.body,
       untranslatable: { subject: { type: 'agent', id: s.agent.principal_id } },
       unparsable: {
         subject: { type: 'agent', id: s.agent.principal_id },
@@ -53,8 +44,8 @@ function doors(s: Seeded, run_id: string) {
     },
     {
       door: 'docker',
-      path: `/docker-mcp/v1/before?run_id=${run_id}`,
-      good: { Session: {}, Params: { name: 'get_deployment', arguments: READ_INPUT }, Extra: null },
+      path: read.docker.path,
+      good: read.docker.body,
       untranslatable: { method: 'resources/read', params: {} },
       unparsable: {
         Session: {},

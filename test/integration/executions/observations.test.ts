@@ -4,59 +4,15 @@
  */
 import { describe, expect, it } from 'vitest';
 import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
-import type { RawToolErrorObservation, RawToolObservation } from '../../../src/core/observation/index.js';
+import type { RawToolErrorObservation } from '../../../src/core/observation/index.js';
 import type { Seeded } from '../../../scripts/seed.js';
-import {
-  type Json,
-  authorizedRollback,
-  call,
-  claim,
-  observe,
-  report,
-  seedTenant,
-  uniqueName,
-} from './helpers.js';
+import { call, seedTenant, uniqueName } from './helpers.js';
+import { executed, rawOutput } from '../storage/observation-helpers.js';
 
 /** Each test seeds a tenant over HTTP; with every test file running in parallel that takes seconds. */
 const SLOW_MS = 30_000;
 
-const OUTPUT = '{"generation":8,"status":"rolled_back"}';
 const ERROR_DETAIL = '{"error":"conflict"}';
-
-/** Claim and report `outcome` for a fresh rollback; returns the authorization and execution receipts. */
-async function executed(s: Seeded, outcome: 'succeeded' | 'failed_no_effect' | 'indeterminate') {
-  const a = await authorizedRollback(s);
-  const c = await claim(s, a.sha256);
-  const r = await report(s, c.body.operation_id, c.body.fencing_token, observe(a.receipt, outcome));
-  expect(r.status).toBe(200);
-  return { authorization: a.receipt, execution: r.body.execution_receipt as Json };
-}
-
-function rawOutput(
-  s: Seeded,
-  e: { authorization: Json; execution: Json },
-  payload = OUTPUT,
-): RawToolObservation {
-  const at = e.execution.body.completed_at_unix_ms as number;
-  return {
-    observation_id: uniqueName('obs'),
-    tenant_id: s.tenant_id,
-    policy_sha256: s.policy_sha256,
-    tool_contract_sha256: s.rollback_contract_sha256,
-    invocation_sha256: e.authorization.body.invocation_sha256,
-    execution_receipt_sha256: e.execution.sha256,
-    source_release: 'deploy-api 2026.11.3',
-    source_generation: 8,
-    source_as_of_unix_ms: at,
-    media_type: 'application/json',
-    payload,
-    artifact: null,
-    payload_sha256: sha256HexOfText(payload),
-    payload_bytes: new TextEncoder().encode(payload).byteLength,
-    locators: [],
-    observed_at_unix_ms: at,
-  };
-}
 
 function post(s: Seeded, body: unknown, key = s.executor.api_key) {
   return call('POST', '/v1/observations', { key, body });

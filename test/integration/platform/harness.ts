@@ -3,9 +3,12 @@
  * (its default export, `exports.default`) against real D1 in workerd, exactly as a curl would.
  */
 import { env, exports } from 'cloudflare:workers';
+import { expect } from 'vitest';
 import { seedDemo, type Seeded } from '../../../scripts/seed.js';
 import { parseApiKey } from '../../../src/core/identity/identity.js';
+import { TENANT_TABLES } from '../../../src/db/tenant-rows.js';
 import { type TenantRef, shardBinding } from '../../../src/platform/shards.js';
+import { DEFAULT_QUOTAS, type Quotas } from '../../../src/services/ports.js';
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789abcdef0123456789abcdef';
 export const BASE = 'https://writ.test';
@@ -163,3 +166,109 @@ export async function d1Of(tenant_id: string): Promise<D1Database> {
   if (d1 === null) throw new Error(`tenant ${tenant_id} is on an unconfigured shard`);
   return d1;
 }
+
+/**
+ * PUT a tenant's quotas (and, optionally, its receipt retention window): the defaults with
+ * `quotas` over them, as the platform admin unless `token` says otherwise.
+ */
+export function setQuotas(
+  tenant_id: string,
+  quotas: Partial<Quotas> & { readonly receipt_retention_days?: number },
+  token = ADMIN_TOKEN,
+): Promise<Reply> {
+  return call('PUT', `/v1/tenants/${tenant_id}/quotas`, {
+    headers: { authorization: `Bearer ${token}` },
+    body: { ...DEFAULT_QUOTAS, ...quotas },
+  });
+}
+
+/** The raw D1 binding of shard `shard` (the test configuration has two). */
+export function shardD1(shard: number): D1Database {
+  return shard === 0 ? env.DB : env.DB_SHARD_1;
+}
+
+/** How many rows of the tenant tables (src/db/tenant-rows.ts) shard `shard` holds for `tenant_id`. */
+export async function tenantRowsOn(shard: number, tenant_id: string): Promise<number> {
+  let n = 0;
+  for (const t of Object.keys(TENANT_TABLES)) {
+    const r = await shardD1(shard)
+      .prepare(`SELECT count(*) AS n FROM ${t} WHERE tenant_id = ?`)
+      .bind(tenant_id)
+      .first<{ n: number }>();
+    n += r?.n ?? 0;
+  }
+  return n;
+}
+
+/** `POST /v1/tenants/{id}/export` as the platform admin: the status and the JSON lines as text. */
+export async function exportTenant(
+  tenant_id: string,
+  freeze = false,
+): Promise<{ status: number; text: string }> {
+  const res = await workerFetch(`${BASE}/v1/tenants/${tenant_id}/export`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+    body: JSON.stringify({ freeze }),
+  });
+  return { status: res.status, text: await res.text() };
+}
+
+/**
+ * The console as a signed-in browser of the principal holding `key`: one cookie kept across
+ * requests, no redirects followed. Returns a GET of a console path (status and HTML).
+ */
+export async function consoleAs(
+  key: string,
+): Promise<(path: string) => Promise<{ status: number; text: string }>> {
+  let cookie = '';
+  const get = async (path: string) => {
+    const res = await workerFetch(`${BASE}${path}`, {
+      headers: { cookie: `__Host-writ_console=${cookie}` },
+      redirect: 'manual',
+    });
+    const m = /__Host-writ_console=([^;]*)/.exec(res.headers.get('set-cookie') ?? '');
+    if (m !== null) cookie = m[1] as string;
+    return { status: res.status, text: await res.text() };
+  };
+  const form = await get('/console/sign-in');
+  const csrf = /name="csrf" value="([^"]*)"/.exec(form.text)?.[1] ?? '';
+  const signed = await workerFetch(`${BASE}/console/sign-in`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/x-www-form-urlencoded',
+      origin: BASE,
+      cookie: `__Host-writ_console=${cookie}`,
+    },
+    body: new URLSearchParams({ csrf, api_key: key }).toString(),
+    redirect: 'manual',
+  });
+  expect(signed.status).toBe(303);
+  cookie = /__Host-writ_console=([^;]*)/.exec(signed.headers.get('set-cookie') ?? '')?.[1] ?? '';
+  return get;
+}
+
+/** The seeded read call as each standard door spells it (issue 12): its path and JSON body. */
+export const doorReads = (s: Seeded, run_id: string) => ({
+  mcp: {
+    path: '/mcp/v1/authorize',
+    body: {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: { name: 'get_deployment', arguments: READ_INPUT, _meta: { 'dev.writ/run_id': run_id } },
+    },
+  },
+  authzen: {
+    path: '/access/v1/evaluation',
+    body: {
+      subject: { type: 'agent', id: s.agent.principal_id },
+      action: { name: 'get_deployment' },
+      resource: { type: 'deployment', id: 'api/production' },
+      context: { input: READ_INPUT, run_id },
+    },
+  },
+  docker: {
+    path: `/docker-mcp/v1/before?run_id=${run_id}`,
+    body: { Session: {}, Params: { name: 'get_deployment', arguments: READ_INPUT }, Extra: null },
+  },
+});

@@ -10,39 +10,28 @@ import { apiKeyDigest } from '../../../src/core/identity/identity.js';
 import { tenantMovePort } from '../../../src/platform/bindings.js';
 import { d1PlatformStore } from '../../../src/db/platform-store.js';
 import { database } from '../../../src/db/client.js';
-import { TENANT_TABLES } from '../../../src/db/tenant-rows.js';
 import type { TenantMovePort } from '../../../src/services/ports.js';
 import { importTenant } from '../../../src/services/tenant-moves.js';
 import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
 import {
   ADMIN_TOKEN,
-  BASE,
   READ_INPUT,
   authorize,
   call,
   createRun,
+  exportTenant,
   seedTenant,
+  shardD1,
   shardOf,
-  workerFetch,
+  tenantRowsOn,
 } from './harness.js';
 
-function d1(shard: number): D1Database {
-  return shard === 0 ? env.DB : env.DB_SHARD_1;
-}
-
 async function count(shard: number, sqlText: string, ...args: unknown[]): Promise<number> {
-  const r = await d1(shard)
+  const r = await shardD1(shard)
     .prepare(sqlText)
     .bind(...args)
     .first<{ n: number }>();
   return r?.n ?? 0;
-}
-
-async function rowsOn(shard: number, tenant_id: string): Promise<number> {
-  let n = 0;
-  for (const t of Object.keys(TENANT_TABLES))
-    n += await count(shard, `SELECT count(*) AS n FROM ${t} WHERE tenant_id = ?`, tenant_id);
-  return n;
 }
 
 const directoryShard = async (tenant_id: string) =>
@@ -65,13 +54,8 @@ async function biggerTenant(prefix: string) {
     expect(r.status).toBe(200);
     receipts.push(r.body.receipt.sha256 as string);
   }
-  const res = await workerFetch(`${BASE}/v1/tenants/${s.tenant_id}/export`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ freeze: true }),
-  });
-  expect(res.status).toBe(200);
-  const text = await res.text();
+  const { status, text } = await exportTenant(s.tenant_id, true);
+  expect(status).toBe(200);
   return { s, receipts, text, lines: text.split('\n').length - 1 };
 }
 
@@ -106,7 +90,7 @@ describe('an import larger than one batch', () => {
     expect(lines).toBeGreaterThan(12);
     expect(seen.chunks).toBe(Math.ceil(lines / 4));
     expect(fields).toMatchObject({ chunks: seen.chunks, resumed_at_row: 0 });
-    expect(await rowsOn(to, s.tenant_id)).toBe(lines);
+    expect(await tenantRowsOn(to, s.tenant_id)).toBe(lines);
     // Nothing staged is left behind.
     expect(await count(to, 'SELECT count(*) AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id)).toBe(
       0,
@@ -138,7 +122,7 @@ describe('an import larger than one batch', () => {
     expect(
       await count(to, 'SELECT rows_done AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id),
     ).toBe((middle - 1) * chunk_rows);
-    const windows = await d1PlatformStore(database({ DB: d1(to) })).retentionWindows(null, 10_000);
+    const windows = await d1PlatformStore(database({ DB: shardD1(to) })).retentionWindows(null, 10_000);
     expect(windows.map((w) => w.tenant_id)).not.toContain(s.tenant_id);
 
     // Another file for the staged tenant is refused; the staging is untouched.
@@ -155,7 +139,7 @@ describe('an import larger than one batch', () => {
       headers: { 'content-type': 'application/x-ndjson' },
     });
     expect(retry.status).toBe(201);
-    expect(await rowsOn(to, s.tenant_id)).toBe(lines);
+    expect(await tenantRowsOn(to, s.tenant_id)).toBe(lines);
     expect(await count(to, 'SELECT count(*) AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id)).toBe(
       0,
     );
@@ -163,7 +147,7 @@ describe('an import larger than one batch', () => {
     const admin = keys.find((k) => k.principal_id === s.admin.principal_id)?.api_key as string;
     for (const sha of receipts)
       expect((await call('GET', `/v1/receipts/${sha}`, { key: admin })).status).toBe(200);
-    const order = await d1(to)
+    const order = await shardD1(to)
       .prepare('SELECT receipt_sha256 FROM receipt_signatures WHERE tenant_id = ? ORDER BY seq')
       .bind(s.tenant_id)
       .all<{ receipt_sha256: string }>();
@@ -185,7 +169,7 @@ describe('a staged batch commits only against the progress it was cut for', () =
       .map((l) => JSON.parse(l) as { table: string; row: Record<string, string | number | null> });
     const chunk = { from: 0, rows: rows.slice(0, 3), exported_max_seq: 0 };
     expect(await port.importChunk(to, staged, chunk, Date.now())).toBe('written');
-    const before = await rowsOn(to, s.tenant_id);
+    const before = await tenantRowsOn(to, s.tenant_id);
     // A second importer still at row 0 (two importers of one file): refused, nothing written.
     expect(await port.importChunk(to, staged, chunk, Date.now())).toBe('moved');
     // Another file's progress does not count.
@@ -207,7 +191,7 @@ describe('a staged batch commits only against the progress it was cut for', () =
         { principal_id: s.admin.principal_id, key_sha256: apiKeyDigest('x') },
       ]),
     ).toBe('moved');
-    expect(await rowsOn(to, s.tenant_id)).toBe(before);
+    expect(await tenantRowsOn(to, s.tenant_id)).toBe(before);
     expect(await count(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(0);
   });
 

@@ -7,30 +7,21 @@ import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { canonicalize } from '../../../src/core/canonical/canonical.js';
 import { parseApiKey } from '../../../src/core/identity/identity.js';
-import { TENANT_TABLES } from '../../../src/db/tenant-rows.js';
 import { logSequencerStub } from '../../../durable-objects/log-sequencer.js';
 import type { Seeded } from '../../../scripts/seed.js';
 import {
   ADMIN_TOKEN,
-  BASE,
   READ_INPUT,
   type Reply,
   authorize,
   call,
   createRun,
+  exportTenant,
   seedTenant,
+  shardD1,
   shardOf,
-  workerFetch,
+  tenantRowsOn,
 } from './harness.js';
-
-async function exportOf(tenant_id: string, freeze = false): Promise<{ status: number; text: string }> {
-  const res = await workerFetch(`${BASE}/v1/tenants/${tenant_id}/export`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ freeze }),
-  });
-  return { status: res.status, text: await res.text() };
-}
 
 async function importTo(shard: number, text: string): Promise<Reply> {
   return call('POST', `/v1/tenants/import?shard=${shard}`, {
@@ -40,25 +31,9 @@ async function importTo(shard: number, text: string): Promise<Reply> {
   });
 }
 
-function d1(shard: number): D1Database {
-  return shard === 0 ? env.DB : env.DB_SHARD_1;
-}
-
-async function rowsOn(shard: number, tenant_id: string): Promise<number> {
-  let n = 0;
-  for (const t of Object.keys(TENANT_TABLES)) {
-    const r = await d1(shard)
-      .prepare(`SELECT count(*) AS n FROM ${t} WHERE tenant_id = ?`)
-      .bind(tenant_id)
-      .first<{ n: number }>();
-    n += r?.n ?? 0;
-  }
-  return n;
-}
-
 /** The receipts whose signatures `shard` holds for the tenant, in `seq` (log) order. */
 async function signatures(shard: number, tenant_id: string): Promise<string[]> {
-  const r = await d1(shard)
+  const r = await shardD1(shard)
     .prepare('SELECT receipt_sha256 FROM receipt_signatures WHERE tenant_id = ? ORDER BY seq')
     .bind(tenant_id)
     .all<{ receipt_sha256: string }>();
@@ -100,11 +75,11 @@ function tamper(
 describe('tenant export', () => {
   it('is one canonical JSON line per row, of that tenant only', async () => {
     const { s } = await busyTenant('export');
-    const e = await exportOf(s.tenant_id);
+    const e = await exportTenant(s.tenant_id);
     expect(e.status).toBe(200);
     const lines = e.text.split('\n');
     expect(lines.pop()).toBe('');
-    expect(lines.length).toBe(await rowsOn(shardOf(s), s.tenant_id));
+    expect(lines.length).toBe(await tenantRowsOn(shardOf(s), s.tenant_id));
     for (const line of lines) {
       const v = JSON.parse(line) as { table: string; row: { tenant_id: string } };
       expect(canonicalize(v)).toBe(line);
@@ -113,7 +88,7 @@ describe('tenant export', () => {
   });
 
   it('of an unknown tenant is a 404; without the platform admin token a 401', async () => {
-    expect((await exportOf('ten-nobody')).status).toBe(404);
+    expect((await exportTenant('ten-nobody')).status).toBe(404);
     const s = await seedTenant('export-auth');
     const r = await call('POST', `/v1/tenants/${s.tenant_id}/export`, { key: s.admin.api_key, body: {} });
     expect(r.status).toBe(401);
@@ -128,7 +103,7 @@ describe('moving a tenant to the other shard', () => {
     const before = await call('GET', `/v1/receipts/${receipt}`, { key: s.admin.api_key });
     expect(before.status).toBe(200);
 
-    const e = await exportOf(s.tenant_id, true);
+    const e = await exportTenant(s.tenant_id, true);
     expect(e.status).toBe(200);
     // Frozen: no key of the old copy authenticates any more.
     expect((await call('GET', '/v1/policy', { key: s.admin.api_key })).status).toBe(401);
@@ -182,13 +157,13 @@ describe("a moved tenant's transparency log", () => {
     // cursor, a seq of the old shard, is then above any seq the new shard would assign next.
     const top = async (shard: number) =>
       (
-        await d1(shard)
+        await shardD1(shard)
           .prepare('SELECT coalesce(max(seq), 0) AS m FROM receipt_signatures')
           .first<{ m: number }>()
       )?.m ?? 0;
     // An execution signature: the quota triggers (migrations/0010) count it, never refuse it, so
     // the padding row needs no tenant quota row.
-    await d1(from)
+    await shardD1(from)
       .prepare(
         `INSERT INTO receipt_signatures (seq, tenant_id, receipt_sha256, envelope, created_at_unix_ms) VALUES (?, 'ten-seqpad', ?, '{"receipt_kind":"execution"}', 0)`,
       )
@@ -204,7 +179,7 @@ describe("a moved tenant's transparency log", () => {
     await log.drain(s.tenant_id);
     expect(await log.inclusion(s.tenant_id, first.body.receipt.sha256)).toMatchObject({ index: 0, size: 1 });
 
-    const e = await exportOf(s.tenant_id, true);
+    const e = await exportTenant(s.tenant_id, true);
     const imported = await importTo(to, e.text);
     expect(imported.status).toBe(201);
     const keys = imported.body.keys as { principal_id: string; api_key: string }[];
@@ -318,13 +293,13 @@ describe('an import is refused whole, writing nothing', () => {
     it(what, async () => {
       const { s } = await busyTenant('refuse');
       const to = 1 - shardOf(s);
-      const e = await exportOf(s.tenant_id);
+      const e = await exportTenant(s.tenant_id);
       const bad = change(e.text);
       expect(bad).not.toBe(e.text);
       const r = await importTo(to, bad);
       expect(r.status).toBe(400);
       expect(r.body.error.message).toMatch(/^import refused, nothing written/);
-      expect(await rowsOn(to, s.tenant_id)).toBe(0);
+      expect(await tenantRowsOn(to, s.tenant_id)).toBe(0);
       // The tenant still lives where it was, and its keys still work.
       expect((await call('GET', '/v1/policy', { key: s.admin.api_key })).status).toBe(200);
     });
@@ -332,7 +307,7 @@ describe('an import is refused whole, writing nothing', () => {
 
   it('onto an unconfigured shard, or without the ndjson media type', async () => {
     const { s } = await busyTenant('refuse-shard');
-    const e = await exportOf(s.tenant_id);
+    const e = await exportTenant(s.tenant_id);
     expect((await importTo(7, e.text)).status).toBe(400);
     const wrongType = await call('POST', '/v1/tenants/import?shard=0', { key: ADMIN_TOKEN, raw: e.text });
     expect(wrongType.status).toBe(415);

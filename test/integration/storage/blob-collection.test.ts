@@ -7,25 +7,15 @@
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { canonicalize, sha256HexOfText } from '../../../src/core/canonical/canonical.js';
-import type { RawToolObservation } from '../../../src/core/observation/index.js';
 import { BLOB_GRACE_MS, r2BlobStore, r2BlobSweep } from '../../../src/db/blobs.js';
 import { INLINE_EVIDENCE_MAX_BYTES } from '../../../src/db/tenant-store.js';
 import { runBlobCollection, runRetention } from '../../../src/platform/bindings.js';
 import { collectOrphanBlobs } from '../../../src/services/blob-collection.js';
 import type { BlobRefIndex, BlobSweepPort } from '../../../src/services/ports.js';
-import { DEFAULT_QUOTAS } from '../../../src/services/ports.js';
 import type { Seeded } from '../../../scripts/seed.js';
-import { ADMIN_TOKEN, d1Of } from '../platform/harness.js';
-import {
-  type Json,
-  authorizedRollback,
-  call,
-  claim,
-  observe,
-  report,
-  seedTenant,
-  uniqueName,
-} from '../executions/helpers.js';
+import { d1Of, setQuotas } from '../platform/harness.js';
+import { call, seedTenant, uniqueName } from '../executions/helpers.js';
+import { executed, postObservation, rawOutput } from './observation-helpers.js';
 
 const SLOW_MS = 60_000;
 const DAY_MS = 86_400_000;
@@ -37,38 +27,8 @@ const BIG_OUTPUT = canonicalize({
 
 /** A stored observation receipt whose evidence (above the in-row limit) lives in R2. */
 async function evidenceInR2(s: Seeded): Promise<{ evidence: string; receipt: string }> {
-  const a = await authorizedRollback(s);
-  const c = await claim(s, a.sha256);
-  const r = await report(s, c.body.operation_id, c.body.fencing_token, {
-    ...observe(a.receipt, 'succeeded'),
-    output_sha256: sha256HexOfText(BIG_OUTPUT),
-    output_bytes: new TextEncoder().encode(BIG_OUTPUT).byteLength,
-  });
-  expect(r.status).toBe(200);
-  const execution = r.body.execution_receipt as Json;
-  const at = execution.body.completed_at_unix_ms as number;
-  const observation: RawToolObservation = {
-    observation_id: uniqueName('obs'),
-    tenant_id: s.tenant_id,
-    policy_sha256: s.policy_sha256,
-    tool_contract_sha256: s.rollback_contract_sha256,
-    invocation_sha256: a.receipt.body.invocation_sha256,
-    execution_receipt_sha256: execution.sha256,
-    source_release: 'deploy-api 2026.11.3',
-    source_generation: 8,
-    source_as_of_unix_ms: at,
-    media_type: 'application/json',
-    payload: BIG_OUTPUT,
-    artifact: null,
-    payload_sha256: sha256HexOfText(BIG_OUTPUT),
-    payload_bytes: new TextEncoder().encode(BIG_OUTPUT).byteLength,
-    locators: [],
-    observed_at_unix_ms: at,
-  };
-  const posted = await call('POST', '/v1/observations', {
-    key: s.executor.api_key,
-    body: { kind: 'output', observation },
-  });
+  const e = await executed(s, 'succeeded', BIG_OUTPUT);
+  const posted = await postObservation(s, rawOutput(s, e, BIG_OUTPUT));
   expect(posted.status).toBe(201);
   const row = await (
     await d1Of(s.tenant_id)
@@ -139,10 +99,7 @@ describe('orphan blob collection', { timeout: SLOW_MS }, () => {
 
     // Retention moves the receipts to an archive: the evidence is now named only by a line of the
     // archive object, which the collector reads into its index before deleting anything.
-    const quotas = await call('PUT', `/v1/tenants/${s.tenant_id}/quotas`, {
-      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
-      body: { ...DEFAULT_QUOTAS, receipt_retention_days: 1 },
-    });
+    const quotas = await setQuotas(s.tenant_id, { receipt_retention_days: 1 });
     expect(quotas.status).toBe(200);
     expect((await runRetention(env, Date.now() + 2 * DAY_MS)).receipts).toBeGreaterThan(0);
     const d1 = await d1Of(s.tenant_id);

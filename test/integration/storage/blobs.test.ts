@@ -8,33 +8,23 @@
 import { createExecutionContext, createScheduledController, waitOnExecutionContext } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
-import { canonicalize, sha256Hex, sha256HexOfText } from '../../../src/core/canonical/canonical.js';
-import type { RawToolObservation } from '../../../src/core/observation/index.js';
+import { canonicalize, sha256Hex } from '../../../src/core/canonical/canonical.js';
 import { BlobIntegrityError, r2BlobStore } from '../../../src/db/blobs.js';
 import { INLINE_EVIDENCE_MAX_BYTES } from '../../../src/db/tenant-store.js';
 import { runRetention } from '../../../src/platform/bindings.js';
-import { DEFAULT_QUOTAS } from '../../../src/services/ports.js';
 import worker from '../../../src/worker.js';
 import type { Seeded } from '../../../scripts/seed.js';
 import {
-  ADMIN_TOKEN,
   BASE,
   authorizeBody,
   createRun,
   d1Of,
   READ_INPUT,
+  setQuotas,
   tenantD1,
 } from '../platform/harness.js';
-import {
-  type Json,
-  authorizedRollback,
-  call,
-  claim,
-  observe,
-  report,
-  seedTenant,
-  uniqueName,
-} from '../executions/helpers.js';
+import { type Json, call, seedTenant, uniqueName } from '../executions/helpers.js';
+import { executed as executedRollback, postObservation, rawOutput } from './observation-helpers.js';
 
 const SLOW_MS = 60_000;
 const DAY_MS = 86_400_000;
@@ -49,50 +39,8 @@ const BIG_OUTPUT = canonicalize({
 });
 
 /** An authorized, claimed and reported rollback whose output was `BIG_OUTPUT`. */
-async function executed(s: Seeded) {
-  const a = await authorizedRollback(s);
-  const c = await claim(s, a.sha256);
-  const reported = {
-    ...observe(a.receipt, 'succeeded'),
-    output_sha256: sha256HexOfText(BIG_OUTPUT),
-    output_bytes: new TextEncoder().encode(BIG_OUTPUT).byteLength,
-  };
-  const r = await report(s, c.body.operation_id, c.body.fencing_token, reported);
-  expect(r.status).toBe(200);
-  return { authorization: a.receipt, execution: r.body.execution_receipt as Json };
-}
-
-function rawOutput(
-  s: Seeded,
-  e: { authorization: Json; execution: Json },
-  payload: string,
-): RawToolObservation {
-  const at = e.execution.body.completed_at_unix_ms as number;
-  return {
-    observation_id: uniqueName('obs'),
-    tenant_id: s.tenant_id,
-    policy_sha256: s.policy_sha256,
-    tool_contract_sha256: s.rollback_contract_sha256,
-    invocation_sha256: e.authorization.body.invocation_sha256,
-    execution_receipt_sha256: e.execution.sha256,
-    source_release: 'deploy-api 2026.11.3',
-    source_generation: 8,
-    source_as_of_unix_ms: at,
-    media_type: 'application/json',
-    payload,
-    artifact: null,
-    payload_sha256: sha256HexOfText(payload),
-    payload_bytes: new TextEncoder().encode(payload).byteLength,
-    locators: [],
-    observed_at_unix_ms: at,
-  };
-}
-
-function postObservation(s: Seeded, observation: RawToolObservation) {
-  return call('POST', '/v1/observations', {
-    key: s.executor.api_key,
-    body: { kind: 'output', observation },
-  });
+function executed(s: Seeded) {
+  return executedRollback(s, 'succeeded', BIG_OUTPUT);
 }
 
 interface Row {
@@ -123,13 +71,6 @@ async function storedBytes(tenant_id: string): Promise<number> {
     .bind(tenant_id)
     .first<{ stored_bytes: number }>();
   return r?.stored_bytes ?? -1;
-}
-
-function setQuotas(tenant_id: string, body: Record<string, unknown>) {
-  return call('PUT', `/v1/tenants/${tenant_id}/quotas`, {
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
-    body: { ...DEFAULT_QUOTAS, ...body },
-  });
 }
 
 /**

@@ -1,9 +1,10 @@
 /**
- * Helpers for the observation storage tests: an executed rollback, an honest raw output
- * observation of it, and a POST of one.
+ * Helpers for the observation tests (storage and executions): an executed rollback, an honest raw
+ * output observation of it, and a POST of one.
  */
 import { expect } from 'vitest';
 import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
+import type { ToolExecutionObservation } from '../../../src/core/model.js';
 import type { RawToolObservation } from '../../../src/core/observation/index.js';
 import { DEMO_POLICY, type Seeded } from '../../../scripts/seed.js';
 import {
@@ -23,11 +24,27 @@ export interface Executed {
   readonly execution: Json;
 }
 
-/** An authorized rollback, claimed and reported as succeeded by the seeded executor. */
-export async function executed(s: Seeded): Promise<Executed> {
+/**
+ * An authorized rollback, claimed and reported with `outcome` by the seeded executor; with
+ * `output`, the report commits to that payload's digest and size (as an executor whose tool
+ * returned it).
+ */
+export async function executed(
+  s: Seeded,
+  outcome: ToolExecutionObservation['outcome'] = 'succeeded',
+  output?: string,
+): Promise<Executed> {
   const a = await authorizedRollback(s);
   const c = await claim(s, a.sha256);
-  const r = await report(s, c.body.operation_id, c.body.fencing_token, observe(a.receipt, 'succeeded'));
+  const reported =
+    output === undefined
+      ? observe(a.receipt, outcome)
+      : {
+          ...observe(a.receipt, outcome),
+          output_sha256: sha256HexOfText(output),
+          output_bytes: new TextEncoder().encode(output).byteLength,
+        };
+  const r = await report(s, c.body.operation_id, c.body.fencing_token, reported);
   expect(r.status).toBe(200);
   return { authorization: a.receipt, execution: r.body.execution_receipt as Json };
 }

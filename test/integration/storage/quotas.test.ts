@@ -9,7 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { type AuthorizeRequest, decideAuthorization } from '../../../src/core/authorization/decide.js';
 import { newId } from '../../../src/db/ids.js';
 import { tenantStore } from '../../../src/platform/bindings.js';
-import { DEFAULT_QUOTAS, type Quotas } from '../../../src/services/ports.js';
+import { DEFAULT_QUOTAS } from '../../../src/services/ports.js';
 import type { Seeded } from '../../../scripts/seed.js';
 import {
   ADMIN_TOKEN,
@@ -21,19 +21,13 @@ import {
   READ_INPUT,
   ROLLBACK_INPUT,
   seedTenant,
+  setQuotas,
   tenantD1,
   tenantRef,
   d1Of,
 } from '../platform/harness.js';
 
 const SLOW_MS = 60_000;
-
-function setQuotas(tenant_id: string, quotas: Partial<Quotas>, token = ADMIN_TOKEN) {
-  return call('PUT', `/v1/tenants/${tenant_id}/quotas`, {
-    headers: { authorization: `Bearer ${token}` },
-    body: { ...DEFAULT_QUOTAS, ...quotas },
-  });
-}
 
 async function count(table: 'runs' | 'approvals' | 'receipts', tenant_id: string): Promise<number> {
   const row = await (

@@ -14,7 +14,6 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { DEMO_POLICY, ROLLBACK_CONTRACT, type Seeded } from '../../../scripts/seed.js';
 import worker from '../../../src/worker.js';
 import { MAX_BOOKMARK_HEADER_LENGTH } from '../../../src/db/client.js';
-import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
 import { allShards } from '../../../src/platform/shards.js';
 import {
   type TripCounts,
@@ -24,6 +23,7 @@ import {
   withRoutedShards,
 } from '../../support/d1-routing.js';
 import { authorizedRollback, observe } from '../executions/helpers.js';
+import { rawOutput } from './observation-helpers.js';
 import {
   BASE,
   type Reply,
@@ -31,6 +31,7 @@ import {
   authorizeBody,
   call,
   createRun,
+  doorReads,
   READ_INPUT,
   ROLLBACK_INPUT,
   seedTenant,
@@ -138,59 +139,13 @@ describe('round trips per request', { timeout: SLOW_MS }, () => {
       observation: observe(a.receipt, 'succeeded'),
     });
     expect(r.status).toBe(200);
-    const execution = r.body.execution_receipt;
-    const at = execution.body.completed_at_unix_ms as number;
-    const payload = '{"generation":8,"status":"rolled_back"}';
     const o = await send('POST', '/v1/observations', s.executor.api_key, {
       kind: 'output',
-      observation: {
-        observation_id: uniqueName('obs'),
-        tenant_id: s.tenant_id,
-        policy_sha256: s.policy_sha256,
-        tool_contract_sha256: s.rollback_contract_sha256,
-        invocation_sha256: a.receipt.body.invocation_sha256,
-        execution_receipt_sha256: execution.sha256,
-        source_release: 'deploy-api 2026.11.3',
-        source_generation: 8,
-        source_as_of_unix_ms: at,
-        media_type: 'application/json',
-        payload,
-        artifact: null,
-        payload_sha256: sha256HexOfText(payload),
-        payload_bytes: new TextEncoder().encode(payload).byteLength,
-        locators: [],
-        observed_at_unix_ms: at,
-      },
+      observation: rawOutput(s, { authorization: a.receipt, execution: r.body.execution_receipt }),
     });
     expect(o.status).toBe(201);
     expect({ claim: c.trips, report: r.trips, observation: o.trips }).toEqual(EXECUTION_TRIPS);
   });
-});
-
-/** The seeded read call as each standard door spells it (issue 12). */
-const doorCalls = (s: Seeded, run_id: string) => ({
-  mcp: {
-    path: '/mcp/v1/authorize',
-    body: {
-      jsonrpc: '2.0',
-      id: 1,
-      method: 'tools/call',
-      params: { name: 'get_deployment', arguments: READ_INPUT, _meta: { 'dev.writ/run_id': run_id } },
-    },
-  },
-  authzen: {
-    path: '/access/v1/evaluation',
-    body: {
-      subject: { type: 'agent', id: s.agent.principal_id },
-      action: { name: 'get_deployment' },
-      resource: { type: 'deployment', id: 'api/production' },
-      context: { input: READ_INPUT, run_id },
-    },
-  },
-  docker: {
-    path: `/docker-mcp/v1/before?run_id=${run_id}`,
-    body: { Session: {}, Params: { name: 'get_deployment', arguments: READ_INPUT }, Extra: null },
-  },
 });
 
 const allowed = (door: string, r: Sent): boolean =>
@@ -206,7 +161,7 @@ describe('the standard doors cost what /v1/authorize costs', { timeout: SLOW_MS 
     const run = await createRun(s);
     const v1 = await send('POST', '/v1/authorize', s.agent.api_key, readBody(s, run));
     expect(v1.status).toBe(200);
-    for (const [door, d] of Object.entries(doorCalls(s, run))) {
+    for (const [door, d] of Object.entries(doorReads(s, run))) {
       const r = await send('POST', d.path, s.agent.api_key, d.body);
       expect([door, r.status, allowed(door, r)]).toEqual([door, 200, true]);
       expect([door, r.trips]).toEqual([door, v1.trips]);

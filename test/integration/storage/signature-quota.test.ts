@@ -5,26 +5,18 @@
  * `429 quota_exceeded` with neither row written. Execution signatures are counted, never refused.
  */
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_QUOTAS, type Quotas } from '../../../src/services/ports.js';
 import type { Seeded } from '../../../scripts/seed.js';
 import {
-  ADMIN_TOKEN,
   READ_INPUT,
   authorize,
   authorizeBody,
   call,
   createRun,
   seedTenant,
+  setQuotas,
   tenantD1,
 } from '../platform/harness.js';
 import { executed, postObservation, rawOutput } from './observation-helpers.js';
-
-function setQuotas(tenant_id: string, quotas: Partial<Quotas>) {
-  return call('PUT', `/v1/tenants/${tenant_id}/quotas`, {
-    headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
-    body: { ...DEFAULT_QUOTAS, ...quotas },
-  });
-}
 
 async function storedBytes(s: Seeded): Promise<number> {
   const u = await call('GET', '/v1/usage', { key: s.admin.api_key });
