@@ -32,6 +32,7 @@ import {
   supersededPartialPrefixes,
   tilePath,
 } from '../src/core/log/tiles.js';
+import { KickMemo } from '../src/core/log/kicks.js';
 import { checkpointOf, proveConsistency, proveInclusion, sequenceBatch } from '../src/core/log/sequencer.js';
 import { Identifier } from '../src/core/schema.js';
 import { logSigner } from '../src/platform/receipt-keys.js';
@@ -45,11 +46,16 @@ export const DRAIN_MAX_BATCHES = 8;
 /**
  * How long a kick waits before its drain, so the commits of that window share one drain (one D1
  * read, one R2 write per changed tile, one checkpoint signature) instead of paying one each. The
- * drain is off the decision path either way; this bounds how much log work a busy tenant's
- * commits cause (`npm run bench:log` measured a per-commit drain as added authorize latency in
- * one local process). A proof or bundle request does not wait for it: it drains on demand.
+ * drain is off the decision path either way; this bounds how much log work a busy tenant causes:
+ * at most one drain per window, whatever its commit rate (fewer R2 writes and signatures in
+ * production; in `npm run bench:log`'s single local process, drains at 250 ms still showed as
+ * added authorize latency, at 2 s they did not). A proof or bundle request does not wait for it:
+ * it drains on demand. The background delay until a checkpoint covers a receipt is this window
+ * plus one drain.
  */
-export const KICK_COALESCE_MS = 250;
+export const KICK_COALESCE_MS = 2_000;
+/** Storage key: the latest drain time a kick was told (a Worker may skip kicks until then). */
+const PROMISED_KEY = 'promised_drain_at';
 /** Delay before the alarm retries a drain that failed (D1, R2 or the key ring unavailable). */
 export const RETRY_MS = 5_000;
 
@@ -116,14 +122,23 @@ export class LogSequencerObject extends DurableObject<Env> {
 
   /**
    * Schedule a drain (the alarm, `KICK_COALESCE_MS` out), unless one is already due: the kicks of
-   * that window share it. Cheap: no D1 or R2 access. A commit that lands after the alarm's drain
-   * read its cursor finds no alarm set and arms the next one, so no receipt is left waiting for
-   * a later commit.
+   * that window share it. Answers the time the drain is due, which this object then keeps as a
+   * promise (`#keepPromise`): the Worker skips its kicks for commits completed before it
+   * (src/core/log/kicks.ts). Cheap: no D1 or R2 access. A kick that arrives while a drain runs
+   * finds no alarm set (a running alarm no longer counts) and arms the next one, so no receipt is
+   * left waiting for a later commit.
    */
-  async kick(tenant_id: string): Promise<void> {
+  async kick(tenant_id: string): Promise<number> {
     this.#checkTenant(tenant_id);
     const due = await this.ctx.storage.getAlarm();
-    if (due === null) await this.ctx.storage.setAlarm(Date.now() + KICK_COALESCE_MS);
+    if (due !== null) {
+      await this.#promise(due);
+      return due;
+    }
+    const at = Date.now() + KICK_COALESCE_MS;
+    await this.ctx.storage.setAlarm(at);
+    await this.#promise(at);
+    return at;
   }
 
   /** Drain now: at most `batches` batches of `batch` leaves; the alarm takes any rest. */
@@ -139,6 +154,7 @@ export class LogSequencerObject extends DurableObject<Env> {
       throw new Error('invalid batch count');
     const r = await this.#serialized(tenant_id, batch, batches);
     if (r.more) await this.ctx.storage.setAlarm(Date.now());
+    else await this.#keepPromise();
     return r;
   }
 
@@ -183,6 +199,7 @@ export class LogSequencerObject extends DurableObject<Env> {
     try {
       const r = await this.#serialized(tenant_id, DRAIN_BATCH, DRAIN_MAX_BATCHES);
       if (r.more) await this.ctx.storage.setAlarm(Date.now());
+      else await this.#keepPromise();
     } catch (e) {
       console.error(
         JSON.stringify({
@@ -193,6 +210,27 @@ export class LogSequencerObject extends DurableObject<Env> {
       );
       await this.ctx.storage.setAlarm(Date.now() + RETRY_MS);
     }
+  }
+
+  // -- The drain time promised to kickers ----------------------------------------------------
+
+  /** Remember the latest drain time a kick was told (durable: it must survive an eviction). */
+  async #promise(at: number): Promise<void> {
+    const promised = (await this.ctx.storage.get<number>(PROMISED_KEY)) ?? 0;
+    if (at > promised) await this.ctx.storage.put(PROMISED_KEY, at);
+  }
+
+  /**
+   * After a drain with nothing left: if it ran before a drain time some kick was told (an
+   * on-demand drain, or an alarm re-armed early for a backlog), a Worker may have skipped kicks
+   * for commits made since, relying on a drain at or after that time; arm it. A later alarm (a
+   * retry) also keeps the promise: a drain after the promised time still drains those commits.
+   */
+  async #keepPromise(): Promise<void> {
+    const promised = (await this.ctx.storage.get<number>(PROMISED_KEY)) ?? 0;
+    if (promised <= Date.now()) return;
+    const due = await this.ctx.storage.getAlarm();
+    if (due === null || due < promised) await this.ctx.storage.setAlarm(promised);
   }
 
   // -- Draining -------------------------------------------------------------------------------
@@ -401,11 +439,21 @@ export function logSequencerStub(env: Env, tenant_id: string): DurableObjectStub
   return env.LOG_SEQUENCER.get(env.LOG_SEQUENCER.idFromName(logSequencerName(tenant_id)));
 }
 
-/** The Worker's kick after a commit. Never throws: a lost kick is caught up by the next one. */
+/** Drain times the tenants' sequencers told this isolate (bounded; src/core/log/kicks.ts). */
+const kicked = new KickMemo(1_000);
+
+/**
+ * The Worker's kick after a commit, left out when a drain this isolate was told of is due after
+ * the commit (with a margin): that drain reads D1 after the commit. Never throws: a lost kick is
+ * caught up by the next one, and a proof request drains on demand.
+ */
 export async function kickLog(env: Env, tenant_id: string): Promise<void> {
+  // In a Worker, `Date.now()` after the commit's I/O is no earlier than the commit's completion.
+  if (kicked.covered(tenant_id, Date.now())) return;
   try {
-    await logSequencerStub(env, tenant_id).kick(tenant_id);
+    kicked.record(tenant_id, await logSequencerStub(env, tenant_id).kick(tenant_id));
   } catch (e) {
+    kicked.forget(tenant_id);
     console.error(
       JSON.stringify({
         level: 'error',

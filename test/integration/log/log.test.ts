@@ -3,10 +3,10 @@
  * tenant's transparency log, and served as checkpoint, tiles, proofs and offline bundles that the
  * CLI verifier checks without Writ. Also: fail closed without keys, rotation, eviction mid-drain.
  */
-import { evictDurableObject, runDurableObjectAlarm } from 'cloudflare:test';
+import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
-import { logPrefix, logSequencerStub } from '../../../durable-objects/log-sequencer.js';
+import { KICK_COALESCE_MS, logPrefix, logSequencerStub } from '../../../durable-objects/log-sequencer.js';
 import { digestOf } from '../../../src/core/canonical/canonical.js';
 import { ed25519Signer } from '../../../src/core/log/note.js';
 import { sequenceBatch } from '../../../src/core/log/sequencer.js';
@@ -257,6 +257,30 @@ describe('signed receipts and the tenant log', () => {
     }
     // Nothing left over: one more drain appends nothing.
     expect((await log.drain(s.tenant_id)).appended).toBe(0);
+  });
+
+  it('a kick answers the drain time it armed and the sequencer keeps it: a drain that ran early re-arms it, across an eviction', async () => {
+    // A tenant with no commit yet: nothing has kicked its sequencer.
+    const s = await seedTenant('log-kick');
+    const log = logSequencerStub(env, s.tenant_id);
+    const alarm = () => runInDurableObject(log, (_o, state) => state.storage.getAlarm());
+    expect(await alarm()).toBeNull();
+    const before = Date.now();
+    const at = await log.kick(s.tenant_id);
+    expect(at).toBeGreaterThanOrEqual(before + KICK_COALESCE_MS);
+    // Kicks of the same window share its drain and are told the same time.
+    expect(await log.kick(s.tenant_id)).toBe(at);
+    // The alarm runs early (as a backlog re-arm or an on-demand drain would): a Worker told `at`
+    // may skip kicks for commits made until then, so the drain at `at` is armed again.
+    expect(await runDurableObjectAlarm(log)).toBe(true);
+    expect(await alarm()).toBe(at);
+    // The promise is durable: after an eviction, an early run re-arms it again.
+    await evictDurableObject(log);
+    expect(await runDurableObjectAlarm(log)).toBe(true);
+    expect(await alarm()).toBe(at);
+    // An on-demand drain with nothing left keeps it too.
+    await log.drain(s.tenant_id);
+    expect(await alarm()).toBe(at);
   });
 
   it('without a usable key ring every receipt-issuing write is a 503 and nothing is written', async () => {
