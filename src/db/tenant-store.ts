@@ -79,7 +79,7 @@ import type {
   WebhookDeliveryClaim,
   WebhookSecretRow,
 } from '../services/ports.js';
-import { type Db, atPrimary, invariantViolation } from './client.js';
+import { type Db, type InvariantViolation, atPrimary, invariantViolation } from './client.js';
 import { parseStored, parseStoredJson, StoredDocumentError, toCanonicalText } from './documents.js';
 import { contractCache, grantCache, policyCache } from './caches.js';
 import { DAY_MS, hasTriggerMessage, quotaChecked, throwIfQuota, utcDay } from './quotas.js';
@@ -432,47 +432,54 @@ class D1TenantStore implements TenantStore, RetentionStore {
   }
 
   async decideApproval(approval_id: string, decision: ApprovalDecision): Promise<'decided' | 'conflict'> {
-    try {
-      const r = await this.db
-        .update(approvals)
-        .set(decision)
-        .where(
-          and(
-            eq(approvals.tenant_id, this.tenant_id),
-            eq(approvals.approval_id, approval_id),
-            eq(approvals.status, 'pending'),
-          ),
-        )
-        .run();
-      return r.meta.changes === 1 ? 'decided' : 'conflict';
-    } catch (e) {
-      // Two approvers racing: the trigger lets exactly one decision through. An irreversible
-      // approval without a distinct first approver aborts in the same write (0007).
-      const lost = invariantViolation(e);
-      if (lost === 'approval_not_pending' || lost === 'approval_second_approver') return 'conflict';
-      throw e;
-    }
+    // Two approvers racing: the trigger lets exactly one decision through. An irreversible
+    // approval without a distinct first approver aborts in the same write (0007).
+    const won = await this.#updatePending(approval_id, decision, [
+      'approval_not_pending',
+      'approval_second_approver',
+    ]);
+    return won ? 'decided' : 'conflict';
   }
 
   // Issue 14: the first of two approvals of an irreversible request (migrations/0007_console.sql).
   async recordFirstApproval(approval_id: string, first: FirstApproval): Promise<'recorded' | 'conflict'> {
+    // Two approvers racing for the first approval: the trigger lets exactly one through.
+    const won = await this.#updatePending(
+      approval_id,
+      first,
+      ['approval_first_approval'],
+      isNull(approvals.first_approved_by),
+    );
+    return won ? 'recorded' : 'conflict';
+  }
+
+  /**
+   * Update a pending approval of this tenant; false when another write got there first (no row
+   * changed, or a trigger named in `lost` aborted this one).
+   */
+  async #updatePending(
+    approval_id: string,
+    values: ApprovalDecision | FirstApproval,
+    lost: readonly InvariantViolation[],
+    condition?: SQL,
+  ): Promise<boolean> {
     try {
       const r = await this.db
         .update(approvals)
-        .set(first)
+        .set(values)
         .where(
           and(
             eq(approvals.tenant_id, this.tenant_id),
             eq(approvals.approval_id, approval_id),
             eq(approvals.status, 'pending'),
-            isNull(approvals.first_approved_by),
+            condition,
           ),
         )
         .run();
-      return r.meta.changes === 1 ? 'recorded' : 'conflict';
+      return r.meta.changes === 1;
     } catch (e) {
-      // Two approvers racing for the first approval: the trigger lets exactly one through.
-      if (invariantViolation(e) === 'approval_first_approval') return 'conflict';
+      const v = invariantViolation(e);
+      if (v !== null && lost.includes(v)) return false;
       throw e;
     }
   }

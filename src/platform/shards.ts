@@ -113,6 +113,23 @@ export interface ShardDirectory {
 
 export function shardDirectory(env: Env): ShardDirectory {
   const db = shardDb(env, 0);
+  /** A new directory entry, or false when another tenant holds the name (the unique index decides
+   * between creations racing on whatever shards). */
+  const insertEntry = async (
+    row: Omit<typeof tenantShards.$inferInsert, 'updated_at_unix_ms'>,
+    now: number,
+  ): Promise<boolean> => {
+    try {
+      await db
+        .insert(tenantShards)
+        .values({ ...row, updated_at_unix_ms: now })
+        .run();
+      return true;
+    } catch (e) {
+      if (isNameRace(e)) return false;
+      throw e;
+    }
+  };
   const isNameRace = (e: unknown) =>
     e instanceof Error &&
     /UNIQUE constraint failed: tenant_shards\.name/.test(`${e.message} ${String(e.cause)}`);
@@ -144,23 +161,8 @@ export function shardDirectory(env: Env): ShardDirectory {
       return out;
     },
     async reserve(t) {
-      try {
-        await db
-          .insert(tenantShards)
-          .values({
-            tenant_id: t.tenant_id,
-            name: t.name,
-            shard: t.shard,
-            created_at_unix_ms: t.now,
-            updated_at_unix_ms: t.now,
-          })
-          .run();
-        return 'reserved';
-      } catch (e) {
-        // Two creations of one name racing, on whatever shards: the unique index decides.
-        if (isNameRace(e)) return 'name_taken';
-        throw e;
-      }
+      const row = { tenant_id: t.tenant_id, name: t.name, shard: t.shard, created_at_unix_ms: t.now };
+      return (await insertEntry(row, t.now)) ? 'reserved' : 'name_taken';
     },
     async release(tenant_id) {
       await db.delete(tenantShards).where(eq(tenantShards.tenant_id, tenant_id)).run();
@@ -176,22 +178,13 @@ export function shardDirectory(env: Env): ShardDirectory {
     async adopt(t) {
       const existing = await this.shardOf(t.tenant_id);
       if (existing !== null) return 'exists';
-      try {
-        await db
-          .insert(tenantShards)
-          .values({
-            tenant_id: t.tenant_id,
-            name: t.name,
-            shard: t.shard,
-            created_at_unix_ms: t.created_at_unix_ms,
-            updated_at_unix_ms: t.now,
-          })
-          .run();
-        return 'adopted';
-      } catch (e) {
-        if (isNameRace(e)) return 'name_taken';
-        throw e;
-      }
+      const row = {
+        tenant_id: t.tenant_id,
+        name: t.name,
+        shard: t.shard,
+        created_at_unix_ms: t.created_at_unix_ms,
+      };
+      return (await insertEntry(row, t.now)) ? 'adopted' : 'name_taken';
     },
   };
 }

@@ -4,34 +4,11 @@
  * revoking the second one does (issue 14; the claim's dispatch re-check reads both approvers).
  */
 import { describe, expect, it } from 'vitest';
-import { PURGE_CONTRACT } from '../../../scripts/seed.js';
-import { call, createRun, ROLLBACK_INPUT, seedTenant, uniqueName } from '../platform/harness.js';
+import { call, createRun, ROLLBACK_INPUT, uniqueName } from '../platform/harness.js';
+import { purgeTenant } from './purge.js';
 
 async function approvedIrreversibleCall() {
-  const s = await seedTenant('first-approver-claim');
-  const pinned = await call('POST', '/v1/contracts', { key: s.admin.api_key, body: PURGE_CONTRACT });
-  expect(pinned.status).toBe(201);
-  const contract = pinned.body.tool_contract_sha256 as string;
-  const scope = [{ type: 'deployment', attributes: { environment: ['production'], service: ['api'] } }];
-  const grant = await call('POST', '/v1/grants', {
-    key: s.admin.api_key,
-    body: {
-      principal_id: s.agent.principal_id,
-      allowed_tools: ['purge_deployment'],
-      allowed_effects: ['irreversible'],
-      capabilities: [
-        { capability: 'deployment:read', resources: scope },
-        { capability: 'deployment:rollback', resources: scope },
-      ],
-      expires_at_unix_ms: Date.now() + 600_000,
-    },
-  });
-  expect(grant.status).toBe(201);
-  const second = await call('POST', '/v1/principals', {
-    key: s.admin.api_key,
-    body: { name: 'second-approver', roles: ['approver'] },
-  });
-  expect(second.status).toBe(201);
+  const { s, contract, grant_id, second } = await purgeTenant('first-approver-claim');
   const req = await call('POST', '/v1/approval-requests', {
     key: s.agent.api_key,
     body: { tool_contract_sha256: contract, input: ROLLBACK_INPUT },
@@ -41,7 +18,7 @@ async function approvedIrreversibleCall() {
   expect(
     (await call('POST', `/v1/approval-requests/${id}/approve`, { key: s.approver.api_key })).status,
   ).toBe(200);
-  const done = await call('POST', `/v1/approval-requests/${id}/approve`, { key: second.body.api_key });
+  const done = await call('POST', `/v1/approval-requests/${id}/approve`, { key: second.api_key });
   expect(done.body.status).toBe('approved');
   const run = await createRun(s);
   const z = await call('POST', '/v1/authorize', {
@@ -51,12 +28,12 @@ async function approvedIrreversibleCall() {
       input: ROLLBACK_INPUT,
       idempotency_key: `purge-${uniqueName('k')}`,
       run_id: run,
-      grant_id: grant.body.grant_id,
+      grant_id,
       approval_id: id,
     },
   });
   expect(z.status).toBe(200);
-  return { s, second: second.body.principal_id as string, receipt: z.body.receipt.sha256 as string };
+  return { s, second: second.principal_id, receipt: z.body.receipt.sha256 as string };
 }
 
 describe('two approvers of an irreversible call, at claim', () => {

@@ -6,69 +6,17 @@
  */
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
-import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
-import {
-  type RawToolObservation,
-  verifyWithheldObservationReceipt,
-} from '../../../src/core/observation/index.js';
+import { verifyWithheldObservationReceipt } from '../../../src/core/observation/index.js';
 import { tenantStore } from '../../../src/platform/bindings.js';
 import { observe as observeService } from '../../../src/services/observations.js';
 import type { TenantStore } from '../../../src/services/ports.js';
-import { DEMO_EXECUTOR_RELEASE, type Seeded } from '../../../scripts/seed.js';
-import {
-  type Json,
-  authorizedRollback,
-  call,
-  claim,
-  observe,
-  otherExecutor,
-  report,
-  seedTenant,
-  uniqueName,
-} from '../executions/helpers.js';
+import { DEMO_EXECUTOR_RELEASE } from '../../../scripts/seed.js';
+import { type Json, otherExecutor, seedTenant } from '../executions/helpers.js';
 import { operationsPort } from '../../../src/platform/bindings.js';
 import { tenantD1, tenantRef, d1Of, shardOf } from '../platform/harness.js';
+import { executed, postObservation, rawOutput } from './observation-helpers.js';
 
 const SLOW_MS = 60_000;
-const OUTPUT = '{"generation":8,"status":"rolled_back"}';
-
-async function executed(s: Seeded) {
-  const a = await authorizedRollback(s);
-  const c = await claim(s, a.sha256);
-  const r = await report(s, c.body.operation_id, c.body.fencing_token, observe(a.receipt, 'succeeded'));
-  expect(r.status).toBe(200);
-  return { authorization: a.receipt, execution: r.body.execution_receipt as Json };
-}
-
-function rawOutput(
-  s: Seeded,
-  e: { authorization: Json; execution: Json },
-  payload = OUTPUT,
-): RawToolObservation {
-  const at = e.execution.body.completed_at_unix_ms as number;
-  return {
-    observation_id: uniqueName('obs'),
-    tenant_id: s.tenant_id,
-    policy_sha256: s.policy_sha256,
-    tool_contract_sha256: s.rollback_contract_sha256,
-    invocation_sha256: e.authorization.body.invocation_sha256,
-    execution_receipt_sha256: e.execution.sha256,
-    source_release: 'deploy-api 2026.11.3',
-    source_generation: 8,
-    source_as_of_unix_ms: at,
-    media_type: 'application/json',
-    payload,
-    artifact: null,
-    payload_sha256: sha256HexOfText(payload),
-    payload_bytes: new TextEncoder().encode(payload).byteLength,
-    locators: [],
-    observed_at_unix_ms: at,
-  };
-}
-
-function post(s: Seeded, observation: RawToolObservation, key = s.executor.api_key) {
-  return call('POST', '/v1/observations', { key, body: { kind: 'output', observation } });
-}
 
 async function holders(tenant_id: string, observation_id: string): Promise<number> {
   const row = await (
@@ -89,12 +37,12 @@ describe('observation storage', { timeout: SLOW_MS }, () => {
     // Same release as the contract's executor: allowed to execute, not to speak for another's run.
     const intruder = await otherExecutor(s, DEMO_EXECUTOR_RELEASE);
     const raw = rawOutput(s, e);
-    const r = await post(s, raw, intruder);
+    const r = await postObservation(s, raw, intruder);
     expect(r.status).toBe(403);
     expect(r.body.error.code).toBe('executor_mismatch');
     expect(await holders(s.tenant_id, raw.observation_id)).toBe(0);
     // The id is still free for the executor that ran the call.
-    expect((await post(s, raw)).status).toBe(201);
+    expect((await postObservation(s, raw)).status).toBe(201);
   });
 
   it('of two different observations racing for one id, one holds it and the other is a conflict', async () => {
@@ -105,7 +53,7 @@ describe('observation storage', { timeout: SLOW_MS }, () => {
       ...rawOutput(s, e, '{"generation":9,"status":"rolled_back"}'),
       observation_id: first.observation_id,
     };
-    expect((await post(s, first)).status).toBe(201);
+    expect((await postObservation(s, first)).status).toBe(201);
 
     // The second request read the id as free before the first committed (a stale read), then writes.
     const store = tenantStore(env, tenantRef(s));
@@ -152,7 +100,7 @@ describe('observation storage', { timeout: SLOW_MS }, () => {
       ...rawOutput(s, e, '{"generation":7,"status":"rolled_back"}'),
       observation_id: third.observation_id,
     };
-    const [a, b] = await Promise.all([post(s, third), post(s, fourth)]);
+    const [a, b] = await Promise.all([postObservation(s, third), postObservation(s, fourth)]);
     // Whichever arrives first holds the id (the fourth is itself rejected for its digest); the
     // other is rejected as a conflict. Exactly one of the two answers says so.
     const conflicts = [a, b].filter((r) =>
@@ -168,7 +116,7 @@ describe('observation storage', { timeout: SLOW_MS }, () => {
     const e = await executed(s);
     const big = JSON.stringify({ filler: 'x'.repeat(200 * 1024) });
     const raw = rawOutput(s, e, big);
-    const r = await post(s, raw);
+    const r = await postObservation(s, raw);
     expect(r.status).toBe(403);
     expect(r.body.violations).toContain('payload_too_large');
     const sha = r.body.receipt.sha256 as string;
@@ -221,7 +169,7 @@ describe('observation storage', { timeout: SLOW_MS }, () => {
     expect(edited.ok).toBe(false);
 
     // The same observation again replays the stored receipt (the caller sends the payload again).
-    const again = await post(s, raw);
+    const again = await postObservation(s, raw);
     expect(again.status).toBe(403);
     expect(again.body.receipt).toEqual(r.body.receipt);
   });
