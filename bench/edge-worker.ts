@@ -5,7 +5,9 @@
  * `WRIT_BENCH_PRIMARY_MS` for the primary, `WRIT_BENCH_REPLICA_MS` for a replica
  * (test/support/d1-routing.ts), and `WRIT_BENCH_DO_MS` before each call to a Durable Object the
  * request awaits (in production a Durable Object is a network hop too: it lives where it was
- * first used, which need not be near the caller).
+ * first used, which need not be near the caller). The idempotency object's own D1 round trips
+ * (its mirror write before it answers a claim or report) go to the primary, delayed and counted
+ * like the Worker's (`IdempotencyObject` below).
  *
  * Per request, `writ-bench-replicas: off` models read replication disabled (every round trip to
  * the primary) and `writ-bench-latency: off` skips the sleeps (set-up traffic). The answer
@@ -15,11 +17,13 @@
  * advances its clock only at I/O, so the timeline shows waits, and CPU only as the gap between
  * two I/O events.
  */
-import { counting, type TripCounts, withRoutedShards } from '../test/support/d1-routing.js';
+import { counting, type RoundTrip, type TripCounts, withRoutedShards } from '../test/support/d1-routing.js';
 import { allShards } from '../src/platform/shards.js';
 import worker from '../src/worker.js';
 
-export { IdempotencyObject, LogSequencerObject, RateLimiterObject } from '../src/worker.js';
+import { IdempotencyObject as ServiceIdempotencyObject } from '../src/worker.js';
+
+export { LogSequencerObject, RateLimiterObject } from '../src/worker.js';
 
 interface BenchEnv extends Env {
   readonly WRIT_BENCH_PRIMARY_MS?: string;
@@ -77,6 +81,44 @@ function timedNamespace<N extends object>(ns: N, name: string, mark: Mark, delay
   });
 }
 
+/**
+ * The request being served, as the idempotency object's own D1 round trips should see it. The
+ * object mirrors an operation into its tenant's D1 shard before it answers a claim or report, so
+ * that write is on the request's path, at the primary (an object's D1 writes go to the primary
+ * wherever the object lives). bench:edge sends one request at a time, and workerd runs this
+ * script's Worker and Durable Objects in one isolate, so module state carries it; set per request
+ * in `fetch`, cleared after.
+ */
+const serving: {
+  latency: boolean;
+  primaryMs: number;
+  mark: Mark | null;
+  count: ((t: RoundTrip) => void) | null;
+} = {
+  latency: false,
+  primaryMs: 0,
+  mark: null,
+  count: null,
+};
+
+/** The service's idempotency object with its shard bindings routed and delayed as above. */
+export class IdempotencyObject extends ServiceIdempotencyObject {
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(
+      ctx,
+      withRoutedShards(env, allShards(env), () => ({
+        replicas: false,
+        onRoundTrip: async (trip) => {
+          serving.count?.(trip);
+          serving.mark?.(`do.${trip.where}${trip.write ? '.write' : ''}>`);
+          if (serving.latency) await sleep(serving.primaryMs);
+        },
+        afterRoundTrip: (trip) => serving.mark?.(`do.${trip.where}${trip.write ? '.write' : ''}<`),
+      })),
+    );
+  }
+}
+
 export default {
   async fetch(request: Request, env: BenchEnv, ctx: ExecutionContext): Promise<Response> {
     const t0 = performance.now();
@@ -113,7 +155,13 @@ export default {
         LOG_SEQUENCER: { idFromName: () => null, get: () => ({ kick: async () => {} }) },
       });
     }
-    const res = await worker.fetch(request, timed, ctx);
+    Object.assign(serving, { latency, primaryMs, mark, count });
+    let res: Response;
+    try {
+      res = await worker.fetch(request, timed, ctx);
+    } finally {
+      Object.assign(serving, { latency: false, mark: null, count: null });
+    }
     mark('response');
     const out = new Response(res.body, res);
     out.headers.set('writ-bench-trips', `${trips.primary},${trips.replica}`);

@@ -12,7 +12,7 @@
  * For each route (authorize allowed, authorize denied, claim, report) it sends `BENCH_REQUESTS`
  * sequential requests in each of three modes, interleaved: replicas on, replicas off, and
  * replicas on without injected latency (this machine's processing time); it prints the primary
- * and replica round trips per request (as the Worker counted them) and p50 / p99 latency seen by
+ * and replica round trips per request (as the Worker and the idempotency object counted them) and p50 / p99 latency seen by
  * the client. Set-up traffic (seeding, approvals) skips the injected latency.
  *
  * Then, per route and mode, the median timeline of one request (bench/edge-worker.ts): when
