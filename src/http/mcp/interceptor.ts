@@ -217,13 +217,14 @@ export function screenAfter(body: unknown, policy: AfterSignalPolicy): AfterAnsw
   const wasError = result.isError === true;
   const meta = '_meta' in result ? { _meta: result._meta } : {};
   if (withhold) {
-    const text = `[Writ] Withheld: the tool ran${wasError ? ' and reported an error' : ''}, but its output raised ${found} and is not shown (on_signal=${policy}; ${digest}; Writ does not store it).`;
+    // Withheld whole: redacting the matched part would rewrite the evidence (signals.ts).
+    const said = `[Writ] Withheld: the tool ran${wasError ? ' and reported an error' : ''}, but its output raised ${found} and is not shown (on_signal=${policy}; ${digest}; Writ does not store it).`;
     return {
       kind: 'withheld',
       screening,
       result: {
         ...meta,
-        content: [{ type: 'text', text }],
+        content: [{ type: 'text', text: said }],
         structuredContent: { writ: record },
         isError: true,
       },
@@ -261,6 +262,8 @@ function afterResultProblem(body: unknown): string | null {
   // text (possibly the server's) was not posted, so it cannot be screened: withheld too.
   if (body === null) return 'the gateway posted null: the call ended in an error Writ cannot see or screen';
   if (!isRecord(body)) return 'the after interceptor body must be a JSON object (a CallToolResult)';
+  // Each shape below is something else posted here by mistake or by an unreleased gateway; read as
+  // a result it would be a guess, and a wrong guess keeps output nobody screened.
   if ('request' in body && 'response' in body) {
     return 'the {request, response} form (unreleased branch slim/after_interceptor) is not read';
   }
@@ -268,6 +271,7 @@ function afterResultProblem(body: unknown): string | null {
     return 'this is a before payload: point the before interceptor at /docker-mcp/v1/before';
   }
   for (const k of Object.keys(body)) {
+    // Go reads member names case-insensitively: `Content` beside `content` would be read twice.
     if (!RESULT_MEMBERS.has(k)) return `member ${quoted(k)} is not part of a CallToolResult`;
   }
   // go-sdk marshals a nil content slice as `null` (v0.14.0-v0.15.0 for a result without items,

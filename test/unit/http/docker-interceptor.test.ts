@@ -168,8 +168,14 @@ describe('screenAfter', () => {
       expect(contentOf(a)).toHaveLength(1);
       expect(String(contentOf(a)[0]?.text)).toMatch(/^\[Writ\] Withheld/);
     }
-    const unreleased = screenAfter({ request: {}, response: { content: [] } }, 'annotate');
-    expect(unreleased.kind === 'refused' && unreleased.message).toMatch(/slim\/after_interceptor/);
+    const message = (body: unknown) => {
+      const a = screenAfter(body, 'annotate');
+      return a.kind === 'refused' ? a.message : null;
+    };
+    expect(message({ request: {}, response: { content: [] } })).toMatch(/slim\/after_interceptor/);
+    expect(message(null)).toMatch(/ended in an error/);
+    expect(message({ Params: { name: 'x' }, content: [] })).toMatch(/before payload/);
+    expect(message({ content: [], Content: [text('x')] })).toMatch(/"Content"/);
   });
 
   it('a result without signals passes (the empty answer), with the digest after-call reports', () => {
