@@ -274,8 +274,8 @@ function afterResultProblem(body: unknown): string | null {
     // Go reads member names case-insensitively: `Content` beside `content` would be read twice.
     if (!RESULT_MEMBERS.has(k)) return `member ${quoted(k)} is not part of a CallToolResult`;
   }
-  // go-sdk marshals a nil content slice as `null` (v0.14.0-v0.15.0 for a result without items,
-  // as mcp-go's struct encoding did before v0.13.0); every other case is an array of objects.
+  // Go marshals a nil content slice as `null` (the go-sdk fork, v0.14.0-v0.21.0, for a result
+  // without items, as mcp-go's struct encoding did before v0.13.0); otherwise an array of objects.
   if (!('content' in body)) return 'content is required';
   const { content, _meta, isError } = body;
   if (content !== null && !(Array.isArray(content) && content.every((i) => isRecord(i)))) {

@@ -96,7 +96,7 @@ describe('Docker MCP Gateway after interceptor → /docker-mcp/v1/after', { time
     const s = await seedTenant('dafter');
     const stored = await receiptsOf(s);
     expect(await after(afterResult, { key: s.agent.api_key })).toEqual({ status: 200, text: '' });
-    // v0.14.0/v0.15.0 post a result without items with `"content":null`: nothing to screen.
+    // v0.14.0 to v0.21.0 post a result without items with `"content":null`: nothing to screen.
     expect(await after(nullContent, { key: s.agent.api_key })).toEqual({ status: 200, text: '' });
     expect(
       await after(afterResult, { key: s.agent.api_key, headers: { 'content-type': 'application/json' } }),
