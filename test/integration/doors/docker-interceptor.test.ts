@@ -9,6 +9,8 @@ import { Hono } from 'hono';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import afterResult from '../../data/docker-mcp-gateway/after-result.json?raw';
 import afterUnreleased from '../../data/docker-mcp-gateway/after-request-response-unreleased.json?raw';
+import beforeBareRead from '../../data/docker-mcp-gateway/before-bare-params-read.json?raw';
+import beforeBareRollback from '../../data/docker-mcp-gateway/before-bare-params-rollback.json?raw';
 import beforeMethodParamsRead from '../../data/docker-mcp-gateway/before-method-params-read.json?raw';
 import beforeRead from '../../data/docker-mcp-gateway/before-stdio-read.json?raw';
 import beforeRollback from '../../data/docker-mcp-gateway/before-stdio-rollback.json?raw';
@@ -83,7 +85,7 @@ describe('Docker MCP Gateway before interceptor → /docker-mcp/v1/before', { ti
     );
   });
 
-  it('the later {"method","params"} payload is read the same way', async () => {
+  it('the mcp-go {"method","params"} payload (v0.9.0-v0.13.0) is read the same way', async () => {
     const s = await seedTenant('docker');
     const a = await intercept(beforeMethodParamsRead, {
       key: s.agent.api_key,
@@ -91,6 +93,29 @@ describe('Docker MCP Gateway before interceptor → /docker-mcp/v1/before', { ti
       headers: { 'content-type': 'application/json' },
     });
     expect(a).toEqual({ status: 200, text: '' });
+  });
+
+  it('the bare params of v0.14.0/v0.15.0 are read the same way; a write among them is decided the same', async () => {
+    const s = await seedTenant('docker');
+    const runId = await createRun(s);
+    const key = s.agent.api_key;
+    expect(await intercept(beforeBareRead, { key, runId })).toEqual({ status: 200, text: '' });
+    const denied = replacement(await intercept(beforeBareRollback, { key, runId }));
+    expect(denied.structuredContent.writ.violations).toContain('approval_missing');
+    const approval = await approvedApproval(s);
+    const p = JSON.parse(beforeBareRollback) as { _meta: Record<string, unknown> };
+    p._meta['dev.writ/approval_id'] = approval;
+    expect(await intercept(JSON.stringify(p), { key, runId })).toEqual({ status: 200, text: '' });
+    // Bare params beside a wrapper: which call is it? Neither.
+    const bare = JSON.parse(beforeBareRead) as Record<string, unknown>;
+    const read = JSON.parse(beforeRead) as Record<string, unknown>;
+    for (const mixed of [
+      { ...read, ...bare },
+      { method: 'tools/call', params: bare, name: 'get_deployment' },
+    ]) {
+      const r = replacement(await intercept(JSON.stringify(mixed), { key, runId }));
+      expect(r.structuredContent.writ.code).toBe(-32600);
+    }
   });
 
   it('a write without approval is a receipted denial naming the access request; approved, it passes once', async () => {
