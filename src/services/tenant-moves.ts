@@ -8,7 +8,8 @@
  *
  * Guarantees: an import verifies every line before anything is written, and any problem refuses
  * the whole import with nothing written: a line that is not canonical JSON of that shape; an
- * unknown table or column, or a missing column; a row of another tenant; other than exactly one
+ * unknown table or column, or a missing column (other than one a later migration added, which is
+ * filled as that migration filled it: `MIGRATED_COLUMNS`); a row of another tenant; other than exactly one
  * `tenants` and one `tenant_quotas` row; a receipt whose stored text is not canonical, whose body
  * (decoded from either encoding; a compact row gets its tenant and principal from the row's
  * columns) does not hash to its digest or whose digest is not the row's key; evidence held in R2
@@ -37,7 +38,7 @@ import { newApiKey } from '../db/ids.js';
 import { RECEIPT_ENCODING, decodeReceipt } from '../db/receipts.js';
 import type { LogFields } from './context.js';
 import { ServiceError, notFound } from './errors.js';
-import type { TenantMovePort, TenantRow } from './ports.js';
+import type { TenantMovePort, TenantRow, TenantRowValue } from './ports.js';
 
 /**
  * Bounds on one import request. The file is read and verified whole (in memory) before anything
@@ -103,13 +104,14 @@ export function verifyExport(
   const rows: TenantRow[] = [];
   let tenant: { tenant_id: string; name: string; created_at_unix_ms: number } | null = null;
   let quotas = 0;
+  const older = new OlderExportFill();
   for (const [i, line] of lines.entries()) {
     const n = i + 1;
     const decoded = decodeJsonText(line, { maxBytes: MAX_LINE_BYTES, maxDepth: 4 });
     if (!decoded.ok) throw refuse(n, `not json (${decoded.error.reason})`);
     // Canonical form only: a line re-serialized differently is not what an export wrote.
     if (canonicalize(decoded.value) !== line) throw refuse(n, 'not in canonical form (RFC 8785)');
-    const row = parseRow(port, n, decoded.value);
+    const row = parseRow(port, n, decoded.value, older);
     if (row.table === 'tenants') {
       if (tenant !== null) throw refuse(n, 'a second tenants row');
       tenant = {
@@ -164,7 +166,12 @@ function verifyReferences(rows: readonly TenantRow[]): void {
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 
-function parseRow(port: Pick<TenantMovePort, 'columnsOf'>, n: number, v: JsonValue): TenantRow {
+function parseRow(
+  port: Pick<TenantMovePort, 'columnsOf'>,
+  n: number,
+  v: JsonValue,
+  older: OlderExportFill,
+): TenantRow {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) throw refuse(n, 'not an object');
   const keys = Object.keys(v);
   if (keys.length !== 2 || !('table' in v) || !('row' in v))
@@ -180,8 +187,14 @@ function parseRow(port: Pick<TenantMovePort, 'columnsOf'>, n: number, v: JsonVal
     if (!columns.includes(k)) throw refuse(n, `unknown column ${quoted(k)} of ${table}`);
   }
   const out: Record<string, string | number | null> = {};
+  // Only a column a later migration added may be missing (filled below as it filled it).
+  const missing = older.missing(
+    n,
+    table,
+    columns.filter((c) => !Object.hasOwn(row, c)),
+  );
   for (const c of columns) {
-    if (!Object.hasOwn(row, c)) throw refuse(n, `missing column ${quoted(c)} of ${table}`);
+    if (missing.has(c)) continue;
     const value = row[c];
     if (!(
       value === null ||
@@ -193,7 +206,122 @@ function parseRow(port: Pick<TenantMovePort, 'columnsOf'>, n: number, v: JsonVal
     out[c] = value as string | number | null;
   }
   if (typeof out.tenant_id !== 'string') throw refuse(n, 'tenant_id is not text');
+  older.fill(n, table, out, missing);
   return { table, row: out };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exports taken before a later migration added a column to a moved table
+
+/** How a migration filled a column it added, for the rows that already existed. */
+type MigratedFill =
+  | { readonly value: TenantRowValue }
+  /** migrations/0009: the first reconciliation receipt stored for the operation (`OlderExportFill`). */
+  | { readonly backfill: 'reconciliation_receipt' };
+
+/**
+ * Every column that migrations 0004..0012 added to a table a move carries (`TENANT_TABLES`), and
+ * what the migration filled the rows already there with. Exports exist since migration 0003
+ * (shards); 0005 adds a whole table (an older export has no rows of it), and 0006, 0008, 0010,
+ * 0011 and 0012 add no column to a moved table. An export taken before one of these migrations
+ * lacks exactly that column: the import fills it as the migration would have, so the rows are the
+ * ones the source database holds now. A row missing any other column is refused.
+ */
+export const MIGRATED_COLUMNS: readonly {
+  readonly table: string;
+  readonly column: string;
+  readonly migration: string;
+  readonly fill: MigratedFill;
+}[] = [
+  // Every row before 0004 was `{sha256, body}` (encoding 1) with its evidence in the row.
+  { table: 'receipts', column: 'receipt_encoding', migration: '0004', fill: { value: 1 } },
+  { table: 'receipts', column: 'evidence_sha256', migration: '0004', fill: { value: null } },
+  { table: 'receipts', column: 'evidence_bytes', migration: '0004', fill: { value: null } },
+  { table: 'tenant_quotas', column: 'receipt_retention_days', migration: '0004', fill: { value: 90 } },
+  { table: 'approvals', column: 'first_approved_by', migration: '0007', fill: { value: null } },
+  { table: 'approvals', column: 'first_approved_at_unix_ms', migration: '0007', fill: { value: null } },
+  { table: 'approvals', column: 'first_approval_lifetime_ms', migration: '0007', fill: { value: null } },
+  { table: 'approvals', column: 'idempotency_key', migration: '0007', fill: { value: null } },
+  {
+    table: 'operations',
+    column: 'reconciliation_receipt_sha256',
+    migration: '0009',
+    fill: { backfill: 'reconciliation_receipt' },
+  },
+];
+
+const RECONCILED = new Set(['reconciled_succeeded', 'reconciled_no_effect']);
+
+/**
+ * The state one file's fill needs, line by line (rows arrive in export order: receipts before
+ * operations). Refuses, rather than guesses: a column not in `MIGRATED_COLUMNS`; rows of one
+ * table that disagree on which columns they lack (one export is taken at one schema); and a
+ * back-fill it cannot compute as the migration did (a receipt after a back-filled operation, or a
+ * reconciliation receipt whose `operation_id` is not text, which SQL would compare by affinity).
+ */
+class OlderExportFill {
+  readonly #lacking = new Map<string, string>();
+  /** Per operation id, the first reconciliation receipt by (`created_at_unix_ms`, `sha256`). */
+  readonly #reconciliations = new Map<string, { readonly at: number; readonly sha256: string }>();
+  #untextualReconciliation = false;
+  #backfilled = false;
+
+  missing(n: number, table: string, absent: readonly string[]): ReadonlySet<string> {
+    for (const c of absent) {
+      if (!MIGRATED_COLUMNS.some((m) => m.table === table && m.column === c))
+        throw refuse(n, `missing column ${quoted(c)} of ${table}`);
+    }
+    const key = absent.join(',');
+    const first = this.#lacking.get(table);
+    if (first === undefined) this.#lacking.set(table, key);
+    else if (first !== key) throw refuse(n, `rows of ${table} differ in the columns they lack`);
+    return new Set(absent);
+  }
+
+  fill(n: number, table: string, out: Record<string, TenantRowValue>, missing: ReadonlySet<string>): void {
+    if (table === 'receipts') {
+      // The back-fill reads every receipt of the file: one after it would have been missed.
+      if (this.#backfilled) throw refuse(n, 'a receipt after an operation whose column was back-filled');
+      this.#noteReceipt(out);
+    }
+    for (const c of missing) {
+      const m = MIGRATED_COLUMNS.find((x) => x.table === table && x.column === c);
+      if (m === undefined) throw refuse(n, `missing column ${quoted(c)} of ${table}`);
+      out[c] = 'value' in m.fill ? m.fill.value : this.#reconciliationOf(n, out);
+    }
+  }
+
+  /**
+   * migrations/0009: `json_extract` of `$.body.operation_id`, else of `$.operation_id`, of the
+   * stored text (encoding 1 wraps the body, encoding 2 is the body).
+   */
+  #noteReceipt(r: Record<string, TenantRowValue>): void {
+    if (r.kind !== 'reconciliation' || typeof r.receipt !== 'string') return;
+    const decoded = decodeJsonText(r.receipt, { maxBytes: MAX_LINE_BYTES, maxDepth: 64 });
+    // Text that does not decode is refused by `verifyDocuments` on this same line.
+    if (!decoded.ok) return;
+    const at = (v: JsonValue | undefined, k: string): JsonValue | undefined =>
+      typeof v === 'object' && v !== null && !Array.isArray(v) ? v[k] : undefined;
+    const id = at(at(decoded.value, 'body'), 'operation_id') ?? at(decoded.value, 'operation_id') ?? null;
+    if (id === null) return;
+    if (typeof id !== 'string') {
+      this.#untextualReconciliation = true;
+      return;
+    }
+    const created = Number(r.created_at_unix_ms);
+    const sha256 = String(r.sha256);
+    const best = this.#reconciliations.get(id);
+    if (best === undefined || created < best.at || (created === best.at && sha256 < best.sha256))
+      this.#reconciliations.set(id, { at: created, sha256 });
+  }
+
+  #reconciliationOf(n: number, op: Record<string, TenantRowValue>): TenantRowValue {
+    this.#backfilled = true;
+    if (!RECONCILED.has(String(op.state))) return null;
+    if (this.#untextualReconciliation)
+      throw refuse(n, 'cannot back-fill reconciliation_receipt_sha256: a receipt names a non-text operation');
+    return this.#reconciliations.get(String(op.operation_id))?.sha256 ?? null;
+  }
 }
 
 /** Every digest a row is keyed by is recomputed from the bytes the row holds. */
