@@ -455,6 +455,12 @@ function* chunksFrom(rows: readonly TenantRow[], from: number, max: number): Gen
   if (chunk.length > 0) yield chunk;
 }
 
+const abortUnfinished = (tenant_id: string, shard: number) =>
+  new ServiceError(
+    'conflict',
+    `an abort of the staged import of tenant ${quoted(tenant_id)} on shard ${shard} has not finished; abort it again to finish it, then import`,
+  );
+
 const progressMoved = (tenant_id: string) =>
   new ServiceError(
     'conflict',
@@ -497,7 +503,8 @@ export async function importTenant(
   const staged = { tenant_id, file_sha256: sha256HexOfText(text), rows_total: rows.length };
   const begun = await port.beginImport(shard, staged, now);
   if (begun === 'exists')
-    throw new ServiceError('conflict', `tenant ${quoted(tenant_id)} already has rows on shard ${shard}`);
+    return finishUnrecorded(port, shard, verified, staged.file_sha256, previous, now, log);
+  if (begun === 'aborting') throw abortUnfinished(tenant_id, shard);
   if (begun === 'other_import')
     throw new ServiceError(
       'conflict',
@@ -534,7 +541,36 @@ export async function importTenant(
     if ((await port.keyPrincipals(shard, staged, part)) === 'moved') throw progressMoved(tenant_id);
   }
   const quota = rows.find((r) => r.table === 'tenant_quotas') as TenantRow;
-  if ((await port.goLive(shard, staged, quota)) === 'moved') throw progressMoved(tenant_id);
+  if ((await port.goLive(shard, staged, quota, now)) === 'moved') throw progressMoved(tenant_id);
+  const frozen = await recordMove(port, shard, verified, previous, 0, now);
+  log({
+    tenant_id,
+    shard,
+    previous_shard: previous,
+    rows: rows.length,
+    resumed_at_row: begun.rows_done,
+    chunks,
+    frozen_principals: frozen.length,
+  });
+  return { tenant_id, name, shard, previous_shard: previous, rows: rows.length, keys };
+}
+
+// ---------------------------------------------------------------------------------------------
+// After go-live: the directory, the old copy, and a retry when the directory write failed
+
+/**
+ * Point the directory at `shard`, freeze the copy left behind, and close the re-keying window
+ * (`settleImport`, only if `attempt` is still the latest). Returns the frozen principals.
+ */
+async function recordMove(
+  port: TenantMovePort,
+  shard: number,
+  verified: { readonly tenant_id: string; readonly name: string; readonly created_at_unix_ms: number },
+  previous: number | null,
+  attempt: number,
+  now: number,
+): Promise<string[]> {
+  const { tenant_id, name } = verified;
   const recorded = await port.record({
     tenant_id,
     name,
@@ -549,14 +585,116 @@ export async function importTenant(
   }
   // The copy left behind must not take writes any more: no key of it authenticates.
   const frozen = previous === null ? [] : await port.freeze(previous, tenant_id, now);
+  // A retry that began after this attempt re-keyed has replaced (or will replace) this attempt's
+  // keys: they must not be returned as if they worked.
+  if ((await port.settleImport(shard, tenant_id, attempt)) === 'moved')
+    throw new ServiceError(
+      'conflict',
+      `a later retry of the import of tenant ${quoted(tenant_id)} took over; its keys are the ones that work`,
+    );
+  return frozen;
+}
+
+/**
+ * The tenant is live on `shard` but the directory does not point there. If this file's import
+ * went live there and its directory write failed (`record` threw: its keys were never
+ * delivered), finish the move: new keys for every live principal (the undelivered ones are
+ * replaced, so they never work), the directory, the old copy frozen. Anything else (another
+ * file, an import recorded or from before migration 0013, a tenant that was never imported) is
+ * refused as before: the tenant already has rows on `shard`.
+ */
+async function finishUnrecorded(
+  port: TenantMovePort,
+  shard: number,
+  verified: { readonly tenant_id: string; readonly name: string; readonly created_at_unix_ms: number },
+  file_sha256: string,
+  previous: number | null,
+  now: number,
+  log: (fields: LogFields) => void,
+) {
+  const { tenant_id, name } = verified;
+  const begun = await port.beginRekey(shard, tenant_id, file_sha256, now);
+  if (begun === 'none')
+    throw new ServiceError('conflict', `tenant ${quoted(tenant_id)} already has rows on shard ${shard}`);
+  if (begun === 'other_file')
+    throw new ServiceError(
+      'conflict',
+      `another export of tenant ${quoted(tenant_id)} went live on shard ${shard}; send that file again to finish it`,
+    );
+  const keys = (await port.livePrincipals(shard, tenant_id)).map((p) => ({
+    principal_id: p.principal_id,
+    name: p.name,
+    roles: JSON.parse(p.roles) as JsonValue,
+    api_key: newApiKey(shard),
+  }));
+  for (let i = 0; i < keys.length; i += IMPORT_CHUNK_ROWS) {
+    const part = keys
+      .slice(i, i + IMPORT_CHUNK_ROWS)
+      .map((k) => ({ principal_id: k.principal_id, key_sha256: apiKeyDigest(k.api_key) }));
+    if ((await port.rekeyPrincipals(shard, tenant_id, begun.attempt, part)) === 'moved')
+      throw progressMoved(tenant_id);
+  }
+  const frozen = await recordMove(port, shard, verified, previous, begun.attempt, now);
   log({
     tenant_id,
     shard,
     previous_shard: previous,
-    rows: rows.length,
-    resumed_at_row: begun.rows_done,
-    chunks,
+    rekeyed_attempt: begun.attempt,
+    rekeyed_principals: keys.length,
     frozen_principals: frozen.length,
   });
-  return { tenant_id, name, shard, previous_shard: previous, rows: rows.length, keys };
+  return { tenant_id, name, shard, previous_shard: previous, rows: 0, keys };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Aborting a staged import (platform admin; migrations/0013)
+
+export interface AbortOptions {
+  /** Rows per delete batch (tests force several batches with a small number). */
+  readonly chunk_rows?: number | undefined;
+}
+
+/**
+ * Remove every row of `tenant_id`'s staged import on `shard`: the import is marked `aborting`
+ * first (from then on no chunk, key or flip of it commits, whoever sends it), then its rows are
+ * deleted in bounded batches, the quota row and the mark last. Resumable: an abort cut short is
+ * finished by calling it again; while it is unfinished the import of any file is refused. Never
+ * touches a live tenant or a frozen copy (409), and a shard with nothing of the tenant is a 404.
+ * R2 objects named by the deleted rows are left to the orphan collector (src/services/blob-collection.ts).
+ */
+export async function abortImport(
+  port: TenantMovePort,
+  shard: number,
+  tenant_id: string,
+  now: number,
+  log: (fields: LogFields) => void,
+  options: AbortOptions = {},
+) {
+  if (!port.shardExists(shard)) throw new ServiceError('invalid_request', `shard ${shard} is not configured`);
+  const chunkRows = options.chunk_rows ?? IMPORT_CHUNK_ROWS;
+  if (!Number.isSafeInteger(chunkRows) || chunkRows < 1)
+    throw new RangeError('chunk_rows must be a positive integer');
+  if (!Identifier.safeParse(tenant_id).success) throw notFound('staged import');
+  const marked = await port.markAbort(shard, tenant_id, now);
+  if (marked === 'none') throw notFound('staged import');
+  if (marked === 'live')
+    throw new ServiceError(
+      'conflict',
+      `tenant ${quoted(tenant_id)} is live on shard ${shard}: only a staged import can be aborted`,
+    );
+  let rows = 0;
+  let chunks = 0;
+  for (;;) {
+    const r = await port.abortChunk(shard, tenant_id, chunkRows);
+    if (r === 'moved')
+      throw new ServiceError(
+        'conflict',
+        `another request finished aborting the import of ${quoted(tenant_id)}`,
+      );
+    if (r === 'done') break;
+    rows += r.deleted;
+    chunks += 1;
+  }
+  log({ tenant_id, shard, aborted_rows: rows, chunks });
+  return { tenant_id, shard, aborted: true, rows_deleted: rows };
 }
