@@ -22,6 +22,7 @@ import type { StagedImport, TenantRow, TenantRowValue } from '../services/ports.
 import type { Db } from './client.js';
 import {
   approvals,
+  blobArchivesUnindexed,
   contracts,
   grants,
   operations,
@@ -389,6 +390,19 @@ export async function markImportAborting(
 }
 
 /**
+ * An archive manifest put its object in `blob_archives_unindexed` (0011), and the orphan collector
+ * deletes nothing while any mark is left and fails on one whose object is missing. So the marks
+ * of the manifests an abort deletes go with them, unless another tenant's manifest names the same
+ * object. (`blob_archive_refs` rows already indexed from them stay: they only keep objects.)
+ */
+function forgetUnindexedArchives(db: Db, tenant_id: string, chosen: ReturnType<typeof sql>) {
+  return db.delete(blobArchivesUnindexed).where(
+    sql`${blobArchivesUnindexed.archive_sha256} IN (SELECT ${receiptArchives.archive_sha256} FROM ${receiptArchives} WHERE rowid IN (${chosen}))
+        AND NOT EXISTS (SELECT 1 FROM ${receiptArchives} a WHERE a.archive_sha256 = ${blobArchivesUnindexed.archive_sha256} AND a.tenant_id <> ${tenant_id})`,
+  );
+}
+
+/**
  * Delete at most `max` rows of the aborting import, from the first table (children first) that
  * still has some, in one guarded batch; `done` once the last batch removed the quota row and the
  * mark; `moved` when the import is not aborting (another abort finished it).
@@ -402,11 +416,13 @@ export async function abortStagedChunk(
     const tid = (t as unknown as { tenant_id: typeof tenants.tenant_id }).tenant_id;
     const any = await db.select({ id: tid }).from(t).where(eq(tid, tenant_id)).limit(1).get();
     if (any === undefined) continue;
+    const chosen = sql`SELECT rowid FROM ${t} WHERE ${tid} = ${tenant_id} ORDER BY rowid LIMIT ${max}`;
     const statements = [
       abortGuard(db, tenant_id),
+      ...(t === receiptArchives ? [forgetUnindexedArchives(db, tenant_id, chosen)] : []),
       db
         .delete(t)
-        .where(sql`rowid IN (SELECT rowid FROM ${t} WHERE ${tid} = ${tenant_id} LIMIT ${max})`)
+        .where(sql`rowid IN (${chosen})`)
         .returning({ id: tid }),
     ];
     try {

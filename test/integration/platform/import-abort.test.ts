@@ -162,6 +162,18 @@ describe('aborting a staged import', () => {
         return real.abortChunk(shard, tenant_id, max);
       },
     };
+    // A staged archive manifest: its mark for the orphan collector goes with it (else the
+    // collector would wait for it, or fail on it, forever).
+    const archive = sha256HexOfText(`archive of ${s.tenant_id}`);
+    await shardD1(to)
+      .prepare(
+        'INSERT INTO receipt_archives (tenant_id, archive_sha256, day, receipts, bytes, created_at_unix_ms) VALUES (?, ?, 1, 1, 1, 1)',
+      )
+      .bind(s.tenant_id, archive)
+      .run();
+    const marks = () =>
+      count(to, 'SELECT count(*) AS n FROM blob_archives_unindexed WHERE archive_sha256 = ?', archive);
+    expect(await marks()).toBe(1);
     const staged = await leftOn(to, s.tenant_id);
     await expect(abortImport(dying, to, s.tenant_id, Date.now(), noLog, { chunk_rows: 2 })).rejects.toThrow(
       /injected/,
@@ -205,6 +217,7 @@ describe('aborting a staged import', () => {
     );
     expect((await abortHttp(s.tenant_id, to)).status).toBe(404);
     expect(calls.n).toBe(3);
+    expect(await marks()).toBe(0);
 
     // The same file afterwards starts over, from row 0, and goes live whole.
     const fields: Record<string, unknown> = {};
@@ -271,6 +284,11 @@ describe('the append-only tables', () => {
         expect(await rowsOf(table)).toBe(n);
       }
     };
+    // (The manifest's object does not exist: its collector mark must not outlive this test.)
+    await d1
+      .prepare('DELETE FROM blob_archives_unindexed WHERE archive_sha256 = ?')
+      .bind('b'.repeat(64))
+      .run();
     await tryDeletes();
     // A mark cannot be opened for a tenant that has rows here, so the exception never applies.
     await expect(
