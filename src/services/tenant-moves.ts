@@ -25,6 +25,11 @@
  * re-keys the tenant: every principal that was live gets a new key naming the target shard,
  * returned once by the import; keys issued before the move keep failing (the old copy is frozen:
  * every principal revoked, by a freezing export or at the latest by the import).
+ * Two ways out of a move that did not finish (migrations/0013): a staged import that will not be
+ * finished is aborted (`abortImport`: marked first, so no batch of it commits any more, then its
+ * rows deleted in bounded batches); an import that went live but whose directory write failed is
+ * finished by the same file again (`finishUnrecorded`: every live principal re-keyed, so the
+ * undelivered keys never work).
  * Never: deletes the old copy (receipts are append-only; a frozen copy is an archive), or lets
  * an import overwrite a tenant already on the target shard.
  */
@@ -477,7 +482,9 @@ const progressMoved = (tenant_id: string) =>
  * table, so no key authenticates; the directory does not point here), and one last batch makes it
  * live. A failure in between leaves only the invisible staged rows; sending the same file again
  * resumes after the last chunk that committed (keys are issued anew on every attempt, so keys of
- * a failed attempt never work). Another file for a tenant staged on `shard` is refused.
+ * a failed attempt never work). Another file for a tenant staged on `shard` is refused, and so is
+ * any file while an abort of the tenant's import there is unfinished. If the directory write
+ * fails after the tenant went live, the same file again finishes the move (`finishUnrecorded`).
  */
 export async function importTenant(
   port: TenantMovePort,

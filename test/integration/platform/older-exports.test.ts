@@ -6,6 +6,7 @@
  * back-fill that cannot be done faithfully, still refuse the whole import.
  */
 import { env } from 'cloudflare:workers';
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalize, digestOf } from '../../../src/core/canonical/canonical.js';
 import { decodeReceipt } from '../../../src/db/receipts.js';
@@ -249,5 +250,23 @@ describe('an older export is still refused whole', () => {
       row: reconciliation(s, 7, 10, 5),
     });
     expect(verified(toText(present))).toHaveLength(rows.length + 1);
+  });
+
+  it('property: any set of columns removed is accepted exactly when every one is on the list', async () => {
+    const { rows, text } = await fullExport('older-property');
+    const full = verified(text);
+    const allowed = new Set(MIGRATED_COLUMNS.map((m) => `${m.table}.${m.column}`));
+    const every = [...new Set(rows.flatMap((r) => Object.keys(r.row).map((c) => `${r.table}.${c}`)))].sort();
+    const listed = every.filter((c) => allowed.has(c));
+    const others = every.filter((c) => !allowed.has(c));
+    expect(listed).toHaveLength(MIGRATED_COLUMNS.length);
+    fc.assert(
+      fc.property(fc.subarray(listed), fc.subarray(others, { maxLength: 2 }), (fill, missing) => {
+        const older = without(rows, [...fill, ...missing]);
+        if (missing.length === 0) expect(verified(older)).toEqual(full);
+        else expect(() => verified(older)).toThrow(/^import refused, nothing written: .*missing column/);
+      }),
+      { numRuns: 60 },
+    );
   });
 });
