@@ -1,6 +1,7 @@
 /**
  * `writ tenant export <tenant_id> [--freeze]` and `writ tenant import --shard N <file>`: move a
- * tenant between D1 shards (platform admin; docs/scaling.md, "Shards"). The export is written to
+ * tenant between D1 shards (platform admin; docs/scaling.md, "Shards"); `writ tenant abort-import
+ * --shard N <tenant_id>`: abort a staged import that will not be finished. The export is written to
  * stdout as canonical JSON lines; the import reads a file and prints what the service answered,
  * including each live principal's new key (shown once: hand them to their holders).
  *
@@ -12,7 +13,7 @@ import { type CliIo, EXIT, type ExitCode } from './io.js';
 import { parseRemoteArgs } from './remote.js';
 
 export const TENANT_USAGE =
-  'usage: writ tenant export <tenant_id> [--freeze] [--url URL]\n       writ tenant import --shard N <file> [--url URL]\n(the platform admin token is read from WRIT_ADMIN_TOKEN)';
+  'usage: writ tenant export <tenant_id> [--freeze] [--url URL]\n       writ tenant import --shard N <file> [--url URL]\n       writ tenant abort-import --shard N <tenant_id> [--url URL]\n(the platform admin token is read from WRIT_ADMIN_TOKEN)';
 
 export async function runTenant(argv: readonly string[], io: CliIo): Promise<ExitCode> {
   const args = parseRemoteArgs(argv, ['--shard']);
@@ -66,6 +67,23 @@ export async function runTenant(argv: readonly string[], io: CliIo): Promise<Exi
       }),
     );
     if (res.status !== 201) return failed(io, 'tenant import', res);
+    io.stdout(`${JSON.stringify(await res.json(), null, 2)}\n`);
+    return EXIT.ok;
+  }
+  if (sub === 'abort-import') {
+    const shard = args.values.shard;
+    const [tenant_id, ...extra] = rest;
+    if (shard === undefined || !/^(0|[1-9][0-9]{0,3})$/.test(shard))
+      return usage(io, 'abort-import needs --shard N');
+    if (tenant_id === undefined || extra.length > 0 || !/^[a-z0-9][a-z0-9-]{0,127}$/.test(tenant_id))
+      return usage(io, 'abort-import takes one tenant id');
+    const res = await fetcher(
+      new Request(`${base}/v1/tenants/import/${tenant_id}/abort?shard=${shard}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}` },
+      }),
+    );
+    if (res.status !== 200) return failed(io, 'tenant abort-import', res);
     io.stdout(`${JSON.stringify(await res.json(), null, 2)}\n`);
     return EXIT.ok;
   }

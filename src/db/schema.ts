@@ -378,6 +378,8 @@ export const tenantImports = sqliteTable('tenant_imports', {
   rows_done: integer().notNull().default(0),
   started_at_unix_ms: integer().notNull(),
   updated_at_unix_ms: integer().notNull(),
+  /** `staged`, or `aborting` once an abort began: final, no batch of the import commits (0013). */
+  state: text().notNull().default('staged'),
 });
 
 /**
@@ -403,6 +405,19 @@ export const tenantImportPrincipals = sqliteTable(
 /** Never holds a row: a trigger aborts any insert (the chunk guard, migrations/0011). */
 export const tenantImportGuard = sqliteTable('tenant_import_guard', {
   tenant_id: text().notNull(),
+});
+
+/**
+ * An import that went live on this shard whose directory write is not confirmed yet (0013): a
+ * retry of the same file may re-key the tenant's live principals while it exists; `attempt`
+ * orders concurrent retries (only the last one's keys are kept).
+ */
+export const tenantImportsUnrecorded = sqliteTable('tenant_imports_unrecorded', {
+  tenant_id: text().primaryKey(),
+  file_sha256: text().notNull(),
+  attempt: integer().notNull().default(0),
+  live_at_unix_ms: integer().notNull(),
+  updated_at_unix_ms: integer().notNull(),
 });
 
 // ---------------------------------------------------------------------------------------------

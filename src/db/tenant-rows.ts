@@ -12,7 +12,8 @@
  * reach `principals` only in that last batch, so no key authenticates a half-written tenant; each
  * staged batch commits only against the progress it was cut for (two importers never both write).
  * Never: deletes a row (receipts and approvals cannot be deleted; a moved tenant's old copy is
- * frozen instead: every principal revoked), or exports a webhook signing secret
+ * frozen instead: every principal revoked), except the rows of an import that is aborting
+ * (migrations/0013: staged rows no key ever reached); or exports a webhook signing secret
  * (`TENANT_TABLES_NOT_MOVED`).
  */
 import { and, asc, eq, getTableColumns, gt, isNull, sql } from 'drizzle-orm';
@@ -21,6 +22,7 @@ import type { StagedImport, TenantRow, TenantRowValue } from '../services/ports.
 import type { Db } from './client.js';
 import {
   approvals,
+  blobArchivesUnindexed,
   contracts,
   grants,
   operations,
@@ -34,6 +36,7 @@ import {
   tenantImportGuard,
   tenantImportPrincipals,
   tenantImports,
+  tenantImportsUnrecorded,
   tenantQuotas,
   tenants,
 } from './schema.js';
@@ -136,7 +139,8 @@ function guard(db: Db, s: StagedImport, rows_done: number) {
   return db.insert(tenantImportGuard).select(
     sql`SELECT ${s.tenant_id} WHERE NOT EXISTS (SELECT 1 FROM ${tenantImports}
         WHERE ${tenantImports.tenant_id} = ${s.tenant_id} AND ${tenantImports.file_sha256} = ${s.file_sha256}
-        AND ${tenantImports.rows_done} = ${rows_done} AND ${tenantImports.rows_total} = ${s.rows_total})`,
+        AND ${tenantImports.rows_done} = ${rows_done} AND ${tenantImports.rows_total} = ${s.rows_total}
+        AND ${tenantImports.state} = 'staged')`,
   );
 }
 
@@ -148,10 +152,11 @@ export async function beginStagedImport(
   db: Db,
   s: StagedImport,
   now: number,
-): Promise<{ readonly rows_done: number } | 'exists' | 'other_import'> {
+): Promise<{ readonly rows_done: number } | 'exists' | 'other_import' | 'aborting'> {
   const started = async () => {
     const mark = await db.select().from(tenantImports).where(eq(tenantImports.tenant_id, s.tenant_id)).get();
     if (mark === undefined) return null;
+    if (mark.state === 'aborting') return 'aborting' as const;
     return mark.file_sha256 === s.file_sha256 && mark.rows_total === s.rows_total
       ? { rows_done: mark.rows_done }
       : ('other_import' as const);
@@ -256,7 +261,12 @@ export async function keyStagedPrincipals(
  * live), the quota row is set exactly as exported (limits and usage, replacing the counts the
  * triggers kept while the rows went in), and the staging is removed.
  */
-export async function goLiveImport(db: Db, s: StagedImport, quota: TenantRow): Promise<'live' | 'moved'> {
+export async function goLiveImport(
+  db: Db,
+  s: StagedImport,
+  quota: TenantRow,
+  now: number,
+): Promise<'live' | 'moved'> {
   const columns = Object.keys(getTableColumns(principals)).map((c) => sql.identifier(c));
   const list = sql.join(columns, sql`, `);
   const statements = [
@@ -271,6 +281,14 @@ export async function goLiveImport(db: Db, s: StagedImport, quota: TenantRow): P
       .update(tenantQuotas)
       .set({ ...(quota.row as Partial<typeof tenantQuotas.$inferInsert>), tenant_id: s.tenant_id })
       .where(eq(tenantQuotas.tenant_id, s.tenant_id)),
+    // Live, directory not written yet: until it is, a retry of this file may re-key (0013).
+    db.insert(tenantImportsUnrecorded).values({
+      tenant_id: s.tenant_id,
+      file_sha256: s.file_sha256,
+      attempt: 0,
+      live_at_unix_ms: now,
+      updated_at_unix_ms: now,
+    }),
     db.delete(tenantImports).where(eq(tenantImports.tenant_id, s.tenant_id)),
   ];
   return runStaged(db, statements, 'live');
@@ -305,5 +323,221 @@ function insertSignatureRow(db: Db, row: TenantRow['row'], exportedMaxSeq: numbe
     sql`SELECT max(coalesce((SELECT max(${receiptSignatures.seq}) FROM ${receiptSignatures}), 0), ${exportedMaxSeq}) + 1,
         ${row.tenant_id}, ${row.receipt_sha256}, ${row.envelope}, ${row.created_at_unix_ms}
         WHERE 1`,
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Aborting a staged import (migrations/0013): the import is marked `aborting` first, so no batch
+// of it commits any more, then its rows are deleted in bounded batches, the mark last.
+
+/**
+ * The tables an abort empties, children first; the quota row and the mark go in the last batch
+ * (`abortStagedChunk`). `principals` is empty for a staged tenant (its principals wait in
+ * `tenant_import_principals`); it is listed so nothing could be left behind.
+ */
+const ABORT_ORDER: readonly SQLiteTable[] = [
+  tenantImportPrincipals,
+  ...(Object.entries(TENANT_TABLES) as [string, SQLiteTable][])
+    .filter(([name]) => name !== 'tenant_quotas')
+    .map(([, t]) => t)
+    .reverse(),
+];
+
+/** Aborts the batch (the guard table's trigger) unless the tenant's import here is aborting. */
+function abortGuard(db: Db, tenant_id: string) {
+  return db.insert(tenantImportGuard).select(
+    sql`SELECT ${tenant_id} WHERE NOT EXISTS (SELECT 1 FROM ${tenantImports}
+        WHERE ${tenantImports.tenant_id} = ${tenant_id} AND ${tenantImports.state} = 'aborting')`,
+  );
+}
+
+/**
+ * Mark the tenant's staged import `aborting` (one statement: from its commit on, every chunk, key
+ * and flip batch of the import aborts). `aborting` also when it was already marked (an abort is
+ * resumed); `live` when the tenant has rows here and no import (live, or a frozen copy): never
+ * touched; `none` when nothing of the tenant is here.
+ */
+export async function markImportAborting(
+  db: Db,
+  tenant_id: string,
+  now: number,
+): Promise<'aborting' | 'live' | 'none'> {
+  const marked = await db
+    .update(tenantImports)
+    .set({ state: 'aborting', updated_at_unix_ms: now })
+    .where(and(eq(tenantImports.tenant_id, tenant_id), eq(tenantImports.state, 'staged')))
+    .returning({ tenant_id: tenantImports.tenant_id })
+    .all();
+  if (marked.length > 0) return 'aborting';
+  const mark = await db
+    .select({ state: tenantImports.state })
+    .from(tenantImports)
+    .where(eq(tenantImports.tenant_id, tenant_id))
+    .get();
+  if (mark?.state === 'aborting') return 'aborting';
+  const present = await db
+    .select({ id: tenantQuotas.tenant_id })
+    .from(tenantQuotas)
+    .where(eq(tenantQuotas.tenant_id, tenant_id))
+    .get();
+  const tenant = await db
+    .select({ id: tenants.tenant_id })
+    .from(tenants)
+    .where(eq(tenants.tenant_id, tenant_id))
+    .get();
+  // A mark still `staged` here means an import opened between the two reads: not ours to abort.
+  return present !== undefined || tenant !== undefined || mark !== undefined ? 'live' : 'none';
+}
+
+/**
+ * An archive manifest put its object in `blob_archives_unindexed` (0011), and the orphan collector
+ * deletes nothing while any mark is left and fails on one whose object is missing. So the marks
+ * of the manifests an abort deletes go with them, unless another tenant's manifest names the same
+ * object. (`blob_archive_refs` rows already indexed from them stay: they only keep objects.)
+ */
+function forgetUnindexedArchives(db: Db, tenant_id: string, chosen: ReturnType<typeof sql>) {
+  return db.delete(blobArchivesUnindexed).where(
+    sql`${blobArchivesUnindexed.archive_sha256} IN (SELECT ${receiptArchives.archive_sha256} FROM ${receiptArchives} WHERE rowid IN (${chosen}))
+        AND NOT EXISTS (SELECT 1 FROM ${receiptArchives} a WHERE a.archive_sha256 = ${blobArchivesUnindexed.archive_sha256} AND a.tenant_id <> ${tenant_id})`,
+  );
+}
+
+/**
+ * Delete at most `max` rows of the aborting import, from the first table (children first) that
+ * still has some, in one guarded batch; `done` once the last batch removed the quota row and the
+ * mark; `moved` when the import is not aborting (another abort finished it).
+ */
+export async function abortStagedChunk(
+  db: Db,
+  tenant_id: string,
+  max: number,
+): Promise<{ readonly deleted: number } | 'done' | 'moved'> {
+  for (const t of ABORT_ORDER) {
+    const tid = (t as unknown as { tenant_id: typeof tenants.tenant_id }).tenant_id;
+    const any = await db.select({ id: tid }).from(t).where(eq(tid, tenant_id)).limit(1).get();
+    if (any === undefined) continue;
+    const chosen = sql`SELECT rowid FROM ${t} WHERE ${tid} = ${tenant_id} ORDER BY rowid LIMIT ${max}`;
+    const statements = [
+      abortGuard(db, tenant_id),
+      ...(t === receiptArchives ? [forgetUnindexedArchives(db, tenant_id, chosen)] : []),
+      db
+        .delete(t)
+        .where(sql`rowid IN (${chosen})`)
+        .returning({ id: tid }),
+    ];
+    try {
+      const results = (await db.batch(
+        statements as unknown as Parameters<Db['batch']>[0],
+      )) as readonly unknown[];
+      return { deleted: (results[1] as unknown[]).length };
+    } catch (e) {
+      if (isProgressMoved(e)) return 'moved';
+      throw e;
+    }
+  }
+  return runStaged(
+    db,
+    [
+      abortGuard(db, tenant_id),
+      db.delete(tenantQuotas).where(eq(tenantQuotas.tenant_id, tenant_id)),
+      db.delete(tenantImports).where(eq(tenantImports.tenant_id, tenant_id)),
+    ],
+    'done',
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// An import live here whose directory write failed (migrations/0013): a retry of the same file
+// re-keys the live principals (the failed attempt's keys were never delivered) and records it.
+
+/** Aborts the batch unless `attempt` is still the latest retry of the tenant's unrecorded import. */
+function rekeyGuard(db: Db, tenant_id: string, attempt: number) {
+  return db.insert(tenantImportGuard).select(
+    sql`SELECT ${tenant_id} WHERE NOT EXISTS (SELECT 1 FROM ${tenantImportsUnrecorded}
+        WHERE ${tenantImportsUnrecorded.tenant_id} = ${tenant_id} AND ${tenantImportsUnrecorded.attempt} = ${attempt})`,
+  );
+}
+
+/**
+ * Take the next attempt at the tenant's unrecorded import of `file_sha256`: its number (a retry
+ * that started earlier then fails its next batch); `other_file` when another file's import is the
+ * unrecorded one; `none` when there is none (never imported here, or recorded).
+ */
+export async function beginRekey(
+  db: Db,
+  tenant_id: string,
+  file_sha256: string,
+  now: number,
+): Promise<{ readonly attempt: number } | 'other_file' | 'none'> {
+  const r = await db
+    .update(tenantImportsUnrecorded)
+    .set({ attempt: sql`${tenantImportsUnrecorded.attempt} + 1`, updated_at_unix_ms: now })
+    .where(
+      and(
+        eq(tenantImportsUnrecorded.tenant_id, tenant_id),
+        eq(tenantImportsUnrecorded.file_sha256, file_sha256),
+      ),
+    )
+    .returning({ attempt: tenantImportsUnrecorded.attempt })
+    .get();
+  if (r !== undefined) return { attempt: r.attempt };
+  const other = await db
+    .select({ id: tenantImportsUnrecorded.tenant_id })
+    .from(tenantImportsUnrecorded)
+    .where(eq(tenantImportsUnrecorded.tenant_id, tenant_id))
+    .get();
+  return other === undefined ? 'none' : 'other_file';
+}
+
+/** The tenant's unrevoked principals here, in insertion order. */
+export async function livePrincipals(
+  db: Db,
+  tenant_id: string,
+): Promise<{ readonly principal_id: string; readonly name: string; readonly roles: string }[]> {
+  return db
+    .select({ principal_id: principals.principal_id, name: principals.name, roles: principals.roles })
+    .from(principals)
+    .where(and(eq(principals.tenant_id, tenant_id), isNull(principals.revoked_at_unix_ms)))
+    .orderBy(asc(sql`rowid`))
+    .all();
+}
+
+/** New key digests for unrevoked principals, in one batch, only while `attempt` is the latest. */
+export async function rekeyPrincipals(
+  db: Db,
+  tenant_id: string,
+  attempt: number,
+  keys: readonly { readonly principal_id: string; readonly key_sha256: string }[],
+): Promise<'written' | 'moved'> {
+  return runStaged(
+    db,
+    [
+      rekeyGuard(db, tenant_id, attempt),
+      ...keys.map((k) =>
+        db
+          .update(principals)
+          .set({ key_sha256: k.key_sha256 })
+          .where(
+            and(
+              eq(principals.tenant_id, tenant_id),
+              eq(principals.principal_id, k.principal_id),
+              isNull(principals.revoked_at_unix_ms),
+            ),
+          ),
+      ),
+    ],
+    'written',
+  );
+}
+
+/** The directory points here now: no more re-keying (only if `attempt` is still the latest). */
+export async function settleImport(db: Db, tenant_id: string, attempt: number): Promise<'settled' | 'moved'> {
+  return runStaged(
+    db,
+    [
+      rekeyGuard(db, tenant_id, attempt),
+      db.delete(tenantImportsUnrecorded).where(eq(tenantImportsUnrecorded.tenant_id, tenant_id)),
+    ],
+    'settled',
   );
 }

@@ -398,6 +398,31 @@ export const ROUTES: readonly RouteDoc[] = [
     errors: ['conflict', 'unsupported_media_type', 'malformed_json'],
   },
   {
+    method: 'post',
+    path: '/v1/tenants/import/{tenant_id}/abort',
+    summary: 'abort a staged (never finished) import: delete its rows on the shard, in bounded batches',
+    auth: 'platform_admin',
+    query: z.strictObject({
+      shard: z
+        .string()
+        .regex(/^[0-9]+$/)
+        .describe('the shard the import is staged on'),
+    }),
+    bodyOptional: true,
+    responses: {
+      200: {
+        description: 'aborted: nothing of the import is left on the shard',
+        schema: z.strictObject({
+          tenant_id: Identifier,
+          shard: z.number().int(),
+          aborted: z.literal(true),
+          rows_deleted: z.number().int(),
+        }),
+      },
+    },
+    errors: ['not_found', 'conflict'],
+  },
+  {
     method: 'get',
     path: '/v1/usage',
     summary: 'storage and counts against the tenant’s quotas',

@@ -34,11 +34,17 @@ import type {
 } from '../services/ports.js';
 import { type TextClassifierBinding, readWithWorkersAi } from '../observation-classifier/workers-ai.js';
 import {
+  abortStagedChunk,
+  beginRekey,
   beginStagedImport,
   exportTenantRows,
   freezeTenant,
   goLiveImport,
   keyStagedPrincipals,
+  livePrincipals,
+  markImportAborting,
+  rekeyPrincipals,
+  settleImport,
   tenantTableColumns,
   writeStagedChunk,
 } from '../db/tenant-rows.js';
@@ -351,13 +357,21 @@ export function tenantMovePort(env: Env): TenantMovePort {
     beginImport: (shard, s, now) => beginStagedImport(shardDb(env, shard), s, now),
     importChunk: (shard, s, chunk, now) => writeStagedChunk(shardDb(env, shard), s, chunk, now),
     keyPrincipals: (shard, s, keys) => keyStagedPrincipals(shardDb(env, shard), s, keys),
-    goLive: (shard, s, quota) => goLiveImport(shardDb(env, shard), s, quota),
+    goLive: (shard, s, quota, now) => goLiveImport(shardDb(env, shard), s, quota, now),
     async record(t) {
       const dir = directory();
       if (await dir.move(t.tenant_id, t.shard, t.now)) return 'recorded';
       const adopted = await dir.adopt(t);
       return adopted === 'name_taken' ? 'name_taken' : 'recorded';
     },
+    markAbort: (shard, tenant_id, now) => markImportAborting(shardDb(env, shard), tenant_id, now),
+    abortChunk: (shard, tenant_id, max) => abortStagedChunk(shardDb(env, shard), tenant_id, max),
+    beginRekey: (shard, tenant_id, file_sha256, now) =>
+      beginRekey(shardDb(env, shard), tenant_id, file_sha256, now),
+    livePrincipals: (shard, tenant_id) => livePrincipals(shardDb(env, shard), tenant_id),
+    rekeyPrincipals: (shard, tenant_id, attempt, keys) =>
+      rekeyPrincipals(shardDb(env, shard), tenant_id, attempt, keys),
+    settleImport: (shard, tenant_id, attempt) => settleImport(shardDb(env, shard), tenant_id, attempt),
   };
 }
 

@@ -784,13 +784,14 @@ export interface TenantMovePort {
   /**
    * Start the import of `file_sha256`, or find it started: the number of its rows already
    * written; `exists` when the tenant is on `shard` and not staged; `other_import` when an
-   * import of another file of this tenant is staged there.
+   * import of another file of this tenant is staged there; `aborting` when an abort of the
+   * tenant's staged import there has begun and not finished (migrations/0013).
    */
   beginImport(
     shard: number,
     s: StagedImport,
     now: number,
-  ): Promise<{ readonly rows_done: number } | 'exists' | 'other_import'>;
+  ): Promise<{ readonly rows_done: number } | 'exists' | 'other_import' | 'aborting'>;
   /** Write rows `from`..`from + rows.length` of the file (export order) in one batch. */
   importChunk(
     shard: number,
@@ -804,8 +805,11 @@ export interface TenantMovePort {
     s: StagedImport,
     keys: readonly { readonly principal_id: string; readonly key_sha256: string }[],
   ): Promise<'written' | 'moved'>;
-  /** One batch: principals into place, the exported quota row, the staging removed. */
-  goLive(shard: number, s: StagedImport, quota: TenantRow): Promise<'live' | 'moved'>;
+  /**
+   * One batch: principals into place, the exported quota row, the staging removed, the import
+   * noted as unrecorded until `settleImport`.
+   */
+  goLive(shard: number, s: StagedImport, quota: TenantRow, now: number): Promise<'live' | 'moved'>;
   /** Point the directory at `shard` (or add the tenant); `name_taken` when another tenant has the name. */
   record(t: {
     readonly tenant_id: string;
@@ -814,6 +818,46 @@ export interface TenantMovePort {
     readonly created_at_unix_ms: number;
     readonly now: number;
   }): Promise<'recorded' | 'name_taken'>;
+  // Aborting a staged import (migrations/0013). The mark comes first and is final: from then on
+  // every batch of that import (`importChunk`, `keyPrincipals`, `goLive`) answers `moved`.
+  /**
+   * Mark the tenant's staged import on `shard` `aborting` (also when already marked: resumed);
+   * `live` when the tenant has rows there that are not a staged import; `none` when it has none.
+   */
+  markAbort(shard: number, tenant_id: string, now: number): Promise<'aborting' | 'live' | 'none'>;
+  /**
+   * Delete at most `max_rows` rows of the aborting import in one batch; `done` once the quota
+   * row and the mark went too; `moved` when the import is not aborting (another abort finished).
+   */
+  abortChunk(
+    shard: number,
+    tenant_id: string,
+    max_rows: number,
+  ): Promise<{ readonly deleted: number } | 'done' | 'moved'>;
+  // An import live on `shard` whose directory write (`record`) failed (migrations/0013): a retry
+  // of the same file re-keys the live principals and records it. Each call after `beginRekey`
+  // answers `moved` once a later retry began (only the last retry's keys are kept).
+  /** The next attempt at the unrecorded import of `file_sha256`, or why there is none. */
+  beginRekey(
+    shard: number,
+    tenant_id: string,
+    file_sha256: string,
+    now: number,
+  ): Promise<{ readonly attempt: number } | 'other_file' | 'none'>;
+  /** The tenant's unrevoked principals on `shard` (roles as stored: canonical JSON text). */
+  livePrincipals(
+    shard: number,
+    tenant_id: string,
+  ): Promise<readonly { readonly principal_id: string; readonly name: string; readonly roles: string }[]>;
+  /** New key digests for unrevoked principals (one batch, bounded by the caller). */
+  rekeyPrincipals(
+    shard: number,
+    tenant_id: string,
+    attempt: number,
+    keys: readonly { readonly principal_id: string; readonly key_sha256: string }[],
+  ): Promise<'written' | 'moved'>;
+  /** The directory points at `shard`: the import is recorded, no more re-keying. */
+  settleImport(shard: number, tenant_id: string, attempt: number): Promise<'settled' | 'moved'>;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -8,7 +8,8 @@
  *
  * Guarantees: an import verifies every line before anything is written, and any problem refuses
  * the whole import with nothing written: a line that is not canonical JSON of that shape; an
- * unknown table or column, or a missing column; a row of another tenant; other than exactly one
+ * unknown table or column, or a missing column (other than one a later migration added, which is
+ * filled as that migration filled it: `MIGRATED_COLUMNS`); a row of another tenant; other than exactly one
  * `tenants` and one `tenant_quotas` row; a receipt whose stored text is not canonical, whose body
  * (decoded from either encoding; a compact row gets its tenant and principal from the row's
  * columns) does not hash to its digest or whose digest is not the row's key; evidence held in R2
@@ -24,6 +25,11 @@
  * re-keys the tenant: every principal that was live gets a new key naming the target shard,
  * returned once by the import; keys issued before the move keep failing (the old copy is frozen:
  * every principal revoked, by a freezing export or at the latest by the import).
+ * Two ways out of a move that did not finish (migrations/0013): a staged import that will not be
+ * finished is aborted (`abortImport`: marked first, so no batch of it commits any more, then its
+ * rows deleted in bounded batches); an import that went live but whose directory write failed is
+ * finished by the same file again (`finishUnrecorded`: every live principal re-keyed, so the
+ * undelivered keys never work).
  * Never: deletes the old copy (receipts are append-only; a frozen copy is an archive), or lets
  * an import overwrite a tenant already on the target shard.
  */
@@ -37,7 +43,7 @@ import { newApiKey } from '../db/ids.js';
 import { RECEIPT_ENCODING, decodeReceipt } from '../db/receipts.js';
 import type { LogFields } from './context.js';
 import { ServiceError, notFound } from './errors.js';
-import type { TenantMovePort, TenantRow } from './ports.js';
+import type { TenantMovePort, TenantRow, TenantRowValue } from './ports.js';
 
 /**
  * Bounds on one import request. The file is read and verified whole (in memory) before anything
@@ -103,13 +109,14 @@ export function verifyExport(
   const rows: TenantRow[] = [];
   let tenant: { tenant_id: string; name: string; created_at_unix_ms: number } | null = null;
   let quotas = 0;
+  const older = new OlderExportFill();
   for (const [i, line] of lines.entries()) {
     const n = i + 1;
     const decoded = decodeJsonText(line, { maxBytes: MAX_LINE_BYTES, maxDepth: 4 });
     if (!decoded.ok) throw refuse(n, `not json (${decoded.error.reason})`);
     // Canonical form only: a line re-serialized differently is not what an export wrote.
     if (canonicalize(decoded.value) !== line) throw refuse(n, 'not in canonical form (RFC 8785)');
-    const row = parseRow(port, n, decoded.value);
+    const row = parseRow(port, n, decoded.value, older);
     if (row.table === 'tenants') {
       if (tenant !== null) throw refuse(n, 'a second tenants row');
       tenant = {
@@ -164,7 +171,12 @@ function verifyReferences(rows: readonly TenantRow[]): void {
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;
 
-function parseRow(port: Pick<TenantMovePort, 'columnsOf'>, n: number, v: JsonValue): TenantRow {
+function parseRow(
+  port: Pick<TenantMovePort, 'columnsOf'>,
+  n: number,
+  v: JsonValue,
+  older: OlderExportFill,
+): TenantRow {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) throw refuse(n, 'not an object');
   const keys = Object.keys(v);
   if (keys.length !== 2 || !('table' in v) || !('row' in v))
@@ -180,8 +192,14 @@ function parseRow(port: Pick<TenantMovePort, 'columnsOf'>, n: number, v: JsonVal
     if (!columns.includes(k)) throw refuse(n, `unknown column ${quoted(k)} of ${table}`);
   }
   const out: Record<string, string | number | null> = {};
+  // Only a column a later migration added may be missing (filled below as it filled it).
+  const missing = older.missing(
+    n,
+    table,
+    columns.filter((c) => !Object.hasOwn(row, c)),
+  );
   for (const c of columns) {
-    if (!Object.hasOwn(row, c)) throw refuse(n, `missing column ${quoted(c)} of ${table}`);
+    if (missing.has(c)) continue;
     const value = row[c];
     if (!(
       value === null ||
@@ -193,7 +211,122 @@ function parseRow(port: Pick<TenantMovePort, 'columnsOf'>, n: number, v: JsonVal
     out[c] = value as string | number | null;
   }
   if (typeof out.tenant_id !== 'string') throw refuse(n, 'tenant_id is not text');
+  older.fill(n, table, out, missing);
   return { table, row: out };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Exports taken before a later migration added a column to a moved table
+
+/** How a migration filled a column it added, for the rows that already existed. */
+type MigratedFill =
+  | { readonly value: TenantRowValue }
+  /** migrations/0009: the first reconciliation receipt stored for the operation (`OlderExportFill`). */
+  | { readonly backfill: 'reconciliation_receipt' };
+
+/**
+ * Every column that migrations 0004..0012 added to a table a move carries (`TENANT_TABLES`), and
+ * what the migration filled the rows already there with. Exports exist since migration 0003
+ * (shards); 0005 adds a whole table (an older export has no rows of it), and 0006, 0008, 0010,
+ * 0011 and 0012 add no column to a moved table. An export taken before one of these migrations
+ * lacks exactly that column: the import fills it as the migration would have, so the rows are the
+ * ones the source database holds now. A row missing any other column is refused.
+ */
+export const MIGRATED_COLUMNS: readonly {
+  readonly table: string;
+  readonly column: string;
+  readonly migration: string;
+  readonly fill: MigratedFill;
+}[] = [
+  // Every row before 0004 was `{sha256, body}` (encoding 1) with its evidence in the row.
+  { table: 'receipts', column: 'receipt_encoding', migration: '0004', fill: { value: 1 } },
+  { table: 'receipts', column: 'evidence_sha256', migration: '0004', fill: { value: null } },
+  { table: 'receipts', column: 'evidence_bytes', migration: '0004', fill: { value: null } },
+  { table: 'tenant_quotas', column: 'receipt_retention_days', migration: '0004', fill: { value: 90 } },
+  { table: 'approvals', column: 'first_approved_by', migration: '0007', fill: { value: null } },
+  { table: 'approvals', column: 'first_approved_at_unix_ms', migration: '0007', fill: { value: null } },
+  { table: 'approvals', column: 'first_approval_lifetime_ms', migration: '0007', fill: { value: null } },
+  { table: 'approvals', column: 'idempotency_key', migration: '0007', fill: { value: null } },
+  {
+    table: 'operations',
+    column: 'reconciliation_receipt_sha256',
+    migration: '0009',
+    fill: { backfill: 'reconciliation_receipt' },
+  },
+];
+
+const RECONCILED = new Set(['reconciled_succeeded', 'reconciled_no_effect']);
+
+/**
+ * The state one file's fill needs, line by line (rows arrive in export order: receipts before
+ * operations). Refuses, rather than guesses: a column not in `MIGRATED_COLUMNS`; rows of one
+ * table that disagree on which columns they lack (one export is taken at one schema); and a
+ * back-fill it cannot compute as the migration did (a receipt after a back-filled operation, or a
+ * reconciliation receipt whose `operation_id` is not text, which SQL would compare by affinity).
+ */
+class OlderExportFill {
+  readonly #lacking = new Map<string, string>();
+  /** Per operation id, the first reconciliation receipt by (`created_at_unix_ms`, `sha256`). */
+  readonly #reconciliations = new Map<string, { readonly at: number; readonly sha256: string }>();
+  #untextualReconciliation = false;
+  #backfilled = false;
+
+  missing(n: number, table: string, absent: readonly string[]): ReadonlySet<string> {
+    for (const c of absent) {
+      if (!MIGRATED_COLUMNS.some((m) => m.table === table && m.column === c))
+        throw refuse(n, `missing column ${quoted(c)} of ${table}`);
+    }
+    const key = absent.join(',');
+    const first = this.#lacking.get(table);
+    if (first === undefined) this.#lacking.set(table, key);
+    else if (first !== key) throw refuse(n, `rows of ${table} differ in the columns they lack`);
+    return new Set(absent);
+  }
+
+  fill(n: number, table: string, out: Record<string, TenantRowValue>, missing: ReadonlySet<string>): void {
+    if (table === 'receipts') {
+      // The back-fill reads every receipt of the file: one after it would have been missed.
+      if (this.#backfilled) throw refuse(n, 'a receipt after an operation whose column was back-filled');
+      this.#noteReceipt(out);
+    }
+    for (const c of missing) {
+      const m = MIGRATED_COLUMNS.find((x) => x.table === table && x.column === c);
+      if (m === undefined) throw refuse(n, `missing column ${quoted(c)} of ${table}`);
+      out[c] = 'value' in m.fill ? m.fill.value : this.#reconciliationOf(n, out);
+    }
+  }
+
+  /**
+   * migrations/0009: `json_extract` of `$.body.operation_id`, else of `$.operation_id`, of the
+   * stored text (encoding 1 wraps the body, encoding 2 is the body).
+   */
+  #noteReceipt(r: Record<string, TenantRowValue>): void {
+    if (r.kind !== 'reconciliation' || typeof r.receipt !== 'string') return;
+    const decoded = decodeJsonText(r.receipt, { maxBytes: MAX_LINE_BYTES, maxDepth: 64 });
+    // Text that does not decode is refused by `verifyDocuments` on this same line.
+    if (!decoded.ok) return;
+    const at = (v: JsonValue | undefined, k: string): JsonValue | undefined =>
+      typeof v === 'object' && v !== null && !Array.isArray(v) ? v[k] : undefined;
+    const id = at(at(decoded.value, 'body'), 'operation_id') ?? at(decoded.value, 'operation_id') ?? null;
+    if (id === null) return;
+    if (typeof id !== 'string') {
+      this.#untextualReconciliation = true;
+      return;
+    }
+    const created = Number(r.created_at_unix_ms);
+    const sha256 = String(r.sha256);
+    const best = this.#reconciliations.get(id);
+    if (best === undefined || created < best.at || (created === best.at && sha256 < best.sha256))
+      this.#reconciliations.set(id, { at: created, sha256 });
+  }
+
+  #reconciliationOf(n: number, op: Record<string, TenantRowValue>): TenantRowValue {
+    this.#backfilled = true;
+    if (!RECONCILED.has(String(op.state))) return null;
+    if (this.#untextualReconciliation)
+      throw refuse(n, 'cannot back-fill reconciliation_receipt_sha256: a receipt names a non-text operation');
+    return this.#reconciliations.get(String(op.operation_id))?.sha256 ?? null;
+  }
 }
 
 /** Every digest a row is keyed by is recomputed from the bytes the row holds. */
@@ -327,6 +460,12 @@ function* chunksFrom(rows: readonly TenantRow[], from: number, max: number): Gen
   if (chunk.length > 0) yield chunk;
 }
 
+const abortUnfinished = (tenant_id: string, shard: number) =>
+  new ServiceError(
+    'conflict',
+    `an abort of the staged import of tenant ${quoted(tenant_id)} on shard ${shard} has not finished; abort it again to finish it, then import`,
+  );
+
 const progressMoved = (tenant_id: string) =>
   new ServiceError(
     'conflict',
@@ -343,7 +482,9 @@ const progressMoved = (tenant_id: string) =>
  * table, so no key authenticates; the directory does not point here), and one last batch makes it
  * live. A failure in between leaves only the invisible staged rows; sending the same file again
  * resumes after the last chunk that committed (keys are issued anew on every attempt, so keys of
- * a failed attempt never work). Another file for a tenant staged on `shard` is refused.
+ * a failed attempt never work). Another file for a tenant staged on `shard` is refused, and so is
+ * any file while an abort of the tenant's import there is unfinished. If the directory write
+ * fails after the tenant went live, the same file again finishes the move (`finishUnrecorded`).
  */
 export async function importTenant(
   port: TenantMovePort,
@@ -369,7 +510,8 @@ export async function importTenant(
   const staged = { tenant_id, file_sha256: sha256HexOfText(text), rows_total: rows.length };
   const begun = await port.beginImport(shard, staged, now);
   if (begun === 'exists')
-    throw new ServiceError('conflict', `tenant ${quoted(tenant_id)} already has rows on shard ${shard}`);
+    return finishUnrecorded(port, shard, verified, staged.file_sha256, previous, now, log);
+  if (begun === 'aborting') throw abortUnfinished(tenant_id, shard);
   if (begun === 'other_import')
     throw new ServiceError(
       'conflict',
@@ -406,7 +548,36 @@ export async function importTenant(
     if ((await port.keyPrincipals(shard, staged, part)) === 'moved') throw progressMoved(tenant_id);
   }
   const quota = rows.find((r) => r.table === 'tenant_quotas') as TenantRow;
-  if ((await port.goLive(shard, staged, quota)) === 'moved') throw progressMoved(tenant_id);
+  if ((await port.goLive(shard, staged, quota, now)) === 'moved') throw progressMoved(tenant_id);
+  const frozen = await recordMove(port, shard, verified, previous, 0, now);
+  log({
+    tenant_id,
+    shard,
+    previous_shard: previous,
+    rows: rows.length,
+    resumed_at_row: begun.rows_done,
+    chunks,
+    frozen_principals: frozen.length,
+  });
+  return { tenant_id, name, shard, previous_shard: previous, rows: rows.length, keys };
+}
+
+// ---------------------------------------------------------------------------------------------
+// After go-live: the directory, the old copy, and a retry when the directory write failed
+
+/**
+ * Point the directory at `shard`, freeze the copy left behind, and close the re-keying window
+ * (`settleImport`, only if `attempt` is still the latest). Returns the frozen principals.
+ */
+async function recordMove(
+  port: TenantMovePort,
+  shard: number,
+  verified: { readonly tenant_id: string; readonly name: string; readonly created_at_unix_ms: number },
+  previous: number | null,
+  attempt: number,
+  now: number,
+): Promise<string[]> {
+  const { tenant_id, name } = verified;
   const recorded = await port.record({
     tenant_id,
     name,
@@ -421,14 +592,116 @@ export async function importTenant(
   }
   // The copy left behind must not take writes any more: no key of it authenticates.
   const frozen = previous === null ? [] : await port.freeze(previous, tenant_id, now);
+  // A retry that began after this attempt re-keyed has replaced (or will replace) this attempt's
+  // keys: they must not be returned as if they worked.
+  if ((await port.settleImport(shard, tenant_id, attempt)) === 'moved')
+    throw new ServiceError(
+      'conflict',
+      `a later retry of the import of tenant ${quoted(tenant_id)} took over; its keys are the ones that work`,
+    );
+  return frozen;
+}
+
+/**
+ * The tenant is live on `shard` but the directory does not point there. If this file's import
+ * went live there and its directory write failed (`record` threw: its keys were never
+ * delivered), finish the move: new keys for every live principal (the undelivered ones are
+ * replaced, so they never work), the directory, the old copy frozen. Anything else (another
+ * file, an import recorded or from before migration 0013, a tenant that was never imported) is
+ * refused as before: the tenant already has rows on `shard`.
+ */
+async function finishUnrecorded(
+  port: TenantMovePort,
+  shard: number,
+  verified: { readonly tenant_id: string; readonly name: string; readonly created_at_unix_ms: number },
+  file_sha256: string,
+  previous: number | null,
+  now: number,
+  log: (fields: LogFields) => void,
+) {
+  const { tenant_id, name } = verified;
+  const begun = await port.beginRekey(shard, tenant_id, file_sha256, now);
+  if (begun === 'none')
+    throw new ServiceError('conflict', `tenant ${quoted(tenant_id)} already has rows on shard ${shard}`);
+  if (begun === 'other_file')
+    throw new ServiceError(
+      'conflict',
+      `another export of tenant ${quoted(tenant_id)} went live on shard ${shard}; send that file again to finish it`,
+    );
+  const keys = (await port.livePrincipals(shard, tenant_id)).map((p) => ({
+    principal_id: p.principal_id,
+    name: p.name,
+    roles: JSON.parse(p.roles) as JsonValue,
+    api_key: newApiKey(shard),
+  }));
+  for (let i = 0; i < keys.length; i += IMPORT_CHUNK_ROWS) {
+    const part = keys
+      .slice(i, i + IMPORT_CHUNK_ROWS)
+      .map((k) => ({ principal_id: k.principal_id, key_sha256: apiKeyDigest(k.api_key) }));
+    if ((await port.rekeyPrincipals(shard, tenant_id, begun.attempt, part)) === 'moved')
+      throw progressMoved(tenant_id);
+  }
+  const frozen = await recordMove(port, shard, verified, previous, begun.attempt, now);
   log({
     tenant_id,
     shard,
     previous_shard: previous,
-    rows: rows.length,
-    resumed_at_row: begun.rows_done,
-    chunks,
+    rekeyed_attempt: begun.attempt,
+    rekeyed_principals: keys.length,
     frozen_principals: frozen.length,
   });
-  return { tenant_id, name, shard, previous_shard: previous, rows: rows.length, keys };
+  return { tenant_id, name, shard, previous_shard: previous, rows: 0, keys };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Aborting a staged import (platform admin; migrations/0013)
+
+export interface AbortOptions {
+  /** Rows per delete batch (tests force several batches with a small number). */
+  readonly chunk_rows?: number | undefined;
+}
+
+/**
+ * Remove every row of `tenant_id`'s staged import on `shard`: the import is marked `aborting`
+ * first (from then on no chunk, key or flip of it commits, whoever sends it), then its rows are
+ * deleted in bounded batches, the quota row and the mark last. Resumable: an abort cut short is
+ * finished by calling it again; while it is unfinished the import of any file is refused. Never
+ * touches a live tenant or a frozen copy (409), and a shard with nothing of the tenant is a 404.
+ * R2 objects named by the deleted rows are left to the orphan collector (src/services/blob-collection.ts).
+ */
+export async function abortImport(
+  port: TenantMovePort,
+  shard: number,
+  tenant_id: string,
+  now: number,
+  log: (fields: LogFields) => void,
+  options: AbortOptions = {},
+) {
+  if (!port.shardExists(shard)) throw new ServiceError('invalid_request', `shard ${shard} is not configured`);
+  const chunkRows = options.chunk_rows ?? IMPORT_CHUNK_ROWS;
+  if (!Number.isSafeInteger(chunkRows) || chunkRows < 1)
+    throw new RangeError('chunk_rows must be a positive integer');
+  if (!Identifier.safeParse(tenant_id).success) throw notFound('staged import');
+  const marked = await port.markAbort(shard, tenant_id, now);
+  if (marked === 'none') throw notFound('staged import');
+  if (marked === 'live')
+    throw new ServiceError(
+      'conflict',
+      `tenant ${quoted(tenant_id)} is live on shard ${shard}: only a staged import can be aborted`,
+    );
+  let rows = 0;
+  let chunks = 0;
+  for (;;) {
+    const r = await port.abortChunk(shard, tenant_id, chunkRows);
+    if (r === 'moved')
+      throw new ServiceError(
+        'conflict',
+        `another request finished aborting the import of ${quoted(tenant_id)}`,
+      );
+    if (r === 'done') break;
+    rows += r.deleted;
+    chunks += 1;
+  }
+  log({ tenant_id, shard, aborted_rows: rows, chunks });
+  return { tenant_id, shard, aborted: true, rows_deleted: rows };
 }

@@ -1,9 +1,9 @@
 /**
  * `POST /v1/tenants` (platform admin): a tenant, its default policy and its first admin;
  * `PUT /v1/tenants/{tenant_id}/quotas` (platform admin): the tenant's storage quotas
- * (src/services/admin.ts); `POST /v1/tenants/{tenant_id}/export` and `POST /v1/tenants/import`
- * (platform admin): move a tenant between D1 shards (src/services/tenant-moves.ts). The
- * platform admin can do nothing else.
+ * (src/services/admin.ts); `POST /v1/tenants/{tenant_id}/export`, `POST /v1/tenants/import` and
+ * `POST /v1/tenants/import/{tenant_id}/abort` (platform admin): move a tenant between D1 shards
+ * (src/services/tenant-moves.ts). The platform admin can do nothing else.
  */
 import { Hono } from 'hono';
 import { platformStore, tenantMovePort } from '../../platform/bindings.js';
@@ -12,6 +12,7 @@ import { ServiceError } from '../../services/errors.js';
 import {
   MAX_IMPORT_BYTES,
   TenantExportRequest,
+  abortImport,
   exportTenant,
   importTenant,
 } from '../../services/tenant-moves.js';
@@ -81,4 +82,20 @@ tenantRoutes.post('/tenants/import', requirePlatformAdmin, async (c) => {
     c.set('log', { ...c.var.log, ...fields }),
   );
   return c.json(imported, 201);
+});
+
+// Abort a staged import that will not be finished (docs/scaling.md, "Moving a tenant").
+tenantRoutes.post('/tenants/import/:tenant_id/abort', requirePlatformAdmin, async (c) => {
+  const shard = c.req.query('shard');
+  if (shard === undefined || !/^(0|[1-9][0-9]{0,3})$/.test(shard)) {
+    throw new ServiceError('invalid_request', 'query parameter shard must be a shard number');
+  }
+  const aborted = await abortImport(
+    tenantMovePort(c.env),
+    Number(shard),
+    c.req.param('tenant_id'),
+    c.var.now,
+    (fields) => c.set('log', { ...c.var.log, ...fields }),
+  );
+  return c.json(aborted);
 });

@@ -1,11 +1,14 @@
 /**
- * `writ tenant export|import` against the Worker: the CLI moves a tenant to the other shard, and
- * refuses without the platform admin token in the environment.
+ * `writ tenant export|import|abort-import` against the Worker: the CLI moves a tenant to the other
+ * shard, aborts a staged import, and refuses without the platform admin token in the environment.
  */
+import { env as workerEnv } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import type { CliIo } from '../../../src/cli/io.js';
 import { main } from '../../../src/cli/writ.js';
+import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
 import { parseApiKey } from '../../../src/core/identity/identity.js';
+import { tenantMovePort } from '../../../src/platform/bindings.js';
 import { ADMIN_TOKEN, BASE, call, seedTenant, shardOf, workerFetch } from './harness.js';
 
 function cli(env: Record<string, string>, files: Record<string, Uint8Array> = {}) {
@@ -47,6 +50,28 @@ describe('writ tenant', () => {
     const again = cli(env, { 'tenant.jsonl': new TextEncoder().encode(exp.out()) });
     expect(await main(['tenant', 'import', '--shard', String(to), 'tenant.jsonl'], again.io)).toBe(1);
     expect(again.err()).toMatch(/already/);
+    // Nothing is staged there: aborting is refused (exit 1); without --shard, usage (exit 2).
+    const abort = cli(env);
+    expect(await main(['tenant', 'abort-import', '--shard', String(to), s.tenant_id], abort.io)).toBe(1);
+    expect(abort.err()).toMatch(/live on shard/);
+    expect(await main(['tenant', 'abort-import', s.tenant_id], cli(env).io)).toBe(2);
+  });
+
+  it('aborts a staged import', async () => {
+    const s = await seedTenant('cli-abort');
+    const env = { WRIT_URL: BASE, WRIT_ADMIN_TOKEN: ADMIN_TOKEN };
+    const exp = cli(env);
+    expect(await main(['tenant', 'export', s.tenant_id], exp.io)).toBe(0);
+    const to = 1 - shardOf(s);
+    // An import opened on the target and never finished (its first batch only).
+    const staged = { tenant_id: s.tenant_id, file_sha256: sha256HexOfText(exp.out()), rows_total: 2 };
+    expect(await tenantMovePort(workerEnv).beginImport(to, staged, Date.now())).toEqual({ rows_done: 0 });
+    const abort = cli(env);
+    expect(await main(['tenant', 'abort-import', '--shard', String(to), s.tenant_id], abort.io)).toBe(0);
+    expect(JSON.parse(abort.out())).toMatchObject({ tenant_id: s.tenant_id, shard: to, aborted: true });
+    const again = cli(env);
+    expect(await main(['tenant', 'abort-import', '--shard', String(to), s.tenant_id], again.io)).toBe(1);
+    expect(again.err()).toMatch(/not found|staged import/);
   });
 
   it('needs the platform admin token in the environment, never as an argument', async () => {

@@ -1,0 +1,272 @@
+/**
+ * Exports taken before a later migration added a column to a moved table
+ * (src/services/tenant-moves.ts `MIGRATED_COLUMNS`): a row lacking exactly such a column is
+ * filled as the migration filled it (a default, NULL, or migrations/0009's back-fill from the
+ * file's own receipts) and yields the rows of the full export; any other missing column, and a
+ * back-fill that cannot be done faithfully, still refuse the whole import.
+ */
+import { env } from 'cloudflare:workers';
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { canonicalize, digestOf } from '../../../src/core/canonical/canonical.js';
+import { decodeReceipt } from '../../../src/db/receipts.js';
+import { tenantMovePort } from '../../../src/platform/bindings.js';
+import type { TenantRow } from '../../../src/services/ports.js';
+import { MIGRATED_COLUMNS, importTenant, verifyExport } from '../../../src/services/tenant-moves.js';
+import type { Seeded } from '../../../scripts/seed.js';
+import {
+  READ_INPUT,
+  approvedApproval,
+  authorize,
+  createRun,
+  exportTenant,
+  seedTenant,
+  shardD1,
+  shardOf,
+} from './harness.js';
+
+type Row = Record<string, string | number | null>;
+const noLog = () => undefined;
+const toText = (rows: readonly { table: string; row: Row }[]) =>
+  rows.map((r) => `${canonicalize({ row: r.row, table: r.table })}\n`).join('');
+const parse = (text: string) =>
+  text
+    .trimEnd()
+    .split('\n')
+    .map((l) => JSON.parse(l) as { table: string; row: Row });
+
+/** A stored reconciliation receipt row (encoding 1, `{sha256, body}`) for `operation_id`. */
+function reconciliation(s: Seeded, operation_id: unknown, at: number, nonce: number): Row {
+  const body = {
+    kind: 'reconciliation',
+    operation_id,
+    tenant_id: s.tenant_id,
+    principal_id: s.executor.principal_id,
+    nonce,
+  };
+  const sha256 = digestOf(body);
+  return {
+    tenant_id: s.tenant_id,
+    sha256,
+    kind: 'reconciliation',
+    receipt: canonicalize({ body, sha256 }),
+    evidence: null,
+    outcome: 'succeeded',
+    principal_id: s.executor.principal_id,
+    created_at_unix_ms: at,
+    observation_id: null,
+    observation_raw_sha256: null,
+    observation_claim: null,
+    receipt_encoding: 1,
+    evidence_sha256: null,
+    evidence_bytes: null,
+  };
+}
+
+function operation(s: Seeded, operation_id: string, state: string, settled: string | null): Row {
+  return {
+    operation_id,
+    tenant_id: s.tenant_id,
+    tool_contract_sha256: s.rollback_contract_sha256,
+    idempotency_key: `key-${operation_id}`,
+    input_sha256: '0'.repeat(64),
+    state,
+    authorization_receipt_sha256: 'a'.repeat(64),
+    execution_receipt_sha256: null,
+    reconciliation_owner: null,
+    reconciliation_deadline_unix_ms: null,
+    escalated_at_unix_ms: null,
+    updated_at_unix_ms: 1_700_000_000_000,
+    reconciliation_receipt_sha256: settled,
+  };
+}
+
+/**
+ * A real tenant's export (receipts, signatures, an approval, runs), shaped as a database from
+ * before 0004 holds it after migrating: every receipt wrapped (encoding 1), the 0004/0007 columns
+ * at what those migrations wrote, plus reconciled operations whose `reconciliation_receipt_sha256`
+ * is what 0009's back-fill computes (the first reconciliation receipt by time, then digest).
+ */
+async function fullExport(prefix: string) {
+  const s = await seedTenant(prefix);
+  const r = await authorize(s, {
+    tool_contract_sha256: s.read_contract_sha256,
+    input: READ_INPUT,
+    run_id: await createRun(s),
+  });
+  expect(r.status).toBe(200);
+  await approvedApproval(s);
+  const e = await exportTenant(s.tenant_id, true);
+  expect(e.status).toBe(200);
+  const rows = parse(e.text).map(({ table, row }) => {
+    if (table === 'receipts') {
+      const receipt = decodeReceipt({
+        tenant_id: String(row.tenant_id),
+        sha256: String(row.sha256),
+        principal_id: row.principal_id as string | null,
+        receipt: String(row.receipt),
+        receipt_encoding: Number(row.receipt_encoding),
+      });
+      expect(row.evidence_sha256).toBeNull();
+      return { table, row: { ...row, receipt: canonicalize(receipt), receipt_encoding: 1 } };
+    }
+    if (table === 'approvals')
+      return {
+        table,
+        row: {
+          ...row,
+          first_approved_by: null,
+          first_approved_at_unix_ms: null,
+          first_approval_lifetime_ms: null,
+          idempotency_key: null,
+        },
+      };
+    if (table === 'tenant_quotas') return { table, row: { ...row, receipt_retention_days: 90 } };
+    return { table, row };
+  });
+  expect(rows.some((x) => x.table === 'approvals')).toBe(true);
+  // Two reconciliations of op-1 (the earlier one settles it), none of op-3; op-2 is not reconciled.
+  const late = reconciliation(s, 'op-1', 2_000, 1);
+  const early = reconciliation(s, 'op-1', 1_000, 2);
+  const other = reconciliation(s, 'op-2', 500, 3);
+  const lastReceipt = rows.map((x) => x.table).lastIndexOf('receipts');
+  rows.splice(lastReceipt + 1, 0, ...[late, early, other].map((row) => ({ table: 'receipts', row })));
+  rows.push(
+    { table: 'operations', row: operation(s, 'op-1', 'reconciled_succeeded', early.sha256 as string) },
+    { table: 'operations', row: operation(s, 'op-2', 'executed_succeeded', null) },
+    { table: 'operations', row: operation(s, 'op-3', 'reconciled_no_effect', null) },
+  );
+  return { s, rows, text: toText(rows) };
+}
+
+/** The file without `columns` (each `table.column`) in any row. */
+function without(rows: readonly { table: string; row: Row }[], columns: readonly string[]): string {
+  return toText(
+    rows.map(({ table, row }) => ({
+      table,
+      row: Object.fromEntries(Object.entries(row).filter(([c]) => !columns.includes(`${table}.${c}`))),
+    })),
+  );
+}
+
+const port = () => tenantMovePort(env);
+const verified = (text: string): TenantRow[] => verifyExport(port(), text).rows;
+
+describe('an export taken before a migration added a column', () => {
+  it('each allow-listed column removed yields the rows of the full export', async () => {
+    const { rows, text } = await fullExport('older-each');
+    const full = verified(text);
+    expect(MIGRATED_COLUMNS.length).toBe(9);
+    for (const m of MIGRATED_COLUMNS) {
+      const older = without(rows, [`${m.table}.${m.column}`]);
+      expect(older).not.toBe(text);
+      expect(verified(older)).toEqual(full);
+    }
+  });
+
+  it('all of them removed: imports, and the target holds the rows of the full export', async () => {
+    const { s, rows } = await fullExport('older-all');
+    const to = 1 - shardOf(s);
+    const older = without(
+      rows,
+      MIGRATED_COLUMNS.map((m) => `${m.table}.${m.column}`),
+    );
+    const imported = await importTenant(port(), to, older, Date.now(), noLog);
+    expect(imported.rows).toBe(rows.length);
+    const stored = async (table: string, order: string) =>
+      (
+        await shardD1(to)
+          .prepare(`SELECT * FROM ${table} WHERE tenant_id = ? ORDER BY ${order}`)
+          .bind(s.tenant_id)
+          .all<Row>()
+      ).results;
+    const expected = (table: string, key: string) =>
+      rows
+        .filter((r) => r.table === table)
+        .map((r) => r.row)
+        .sort((a, b) => String(a[key]).localeCompare(String(b[key])));
+    expect(await stored('receipts', 'sha256')).toEqual(expected('receipts', 'sha256'));
+    expect(await stored('approvals', 'approval_id')).toEqual(expected('approvals', 'approval_id'));
+    expect(await stored('operations', 'operation_id')).toEqual(expected('operations', 'operation_id'));
+    expect(await stored('tenant_quotas', 'tenant_id')).toEqual(expected('tenant_quotas', 'tenant_id'));
+  });
+
+  it('a compact receipt (after 0004, before 0009) is read as 0009 read it', async () => {
+    const { s, rows } = await fullExport('older-compact');
+    // op-1's settling receipt re-stored compact: the stored text is the body itself, less the
+    // tenant and principal (0009 reads `$.operation_id` then).
+    const compact = rows.map(({ table, row }) => {
+      if (table !== 'receipts' || row.kind !== 'reconciliation') return { table, row };
+      const { body } = JSON.parse(String(row.receipt)) as { body: Record<string, unknown> };
+      const { tenant_id: _t, principal_id: _p, ...rest } = body;
+      return { table, row: { ...row, receipt: canonicalize(rest), receipt_encoding: 2 } };
+    });
+    const full = verified(toText(compact));
+    const op1 = full.find((r) => r.table === 'operations' && r.row.operation_id === 'op-1');
+    expect(op1?.row.reconciliation_receipt_sha256).toMatch(/^[0-9a-f]{64}$/);
+    expect(verified(without(compact, ['operations.reconciliation_receipt_sha256']))).toEqual(full);
+    expect(s.tenant_id).toBe(op1?.row.tenant_id);
+  });
+});
+
+describe('an older export is still refused whole', () => {
+  const refused = /^import refused, nothing written/;
+
+  it('when a column not on the list is missing', async () => {
+    const { rows } = await fullExport('older-missing');
+    for (const column of ['receipts.kind', 'receipts.observation_id', 'operations.state', 'tenants.name'])
+      expect(() => verified(without(rows, [column]))).toThrow(/missing column/);
+  });
+
+  it('when rows of one table disagree on the columns they lack', async () => {
+    const { rows } = await fullExport('older-mixed');
+    let first = true;
+    const mixed = rows.map(({ table, row }) => {
+      if (table !== 'operations' || !first) return { table, row };
+      first = false;
+      const { reconciliation_receipt_sha256: _dropped, ...rest } = row;
+      return { table, row: rest };
+    });
+    expect(() => verified(toText(mixed))).toThrow(/differ in the columns they lack/);
+  });
+
+  it('when the back-fill cannot be computed as 0009 did', async () => {
+    const { s, rows } = await fullExport('older-unfaithful');
+    const stripped = parse(without(rows, ['operations.reconciliation_receipt_sha256']));
+    // A receipt after the operations it would have settled: the back-fill would have missed it.
+    const late = [...stripped, { table: 'receipts', row: reconciliation(s, 'op-3', 10, 4) }];
+    expect(() => verified(toText(late))).toThrow(refused);
+    // A reconciliation naming a number: SQL would have compared it by text affinity.
+    const numeric = [...stripped];
+    numeric.splice(stripped.map((x) => x.table).lastIndexOf('receipts') + 1, 0, {
+      table: 'receipts',
+      row: reconciliation(s, 7, 10, 5),
+    });
+    expect(() => verified(toText(numeric))).toThrow(/non-text operation/);
+    // With the column present, the same receipt is only a receipt: nothing is back-filled.
+    const present = [...rows];
+    present.splice(rows.map((x) => x.table).lastIndexOf('receipts') + 1, 0, {
+      table: 'receipts',
+      row: reconciliation(s, 7, 10, 5),
+    });
+    expect(verified(toText(present))).toHaveLength(rows.length + 1);
+  });
+
+  it('property: any set of columns removed is accepted exactly when every one is on the list', async () => {
+    const { rows, text } = await fullExport('older-property');
+    const full = verified(text);
+    const allowed = new Set(MIGRATED_COLUMNS.map((m) => `${m.table}.${m.column}`));
+    const every = [...new Set(rows.flatMap((r) => Object.keys(r.row).map((c) => `${r.table}.${c}`)))].sort();
+    const listed = every.filter((c) => allowed.has(c));
+    const others = every.filter((c) => !allowed.has(c));
+    expect(listed).toHaveLength(MIGRATED_COLUMNS.length);
+    fc.assert(
+      fc.property(fc.subarray(listed), fc.subarray(others, { maxLength: 2 }), (fill, missing) => {
+        const older = without(rows, [...fill, ...missing]);
+        if (missing.length === 0) expect(verified(older)).toEqual(full);
+        else expect(() => verified(older)).toThrow(/^import refused, nothing written: .*missing column/);
+      }),
+      { numRuns: 60 },
+    );
+  });
+});
