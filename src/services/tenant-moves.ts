@@ -85,81 +85,323 @@ const refuse = (line: number, message: string) =>
     { path: `line ${line}`, message },
   ]);
 
-/** Parse and verify every line; throws (nothing written) on the first problem. */
-export function verifyExport(
-  port: Pick<TenantMovePort, 'columnsOf'>,
-  text: string,
-): {
-  readonly tenant_id: string;
-  readonly name: string;
-  readonly created_at_unix_ms: number;
-  readonly rows: TenantRow[];
-} {
+/**
+ * Bounds of one verification (tests lower them to exercise the same paths with small files).
+ * The state the verifier keeps does not grow with the file's rows except for the live
+ * principals (each gets a new key in the import's answer, which holds them all anyway): the
+ * digests the reference check needs are held at most `reference_capacity` at a time.
+ */
+export interface VerifyBounds {
+  /** Rows (lines) of one file. */
+  readonly max_rows?: number | undefined;
+  /** Digests the reference check holds at once; more are checked in several reads of the file. */
+  readonly reference_capacity?: number | undefined;
+}
+
+/** Digests (and references to them) held at once by default: ~100 bytes each, ≈ 12 MB. */
+export const REFERENCE_CAPACITY = 120_000;
+
+/**
+ * An export file that can be read more than once, from its first line. Each read yields the
+ * lines without their `\n` (one trailing `\n` ends the last line); a read of bytes that do not
+ * hash to `sha256` throws after its last line and before it ends.
+ */
+export interface ExportSource {
+  /** SHA-256 (hex) of the file's bytes: staging and resume are keyed by it. */
+  readonly sha256: string;
+  /** The number of lines, when known before reading (an in-memory file). */
+  readonly lines_known?: number | undefined;
+  lines(): AsyncIterable<string>;
+}
+
+/** An export already in memory (the single-request import). */
+export function textSource(text: string): ExportSource {
   const lines = text.split('\n');
   // One trailing newline ends the last line; an empty line anywhere else is not a row.
   if (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
-  if (lines.length === 0) throw refuse(0, 'the export is empty');
-  if (lines.length > MAX_IMPORT_ROWS) throw refuse(MAX_IMPORT_ROWS + 1, `more than ${MAX_IMPORT_ROWS} rows`);
-  const rows: TenantRow[] = [];
-  let tenant: { tenant_id: string; name: string; created_at_unix_ms: number } | null = null;
-  let quotas = 0;
-  for (const [i, line] of lines.entries()) {
-    const n = i + 1;
-    const decoded = decodeJsonText(line, { maxBytes: MAX_LINE_BYTES, maxDepth: 4 });
-    if (!decoded.ok) throw refuse(n, `not json (${decoded.error.reason})`);
-    // Canonical form only: a line re-serialized differently is not what an export wrote.
-    if (canonicalize(decoded.value) !== line) throw refuse(n, 'not in canonical form (RFC 8785)');
-    const row = parseRow(port, n, decoded.value);
+  return {
+    sha256: sha256HexOfText(text),
+    lines_known: lines.length,
+    async *lines() {
+      yield* lines;
+    },
+  };
+}
+
+/** What verification found: the tenant, and the rows the writing needs beyond the chunks. */
+export interface VerifiedExport {
+  readonly tenant_id: string;
+  readonly name: string;
+  readonly created_at_unix_ms: number;
+  readonly rows_total: number;
+  /** The highest `receipt_signatures.seq` of the file (0 without signatures). */
+  readonly exported_max_seq: number;
+  /** The `principals` rows not revoked (each gets a new key). */
+  readonly principals: readonly TenantRow[];
+  readonly quota: TenantRow;
+  /** Reads of the file and the most digests held at once (tests check the bound). */
+  readonly verification: { readonly reads: number; readonly peak_references: number };
+}
+
+/**
+ * Verify a file read as a stream, with state bounded independently of its size (see
+ * `VerifyBounds`): the first read checks every line and the whole-file rules; the references
+ * between rows (a signature names a receipt or archive entry of the file, an archive entry an
+ * archive of the file) are checked in that read when they fit in `reference_capacity`, otherwise
+ * in further reads, each holding only the digests of one partition (by their leading bits).
+ * Throws (nothing written) on the first problem. The single-request import reads its file from
+ * memory through the same function: one set of rules.
+ */
+export async function verifySource(
+  port: Pick<TenantMovePort, 'columnsOf'>,
+  source: ExportSource,
+  bounds: VerifyBounds = {},
+): Promise<VerifiedExport> {
+  const maxRows = bounds.max_rows ?? MAX_IMPORT_ROWS;
+  const capacity = bounds.reference_capacity ?? REFERENCE_CAPACITY;
+  if (!Number.isSafeInteger(capacity) || capacity < 2)
+    throw new RangeError('reference_capacity must be at least 2');
+  // A file whose size is known is refused for its size before any line is read.
+  if (source.lines_known !== undefined && source.lines_known > maxRows)
+    throw refuse(maxRows + 1, `more than ${maxRows} rows`);
+  const check = new LineChecks(port, new ReferenceCheck(0, 1, capacity));
+  let n = 0;
+  for await (const line of source.lines()) {
+    n += 1;
+    if (n > maxRows) throw refuse(maxRows + 1, `more than ${maxRows} rows`);
+    check.line(line);
+  }
+  if (n === 0) throw refuse(0, 'the export is empty');
+  const found = check.finish();
+  let failure = check.refs.firstFailure(check.seqFailure);
+  let reads = 1;
+  let peak = check.refs.peak;
+  if (check.refs.overflowed) {
+    // Partitions of the digests, each checked in a read of its own: expected to hold half the
+    // capacity; one that still overflows (digests chosen to share their leading bits) is split.
+    const queue: [number, number][] = [];
+    const parts = nextPowerOfTwo(Math.ceil((2 * check.refs.seen) / capacity));
+    for (let k = 0; k < parts; k++) queue.push([k, parts]);
+    for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+      const [k, p] = next;
+      if (p > MAX_PARTITIONS)
+        throw refuse(
+          n,
+          `more than ${capacity} digests share their leading bits; references cannot be checked`,
+        );
+      const refs = new ReferenceCheck(k, p, capacity);
+      reads += 1;
+      let line = 0;
+      for await (const text of source.lines()) {
+        line += 1;
+        // Every line passed the first read's checks (and the read re-hashes the file), so the
+        // line is canonical JSON of a known table: only the digest columns are looked at.
+        const v = JSON.parse(text) as { table: string; row: Record<string, unknown> };
+        refs.row(v.table, v.row, line);
+        if (refs.overflowed) break;
+      }
+      if (refs.overflowed) {
+        queue.push([k, 2 * p], [k + p, 2 * p]);
+        continue;
+      }
+      peak = Math.max(peak, refs.peak);
+      failure = refs.firstFailure(failure);
+    }
+  }
+  if (failure !== null) throw refuse(failure.line, failure.message);
+  return { ...found, rows_total: n, verification: { reads, peak_references: peak } };
+}
+
+/** Partitions never exceed 2^32 (the 48 leading bits of a digest choose one). */
+const MAX_PARTITIONS = 2 ** 32;
+
+const nextPowerOfTwo = (x: number) => {
+  let p = 1;
+  while (p < x) p *= 2;
+  return p;
+};
+
+interface Failure {
+  readonly line: number;
+  readonly message: string;
+  /** Two problems on one line: the missing reference is named first (as it always was). */
+  readonly rank: number;
+}
+
+const earlier = (a: Failure | null, b: Failure | null): Failure | null =>
+  a === null ? b : b === null ? a : b.line < a.line || (b.line === a.line && b.rank < a.rank) ? b : a;
+
+/**
+ * The references between rows of one partition of the digests (all of them when `parts` is 1):
+ * the digests rows are known by, and the first line naming each digest. Holds at most
+ * `capacity` entries; past that it only counts (`overflowed`), and the caller splits.
+ */
+class ReferenceCheck {
+  readonly #receipts = new Set<string>();
+  readonly #archives = new Set<string>();
+  /** `r:<digest>` (a signature's receipt) or `a:<digest>` (an entry's archive): its first line. */
+  readonly #wanted = new Map<string, number>();
+  /** A reference that is not a digest at all names nothing in any partition. */
+  #malformed: Failure | null = null;
+  overflowed = false;
+  /** Digests and references met, held or not (sizes the partitions). */
+  seen = 0;
+  peak = 0;
+
+  constructor(
+    readonly part: number,
+    readonly parts: number,
+    readonly capacity: number,
+  ) {}
+
+  #mine(digest: string): boolean {
+    return this.parts === 1 || parseInt(digest.slice(0, 12), 16) % this.parts === this.part;
+  }
+
+  #hold(set: Set<string> | Map<string, number>, key: string, line: number): void {
+    if (!this.#mine(key.slice(key.indexOf(':') + 1))) return;
+    this.seen += 1;
+    if (this.overflowed || set.has(key)) return;
+    if (this.#receipts.size + this.#archives.size + this.#wanted.size >= this.capacity) {
+      this.overflowed = true;
+      this.#receipts.clear();
+      this.#archives.clear();
+      this.#wanted.clear();
+      return;
+    }
+    if (set instanceof Set) set.add(key);
+    else set.set(key, line);
+    this.peak = Math.max(this.peak, this.#receipts.size + this.#archives.size + this.#wanted.size);
+  }
+
+  row(table: string, row: Readonly<Record<string, unknown>>, line: number): void {
+    switch (table) {
+      case 'receipts':
+      case 'receipt_archive_entries':
+        // Verified digests (a receipt's by its body, an entry's by its form).
+        this.#hold(this.#receipts, `r:${String(row.sha256)}`, line);
+        if (table === 'receipt_archive_entries') this.#want('a', row.archive_sha256, line);
+        return;
+      case 'receipt_archives':
+        this.#hold(this.#archives, `a:${String(row.archive_sha256)}`, line);
+        return;
+      case 'receipt_signatures':
+        this.#want('r', row.receipt_sha256, line);
+        return;
+      default:
+        return;
+    }
+  }
+
+  #want(kind: 'r' | 'a', digest: unknown, line: number): void {
+    if (typeof digest === 'string' && SHA256_HEX.test(digest))
+      this.#hold(this.#wanted, `${kind}:${digest}`, line);
+    else if (this.parts === 1) this.#malformed = earlier(this.#malformed, missing(kind, digest, line));
+  }
+
+  /** The first line naming a digest of this partition the file does not hold, or `before`. */
+  firstFailure(before: Failure | null): Failure | null {
+    let first = earlier(before, this.#malformed);
+    for (const [key, line] of this.#wanted) {
+      const held = key.startsWith('r:') ? this.#receipts : this.#archives;
+      if (!held.has(key)) first = earlier(first, missing(key[0] === 'r' ? 'r' : 'a', key.slice(2), line));
+    }
+    return first;
+  }
+}
+
+const missing = (kind: 'r' | 'a', digest: unknown, line: number): Failure =>
+  kind === 'r'
+    ? {
+        line,
+        rank: 0,
+        message: `signature of receipt ${quoted(String(digest))}, which the file does not hold`,
+      }
+    : {
+        line,
+        rank: 0,
+        message: `archive entry of archive ${quoted(String(digest))}, which the file does not hold`,
+      };
+
+/**
+ * The checks of one line, in file order, and the whole-file rules kept as bounded state: the
+ * tenant, the quota row, the first row of another tenant, the signatures' `seq` order.
+ */
+class LineChecks {
+  #n = 0;
+  #tenant: { tenant_id: string; name: string; created_at_unix_ms: number } | null = null;
+  #quota: TenantRow | null = null;
+  #quotas = 0;
+  #first: string | null = null;
+  #firstForeign: number | null = null;
+  #lastSeq = 0;
+  #maxSeq = 0;
+  readonly #principals: TenantRow[] = [];
+  seqFailure: Failure | null = null;
+
+  constructor(
+    readonly port: Pick<TenantMovePort, 'columnsOf'>,
+    readonly refs: ReferenceCheck,
+  ) {}
+
+  line(line: string): TenantRow {
+    const n = (this.#n += 1);
+    const row = checkLine(this.port, n, line);
     if (row.table === 'tenants') {
-      if (tenant !== null) throw refuse(n, 'a second tenants row');
-      tenant = {
+      if (this.#tenant !== null) throw refuse(n, 'a second tenants row');
+      this.#tenant = {
         tenant_id: String(row.row.tenant_id),
         name: String(row.row.name),
         created_at_unix_ms: Number(row.row.created_at_unix_ms),
       };
     }
-    if (row.table === 'tenant_quotas') quotas += 1;
-    verifyDocuments(n, row);
-    rows.push(row);
+    if (row.table === 'tenant_quotas') {
+      this.#quotas += 1;
+      this.#quota = row;
+    }
+    const id = String(row.row.tenant_id);
+    this.#first ??= id;
+    if (id !== this.#first && this.#firstForeign === null) this.#firstForeign = n;
+    if (row.table === 'principals' && row.row.revoked_at_unix_ms === null) this.#principals.push(row);
+    if (row.table === 'receipt_signatures') {
+      const seq = Number(row.row.seq);
+      if (!(seq > this.#lastSeq) && this.seqFailure === null)
+        this.seqFailure = { line: n, rank: 1, message: 'receipt_signatures out of seq order' };
+      this.#lastSeq = seq;
+      this.#maxSeq = Math.max(this.#maxSeq, seq);
+    }
+    this.refs.row(row.table, row.row, n);
+    return row;
   }
-  if (tenant === null) throw refuse(lines.length, 'no tenants row');
-  if (quotas !== 1) throw refuse(lines.length, 'exactly one tenant_quotas row is required');
-  const owner = tenant.tenant_id;
-  for (const [i, r] of rows.entries()) {
+
+  /** The whole-file rules but the references, in the order the import has always named them. */
+  finish() {
+    const n = this.#n;
+    if (this.#tenant === null) throw refuse(n, 'no tenants row');
+    if (this.#quotas !== 1 || this.#quota === null)
+      throw refuse(n, 'exactly one tenant_quotas row is required');
+    const owner = this.#tenant.tenant_id;
     // Rows of two tenants in one file would plant one tenant's rows under another's move.
-    if (r.row.tenant_id !== owner) throw refuse(i + 1, `row of another tenant than ${quoted(owner)}`);
+    const foreign = owner !== this.#first ? 1 : this.#firstForeign;
+    if (foreign !== null) throw refuse(foreign, `row of another tenant than ${quoted(owner)}`);
+    return {
+      ...this.#tenant,
+      exported_max_seq: this.#maxSeq,
+      principals: this.#principals,
+      quota: this.#quota,
+    };
   }
-  verifyReferences(rows);
-  return { ...tenant, rows };
 }
 
-/**
- * Rows that refer to other rows of the file: a signature names a receipt of the file (in D1 or
- * archived), in strictly increasing `seq` (the log's order, kept by the import); an archive entry
- * names an archive of the file.
- */
-function verifyReferences(rows: readonly TenantRow[]): void {
-  const of = (table: string, column: string) =>
-    new Set(rows.filter((r) => r.table === table).map((r) => r.row[column]));
-  const stored = of('receipts', 'sha256');
-  const archived = of('receipt_archive_entries', 'sha256');
-  const archives = of('receipt_archives', 'archive_sha256');
-  let lastSeq = 0;
-  for (const [i, r] of rows.entries()) {
-    if (r.table === 'receipt_signatures') {
-      const sha = r.row.receipt_sha256;
-      if (!stored.has(sha) && !archived.has(sha))
-        throw refuse(i + 1, `signature of receipt ${quoted(String(sha))}, which the file does not hold`);
-      const seq = Number(r.row.seq);
-      if (!(seq > lastSeq)) throw refuse(i + 1, 'receipt_signatures out of seq order');
-      lastSeq = seq;
-    }
-    if (r.table === 'receipt_archive_entries' && !archives.has(r.row.archive_sha256))
-      throw refuse(
-        i + 1,
-        `archive entry of archive ${quoted(String(r.row.archive_sha256))}, which the file does not hold`,
-      );
-  }
+/** One line: canonical JSON of `{row, table}`, its columns and the digests it is keyed by. */
+function checkLine(port: Pick<TenantMovePort, 'columnsOf'>, n: number, line: string): TenantRow {
+  const decoded = decodeJsonText(line, { maxBytes: MAX_LINE_BYTES, maxDepth: 4 });
+  if (!decoded.ok) throw refuse(n, `not json (${decoded.error.reason})`);
+  // Canonical form only: a line re-serialized differently is not what an export wrote.
+  if (canonicalize(decoded.value) !== line) throw refuse(n, 'not in canonical form (RFC 8785)');
+  const row = parseRow(port, n, decoded.value);
+  verifyDocuments(n, row);
+  return row;
 }
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;
@@ -306,22 +548,31 @@ export interface ImportOptions {
 }
 
 /**
- * The rows from `from` on, cut into chunks of at most `rows` rows and `IMPORT_CHUNK_BYTES` bytes
- * (by canonical line length). Deterministic for a file, though a resumed import may cut
- * differently from the first attempt: progress is counted in rows, not chunks.
+ * The lines after the first `from`, each checked again as it is about to be written (the rows
+ * come from the file, not from memory: a streamed file is read once more for the writing), cut
+ * into chunks of at most `max` rows and `IMPORT_CHUNK_BYTES` bytes (by canonical line length).
+ * Deterministic for a file, though a resumed import may cut differently from the first attempt:
+ * progress is counted in rows, not chunks.
  */
-function* chunksFrom(rows: readonly TenantRow[], from: number, max: number): Generator<readonly TenantRow[]> {
+async function* chunksFrom(
+  port: Pick<TenantMovePort, 'columnsOf'>,
+  source: ExportSource,
+  from: number,
+  max: number,
+): AsyncGenerator<readonly TenantRow[]> {
   let chunk: TenantRow[] = [];
   let bytes = 0;
-  for (let i = from; i < rows.length; i++) {
-    const r = rows[i] as TenantRow;
-    const size = canonicalize({ row: r.row, table: r.table }).length;
+  let n = 0;
+  for await (const line of source.lines()) {
+    n += 1;
+    if (n <= from) continue;
+    const size = line.length;
     if (chunk.length > 0 && (chunk.length >= max || bytes + size > IMPORT_CHUNK_BYTES)) {
       yield chunk;
       chunk = [];
       bytes = 0;
     }
-    chunk.push(r);
+    chunk.push(checkLine(port, n, line));
     bytes += size;
   }
   if (chunk.length > 0) yield chunk;
@@ -353,12 +604,49 @@ export async function importTenant(
   log: (fields: LogFields) => void,
   options: ImportOptions = {},
 ) {
+  const imported = await importSource(port, shard, textSource(text), now, log, options);
+  // Without a chunk budget every chunk is written in this call.
+  if (!('keys' in imported)) throw new Error('an import without a chunk budget stopped part-way');
+  return imported;
+}
+
+/** How far an import got when it stopped at its chunk budget: call again to go on. */
+export interface ImportInProgress {
+  readonly status: 'in_progress';
+  readonly tenant_id: string;
+  readonly shard: number;
+  readonly rows_done: number;
+  readonly rows_total: number;
+  readonly chunks: number;
+}
+
+export interface SourceImportOptions extends ImportOptions {
+  /**
+   * Chunks (D1 batches) this call writes at most; then it answers how far it got and the next
+   * call resumes (a streamed file's import may need several calls: docs/scaling.md).
+   */
+  readonly max_chunks?: number | undefined;
+  readonly verify?: VerifyBounds | undefined;
+}
+
+/** `importTenant` for a file read from a source (an upload: src/services/import-uploads.ts). */
+export async function importSource(
+  port: TenantMovePort,
+  shard: number,
+  source: ExportSource,
+  now: number,
+  log: (fields: LogFields) => void,
+  options: SourceImportOptions = {},
+) {
   if (!port.shardExists(shard)) throw new ServiceError('invalid_request', `shard ${shard} is not configured`);
   const chunkRows = options.chunk_rows ?? IMPORT_CHUNK_ROWS;
   if (!Number.isSafeInteger(chunkRows) || chunkRows < 1)
     throw new RangeError('chunk_rows must be a positive integer');
-  const verified = verifyExport(port, text);
-  const { tenant_id, name, rows } = verified;
+  const maxChunks = options.max_chunks ?? Number.POSITIVE_INFINITY;
+  if (!(maxChunks >= 1)) throw new RangeError('max_chunks must be at least 1');
+  // Every line, and every rule of the whole file, before anything is written.
+  const verified = await verifySource(port, source, options.verify);
+  const { tenant_id, name, rows_total, exported_max_seq } = verified;
   const previous = await port.shardOf(tenant_id);
   if (previous === shard)
     throw new ServiceError('conflict', `tenant ${quoted(tenant_id)} is already on shard ${shard}`);
@@ -366,7 +654,7 @@ export async function importTenant(
   if (previous === null && (await port.nameTaken(name))) {
     throw new ServiceError('conflict', `tenant ${quoted(name)} already exists`);
   }
-  const staged = { tenant_id, file_sha256: sha256HexOfText(text), rows_total: rows.length };
+  const staged = { tenant_id, file_sha256: source.sha256, rows_total };
   const begun = await port.beginImport(shard, staged, now);
   if (begun === 'exists')
     throw new ServiceError('conflict', `tenant ${quoted(tenant_id)} already has rows on shard ${shard}`);
@@ -375,13 +663,22 @@ export async function importTenant(
       'conflict',
       `an import of another export of tenant ${quoted(tenant_id)} is staged on shard ${shard}; send that file again to finish it`,
     );
-  const exported_max_seq = rows.reduce(
-    (m, r) => (r.table === 'receipt_signatures' ? Math.max(m, Number(r.row.seq)) : m),
-    0,
-  );
   let from = begun.rows_done;
   let chunks = 0;
-  for (const chunk of chunksFrom(rows, from, chunkRows)) {
+  for await (const chunk of chunksFrom(port, source, from, chunkRows)) {
+    if (chunks >= maxChunks) {
+      // The budget of this call is spent: the rest stays staged (invisible) for the next call.
+      log({ tenant_id, shard, rows: rows_total, resumed_at_row: begun.rows_done, rows_done: from, chunks });
+      const progress: ImportInProgress = {
+        status: 'in_progress',
+        tenant_id,
+        shard,
+        rows_done: from,
+        rows_total,
+        chunks,
+      };
+      return progress;
+    }
     if ((await port.importChunk(shard, staged, { from, rows: chunk, exported_max_seq }, now)) === 'moved')
       throw progressMoved(tenant_id);
     from += chunk.length;
@@ -390,7 +687,7 @@ export async function importTenant(
   // A key names its shard: the old key cannot reach the new copy, so each live principal gets a
   // new one. Issued on this attempt, written to the staging rows, live only with the last batch.
   const keys: { principal_id: string; name: string; roles: JsonValue; api_key: string }[] = [];
-  for (const r of rows) {
+  for (const r of verified.principals) {
     if (r.table !== 'principals' || r.row.revoked_at_unix_ms !== null) continue;
     keys.push({
       principal_id: String(r.row.principal_id),
@@ -405,7 +702,7 @@ export async function importTenant(
       .map((k) => ({ principal_id: k.principal_id, key_sha256: apiKeyDigest(k.api_key) }));
     if ((await port.keyPrincipals(shard, staged, part)) === 'moved') throw progressMoved(tenant_id);
   }
-  const quota = rows.find((r) => r.table === 'tenant_quotas') as TenantRow;
+  const quota = verified.quota;
   if ((await port.goLive(shard, staged, quota)) === 'moved') throw progressMoved(tenant_id);
   const recorded = await port.record({
     tenant_id,
@@ -425,10 +722,10 @@ export async function importTenant(
     tenant_id,
     shard,
     previous_shard: previous,
-    rows: rows.length,
+    rows: rows_total,
     resumed_at_row: begun.rows_done,
     chunks,
     frozen_principals: frozen.length,
   });
-  return { tenant_id, name, shard, previous_shard: previous, rows: rows.length, keys };
+  return { tenant_id, name, shard, previous_shard: previous, rows: rows_total, keys };
 }
