@@ -816,6 +816,48 @@ export interface TenantMovePort {
   }): Promise<'recorded' | 'name_taken'>;
 }
 
+// Export files uploaded in parts (src/services/import-uploads.ts; src/db/import-uploads.ts, R2)
+
+/** An upload's record: open (R2 holds its parts), or completed with the file's digest and size. */
+export type UploadRecord =
+  | { readonly status: 'open'; readonly r2_upload_id: string; readonly created_at_unix_ms: number }
+  | {
+      readonly status: 'complete';
+      readonly r2_upload_id: string;
+      readonly created_at_unix_ms: number;
+      /** SHA-256 (hex) of the whole file, as the operator expected it and as it was hashed. */
+      readonly sha256: string;
+      readonly bytes: number;
+    };
+
+/** Export files in the bucket, uploaded in numbered parts. */
+export interface ImportUploadStore {
+  /** Start an R2 multipart upload for `upload_id` and record it open. */
+  create(upload_id: string, now: number): Promise<void>;
+  record(upload_id: string): Promise<UploadRecord | null>;
+  putPart(
+    upload_id: string,
+    record: UploadRecord,
+    part_number: number,
+    bytes: Uint8Array,
+  ): Promise<{ readonly etag: string }>;
+  /**
+   * Complete the upload from `parts` (numbered 1..n, in order) and hash the whole file; `refused`
+   * when R2 refuses the list (a part missing or too small, an ETag that is not the part's).
+   */
+  complete(
+    upload_id: string,
+    record: UploadRecord,
+    parts: readonly { readonly part_number: number; readonly etag: string }[],
+  ): Promise<{ readonly sha256: string; readonly bytes: number } | { readonly refused: string }>;
+  /** Record the upload completed (its digest checked by the caller). */
+  completed(upload_id: string, record: UploadRecord & { readonly status: 'complete' }): Promise<void>;
+  /** The completed file's bytes; throws after the last chunk if they do not hash to `sha256`. */
+  read(upload_id: string, sha256: string): AsyncIterable<Uint8Array>;
+  /** Abort an open upload (R2 drops its parts) or delete a completed file; and its record. */
+  remove(upload_id: string, record: UploadRecord): Promise<void>;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Orphan blob collection (issue 10; src/services/blob-collection.ts)
 

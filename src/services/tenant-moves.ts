@@ -47,7 +47,7 @@ import type { TenantMovePort, TenantRow } from './ports.js';
 export const MAX_IMPORT_BYTES = 32 * 1024 * 1024;
 export const MAX_IMPORT_ROWS = 200_000;
 /** A stored document is at most 16 MiB (src/db/documents.ts); a line holds one row. */
-const MAX_LINE_BYTES = 17 * 1024 * 1024;
+export const MAX_LINE_BYTES = 17 * 1024 * 1024;
 
 const ExportRequest = z.strictObject({
   /** Revoke every live principal of the tenant first, so nothing changes the copy after it is read. */
@@ -80,7 +80,7 @@ export async function* exportTenant(
   }
 }
 
-const refuse = (line: number, message: string) =>
+export const refuse = (line: number, message: string) =>
   new ServiceError('invalid_request', `import refused, nothing written: line ${line}: ${message}`, [
     { path: `line ${line}`, message },
   ]);
