@@ -123,9 +123,9 @@ export async function completeImportUpload(
   for (const [i, p] of body.parts.entries()) {
     if (p.part_number === i + 1) continue;
     const message =
-      p.part_number > i + 1
-        ? `part ${i + 1} is missing: parts must be listed 1 to n in order`
-        : `part ${p.part_number} is listed out of order or twice: parts must be listed 1 to n in order`;
+      p.part_number < i + 1 || body.parts.some((q) => q.part_number === i + 1)
+        ? `part ${p.part_number} is listed out of order or twice: parts must be listed 1 to n in order`
+        : `part ${i + 1} is missing: parts must be listed 1 to n in order`;
     throw new ServiceError('invalid_request', message, [{ path: `parts.${i}.part_number`, message }]);
   }
   const record = await uploadOf(store, upload_id);
