@@ -991,6 +991,8 @@ export interface operations {
             content: {
                 "application/json": {
                     freeze?: boolean;
+                    segmented?: boolean;
+                    after?: string;
                 };
             };
         };

@@ -347,7 +347,7 @@ export function tenantMovePort(env: Env): TenantMovePort {
     shardOf: (tenant_id) => directory().shardOf(tenant_id),
     shardExists: (shard) => shardBinding(env, shard) !== null,
     columnsOf: tenantTableColumns,
-    exportRows: (shard, tenant_id) => exportTenantRows(shardDb(env, shard), tenant_id),
+    exportRows: (shard, tenant_id, after) => exportTenantRows(shardDb(env, shard), tenant_id, after),
     freeze: (shard, tenant_id, now) => freezeTenant(shardDb(env, shard), tenant_id, now),
     nameTaken: (name) => directory().nameTaken(name),
     beginImport: (shard, s, now) => beginStagedImport(shardDb(env, shard), s, now),

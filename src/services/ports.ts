@@ -753,6 +753,12 @@ export interface StagedImport {
   readonly rows_total: number;
 }
 
+/** Where an export stands: a table's index in export order and a `rowid` in it. */
+export interface ExportPosition {
+  readonly table: number;
+  readonly rowid: number;
+}
+
 /** One table row of a tenant, as exported and imported (one canonical JSON line each). */
 export interface TenantRow {
   readonly table: string;
@@ -770,7 +776,12 @@ export interface TenantMovePort {
   shardExists(shard: number): boolean;
   /** The tenant's column names of a tenant table, or null for any other table. */
   columnsOf(table: string): readonly string[] | null;
-  exportRows(shard: number, tenant_id: string): AsyncIterable<TenantRow>;
+  /** The tenant's rows in export order, after `after` when given (a segmented export). */
+  exportRows(
+    shard: number,
+    tenant_id: string,
+    after?: ExportPosition | null,
+  ): AsyncIterable<TenantRow & { readonly position: ExportPosition }>;
   /** Revoke every live principal of the tenant on `shard`; returns their ids. */
   freeze(shard: number, tenant_id: string, now: number): Promise<string[]>;
   /** Whether a tenant of this name is in the directory. */

@@ -37,7 +37,7 @@ import { newApiKey } from '../db/ids.js';
 import { RECEIPT_ENCODING, decodeReceipt } from '../db/receipts.js';
 import type { LogFields } from './context.js';
 import { ServiceError, notFound } from './errors.js';
-import type { TenantMovePort, TenantRow } from './ports.js';
+import type { ExportPosition, TenantMovePort, TenantRow } from './ports.js';
 
 /**
  * Bounds on one import request. The file is read and verified whole (in memory) before anything
@@ -52,33 +52,115 @@ export const MAX_LINE_BYTES = 17 * 1024 * 1024;
 const ExportRequest = z.strictObject({
   /** Revoke every live principal of the tenant first, so nothing changes the copy after it is read. */
   freeze: z.boolean().optional(),
+  /**
+   * Answer one segment of the file (bounded like one import request) and where the next starts,
+   * instead of refusing an export larger than one request (`413`).
+   */
+  segmented: z.boolean().optional(),
+  /** The next segment: the `Writ-Export-Next` value the previous segment answered. */
+  after: z
+    .string()
+    .regex(/^(0|[1-9][0-9]?)\.(0|[1-9][0-9]{0,14})$/, 'the Writ-Export-Next value of the previous segment')
+    .optional(),
 });
 export { ExportRequest as TenantExportRequest };
 
 /**
- * The tenant's rows as canonical JSON lines (each ends with `\n`). With `freeze`, every live
- * principal is revoked first, so no key changes the copy while (or after) it is read; the export
- * shows those principals as they were just before the freeze, so the import re-keys them.
+ * The tenant's rows as canonical JSON lines (each ends with `\n`), each with its position. With
+ * `freeze`, every live principal is revoked first, so no key changes the copy while (or after) it
+ * is read; the export shows those principals as they were just before the freeze, so the import
+ * re-keys them. With `after`, the rows after that position only.
  */
 export async function* exportTenant(
   port: TenantMovePort,
   tenant_id: string,
-  options: { readonly freeze?: boolean | undefined },
+  options: { readonly freeze?: boolean | undefined; readonly after?: ExportPosition | null | undefined },
   now: number,
   log: (fields: LogFields) => void,
-): AsyncGenerator<string> {
+): AsyncGenerator<{ readonly line: string; readonly position: ExportPosition }> {
   const shard = Identifier.safeParse(tenant_id).success ? await port.shardOf(tenant_id) : null;
   if (shard === null) throw notFound('tenant');
   const frozen = new Set(options.freeze === true ? await port.freeze(shard, tenant_id, now) : []);
   log({ tenant_id, shard, frozen_principals: frozen.size });
-  for await (const r of port.exportRows(shard, tenant_id)) {
+  for await (const r of port.exportRows(shard, tenant_id, options.after ?? null)) {
     const row =
       r.table === 'principals' && frozen.has(String(r.row.principal_id))
         ? { ...r.row, revoked_at_unix_ms: null }
         : r.row;
-    yield `${canonicalize({ row, table: r.table })}\n`;
+    yield { line: `${canonicalize({ row, table: r.table })}\n`, position: r.position };
   }
 }
+
+// ---------------------------------------------------------------------------------------------
+// The export as one answer, or in segments (an export larger than one import request)
+
+/** Bounds of one export answer (tests lower them). */
+export interface ExportBounds {
+  /** Bytes of one answer: held in memory before it is sent. */
+  readonly max_bytes?: number | undefined;
+  /** Rows of one segment: 100,000 rows are 500 D1 pages, half an invocation's 1,000 subrequests. */
+  readonly max_rows?: number | undefined;
+}
+export const EXPORT_SEGMENT_ROWS = 100_000;
+
+/** The position of the `principals` table in export order (src/db/tenant-rows.ts TENANT_TABLES). */
+const PRINCIPALS_TABLE = 3;
+
+/**
+ * The export read whole before it is answered: a failure half-way is a typed error, never a
+ * truncated file that could still import as a smaller tenant. Not segmented, an export larger than
+ * `max_bytes` is refused (`413`). Segmented, the answer stops at a row boundary within the bounds
+ * and names where the next segment starts (`next`, null for the last one); the segments
+ * concatenated are the file. A freezing export's first segment holds every principal (the frozen
+ * ones are shown live only by the request that froze them), so it never ends before that table.
+ */
+export async function exportTenantText(
+  port: TenantMovePort,
+  tenant_id: string,
+  options: z.infer<typeof ExportRequest>,
+  now: number,
+  log: (fields: LogFields) => void,
+  bounds: ExportBounds = {},
+): Promise<{ readonly text: string; readonly segmented: boolean; readonly next: string | null }> {
+  const maxBytes = bounds.max_bytes ?? MAX_IMPORT_BYTES;
+  const maxRows = bounds.max_rows ?? EXPORT_SEGMENT_ROWS;
+  const segmented = options.segmented === true || options.after !== undefined;
+  if (options.after !== undefined && options.freeze === true)
+    throw new ServiceError('invalid_request', 'freeze is for the first segment only');
+  const after = options.after === undefined ? null : parsePosition(options.after);
+  const lines = exportTenant(port, tenant_id, { freeze: options.freeze, after }, now, log);
+  const parts: string[] = [];
+  let bytes = 0;
+  let last: ExportPosition | null = after;
+  const mayEnd = (p: ExportPosition | null) =>
+    options.freeze !== true || (p !== null && p.table > PRINCIPALS_TABLE);
+  for await (const { line, position } of lines) {
+    const size = new TextEncoder().encode(line).byteLength;
+    const full = bytes + size > maxBytes || (segmented && parts.length >= maxRows);
+    if (full && segmented && parts.length > 0 && mayEnd(position)) {
+      // Ends before this row; the next segment starts after the last row answered.
+      return { text: parts.join(''), segmented, next: formatPosition(last as ExportPosition) };
+    }
+    if (bytes + size > maxBytes) {
+      throw new ServiceError(
+        'payload_too_large',
+        segmented
+          ? `the first segment of a freezing export (every principal) exceeds ${maxBytes} bytes`
+          : `the tenant's export exceeds ${maxBytes} bytes; ask for it in segments ("segmented": true)`,
+      );
+    }
+    parts.push(line);
+    bytes += size;
+    last = position;
+  }
+  return { text: parts.join(''), segmented, next: null };
+}
+
+const formatPosition = (p: ExportPosition) => `${p.table}.${p.rowid}`;
+const parsePosition = (s: string): ExportPosition => {
+  const [table, rowid] = s.split('.').map(Number);
+  return { table: table as number, rowid: rowid as number };
+};
 
 export const refuse = (line: number, message: string) =>
   new ServiceError('invalid_request', `import refused, nothing written: line ${line}: ${message}`, [

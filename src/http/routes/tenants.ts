@@ -15,7 +15,7 @@ import { ServiceError } from '../../services/errors.js';
 import {
   MAX_IMPORT_BYTES,
   TenantExportRequest,
-  exportTenant,
+  exportTenantText,
   importTenant,
 } from '../../services/tenant-moves.js';
 import {
@@ -59,21 +59,18 @@ const EmptyRequest = z.strictObject({});
 
 tenantRoutes.post('/tenants/:tenant_id/export', requirePlatformAdmin, async (c) => {
   const body = await readJson(c, TenantExportRequest, { allowEmpty: true });
-  const lines = exportTenant(tenantMovePort(c.env), c.req.param('tenant_id'), body, c.var.now, (fields) =>
-    c.set('log', { ...c.var.log, ...fields }),
+  const exported = await exportTenantText(
+    tenantMovePort(c.env),
+    c.req.param('tenant_id'),
+    body,
+    c.var.now,
+    (fields) => c.set('log', { ...c.var.log, ...fields }),
   );
-  // Read whole before answering: a failure half-way is a typed error, never a truncated file that
-  // could still import as a smaller tenant. An export larger than one import is of no use.
-  const parts: string[] = [];
-  let bytes = 0;
-  for await (const line of lines) {
-    bytes += new TextEncoder().encode(line).byteLength;
-    if (bytes > MAX_IMPORT_BYTES) {
-      throw new ServiceError('payload_too_large', `the tenant's export exceeds ${MAX_IMPORT_BYTES} bytes`);
-    }
-    parts.push(line);
-  }
-  return new Response(parts.join(''), { status: 200, headers: { 'content-type': NDJSON } });
+  const headers: Record<string, string> = { 'content-type': NDJSON };
+  // A segment says whether it is the last; a client that stops early has no complete file.
+  if (exported.segmented) headers['writ-export-complete'] = exported.next === null ? 'true' : 'false';
+  if (exported.next !== null) headers['writ-export-next'] = exported.next;
+  return new Response(exported.text, { status: 200, headers });
 });
 
 tenantRoutes.post('/tenants/import', requirePlatformAdmin, async (c) => {

@@ -10,9 +10,10 @@ import { sha256Hex, canonicalize, digestOf } from '../../../src/core/canonical/c
 import { importUploadStore, tenantMovePort } from '../../../src/platform/bindings.js';
 import { IMPORT_PART_MIN_BYTES, importUpload } from '../../../src/services/import-uploads.js';
 import type { TenantMovePort } from '../../../src/services/ports.js';
-import { MAX_IMPORT_BYTES } from '../../../src/services/tenant-moves.js';
+import { MAX_IMPORT_BYTES, exportTenantText } from '../../../src/services/tenant-moves.js';
 import {
   ADMIN_TOKEN,
+  BASE,
   READ_INPUT,
   authorize,
   call,
@@ -22,6 +23,7 @@ import {
   shardD1,
   shardOf,
   tenantRowsOn,
+  workerFetch,
 } from './harness.js';
 
 const encode = (text: string) => new TextEncoder().encode(text);
@@ -432,4 +434,80 @@ describe('an export larger than one request', () => {
       200,
     );
   }, 180_000);
+});
+
+describe('an export larger than one answer, in segments', () => {
+  /** Every segment of the export, each bounded by `bounds`; the first freezes when asked. */
+  async function segments(
+    tenant_id: string,
+    freeze: boolean,
+    bounds: { max_bytes?: number; max_rows?: number },
+  ) {
+    const port = tenantMovePort(env);
+    const out: string[] = [];
+    let after: string | undefined;
+    for (let i = 0; i < 1000; i++) {
+      const seg = await exportTenantText(
+        port,
+        tenant_id,
+        after === undefined ? { freeze, segmented: true } : { after },
+        Date.now(),
+        noLog,
+        bounds,
+      );
+      out.push(seg.text);
+      if (seg.next === null) return out;
+      after = seg.next;
+    }
+    throw new Error('the export never ended');
+  }
+
+  it('concatenated, the segments are the whole export; a frozen one imports with every principal re-keyed', async () => {
+    const s = await seedTenant('seg');
+    const to = 1 - shardOf(s);
+    const whole = await exportTenant(s.tenant_id, false);
+    const parts = await segments(s.tenant_id, false, { max_rows: 4 });
+    expect(parts.length).toBeGreaterThan(1);
+    expect(parts.join('')).toBe(whole.text);
+    const bySize = await segments(s.tenant_id, false, { max_bytes: 2048 });
+    expect(bySize.length).toBeGreaterThan(1);
+    expect(bySize.join('')).toBe(whole.text);
+    // Frozen: the first segment holds every principal (shown live, so the import re-keys them).
+    const frozen = await segments(s.tenant_id, true, { max_rows: 2 });
+    const principals = (t: string) => t.split('\n').filter((l) => l.includes('"table":"principals"'));
+    expect(principals(frozen[0] as string).length).toBe(principals(whole.text).length);
+    expect(frozen.join('')).toBe(whole.text);
+    const { id } = await upload(encode(frozen.join('')));
+    const imported = await importCall(id, to);
+    expect(imported.status).toBe(201);
+    expect((imported.body.keys as unknown[]).length).toBe(principals(whole.text).length);
+    // The old keys were frozen by the first segment.
+    expect((await call('GET', '/v1/policy', { key: s.admin.api_key })).status).toBe(401);
+  });
+
+  it('over HTTP: each segment says whether it is the last and where the next starts; freeze only first', async () => {
+    const s = await seedTenant('seg-http');
+    const first = await workerFetch(`${BASE}/v1/tenants/${s.tenant_id}/export`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ segmented: true }),
+    });
+    expect(first.status).toBe(200);
+    expect(first.headers.get('writ-export-complete')).toBe('true');
+    expect(first.headers.get('writ-export-next')).toBeNull();
+    expect((await first.text()).endsWith('\n')).toBe(true);
+    const next = await call('POST', `/v1/tenants/${s.tenant_id}/export`, {
+      key: ADMIN_TOKEN,
+      body: { after: '3.0', freeze: true },
+    });
+    expect(next.status).toBe(400);
+    const bad = await call('POST', `/v1/tenants/${s.tenant_id}/export`, {
+      key: ADMIN_TOKEN,
+      body: { after: '3' },
+    });
+    expect(bad.status).toBe(400);
+    // Not segmented, nothing changes: one whole file, no segment headers.
+    const plain = await exportTenant(s.tenant_id, false);
+    expect(plain.status).toBe(200);
+  });
 });
