@@ -4,7 +4,9 @@
  *
  * Keys: `imports/uploads/<upload_id>` is the file (an R2 multipart upload until completed), and
  * `imports/uploads/<upload_id>.json` the upload's record: the R2 upload id while it is open, then
- * the file's SHA-256 and size once completed and hashed. `upload_id` is 128 random bits in hex.
+ * the file's SHA-256 and size once completed and hashed; `imports/uploads/<upload_id>.verified.json`
+ * what the import's verification of the file found (kept so a resumed import need not verify it
+ * again). `upload_id` is 128 random bits in hex.
  *
  * Guarantees: every read of a completed file re-hashes its bytes and throws
  * `UploadIntegrityError` after the last chunk (before the read ends) when they do not hash to the
@@ -15,11 +17,12 @@
  * `retired/sha256/`, so it never sees these), or holds more than one part in memory.
  */
 import { createHash } from 'node:crypto';
-import type { ImportUploadStore, UploadRecord } from '../services/ports.js';
+import type { ImportUploadStore, KeptVerification, UploadRecord } from '../services/ports.js';
 
 const PREFIX = 'imports/uploads/';
 const objectKey = (upload_id: string) => `${PREFIX}${upload_id}`;
 const recordKey = (upload_id: string) => `${PREFIX}${upload_id}.json`;
+const verificationKey = (upload_id: string) => `${PREFIX}${upload_id}.verified.json`;
 
 /** A completed upload's bytes no longer hash to the digest recorded when it was completed. */
 export class UploadIntegrityError extends Error {
@@ -97,12 +100,22 @@ export function r2ImportUploads(bucket: R2Bucket): ImportUploadStore {
       if (hash.digest('hex') !== sha256)
         throw new UploadIntegrityError(`upload ${upload_id} does not hash to its recorded digest`);
     },
+    async verification(upload_id) {
+      const o = await bucket.get(verificationKey(upload_id));
+      // Written only by `keepVerification`, from the typed value.
+      return o === null ? null : ((await o.json()) as KeptVerification);
+    },
+    async keepVerification(upload_id, v) {
+      await bucket.put(verificationKey(upload_id), JSON.stringify(v), {
+        httpMetadata: { contentType: 'application/json' },
+      });
+    },
     async remove(upload_id, record) {
       if (record.status === 'open') {
         // Frees the parts R2 holds (they are not objects, and cost storage until aborted).
         await bucket.resumeMultipartUpload(objectKey(upload_id), record.r2_upload_id).abort();
       }
-      await bucket.delete([objectKey(upload_id), recordKey(upload_id)]);
+      await bucket.delete([objectKey(upload_id), recordKey(upload_id), verificationKey(upload_id)]);
     },
   };
 }

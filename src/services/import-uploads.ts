@@ -12,8 +12,10 @@
  * most `MAX_LINE_BYTES`, the reference check holds at most `REFERENCE_CAPACITY` digests and reads
  * the file again per partition when there are more. It then writes the rows staged, at most
  * `IMPORT_CALL_CHUNKS` D1 batches per call, and answers how far it got; the same call again
- * re-verifies and resumes after the last chunk that committed (staging is keyed by the file's
- * digest, so a file begun in one request can be finished from an upload and the other way round).
+ * resumes after the last chunk that committed (staging is keyed by the file's digest, so a file
+ * begun in one request can be finished from an upload and the other way round), without verifying
+ * the file again: the first call keeps what it found, and a resumed call checks each line it
+ * writes, that it is of the verified tenant, and the digest of a read to the end before going live.
  * Never: writes a row before the whole file is verified, holds more than one part or one line in
  * memory, or uses an upload whose bytes do not hash to the digest it was completed with.
  */
@@ -48,6 +50,12 @@ export const MAX_UPLOAD_IMPORT_ROWS = 50_000_000;
 export const IMPORT_CALL_CHUNKS = 400;
 
 const UPLOAD_ID = /^[0-9a-f]{32}$/;
+
+/**
+ * The version of the import's verification rules. A kept verification of another version is not
+ * trusted (the file is verified again): raise it with any change to what `verifySource` checks.
+ */
+export const VERIFICATION_RULES = 1;
 
 export const CompleteUploadRequest = z.strictObject({
   /** Every part, numbered 1..n in order, with the ETag its upload answered. */
@@ -178,15 +186,23 @@ export async function importUpload(
   const record = await uploadOf(store, upload_id);
   if (record.status !== 'complete')
     throw new ServiceError('conflict', 'the upload is not completed: complete it with its parts first');
-  const source: ExportSource = {
-    sha256: record.sha256,
-    lines: () => splitLines(store.read(upload_id, record.sha256)),
-  };
-  log({ upload_id });
+  const sha256 = record.sha256;
+  const source: ExportSource = { sha256, lines: () => splitLines(store.read(upload_id, sha256)) };
+  // A call resuming the import of a file an earlier call verified whole skips verifying it again
+  // (the CPU of a call then no longer grows with the file); see `SourceImportOptions.verified`.
+  const kept = await store.verification(upload_id);
+  const verified =
+    kept !== null && kept.sha256 === sha256 && kept.rules === VERIFICATION_RULES ? kept : undefined;
+  log({ upload_id, verified_before: verified !== undefined });
   return importSource(port, shard, source, now, log, {
     ...options,
     max_chunks: options.max_chunks ?? IMPORT_CALL_CHUNKS,
     verify: { max_rows: MAX_UPLOAD_IMPORT_ROWS, ...options.verify },
+    verified,
+    onVerified: async (v) => {
+      const { verification: _stats, ...found } = v;
+      await store.keepVerification(upload_id, { ...found, sha256, rules: VERIFICATION_RULES });
+    },
   });
 }
 

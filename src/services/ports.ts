@@ -841,6 +841,27 @@ export type UploadRecord =
       readonly bytes: number;
     };
 
+/** What verifying a whole export file found (src/services/tenant-moves.ts `verifySource`). */
+export interface VerifiedFile {
+  readonly tenant_id: string;
+  readonly name: string;
+  readonly created_at_unix_ms: number;
+  readonly rows_total: number;
+  /** The highest `receipt_signatures.seq` of the file (0 without signatures). */
+  readonly exported_max_seq: number;
+  /** The `principals` rows not revoked (each gets a new key). */
+  readonly principals: readonly TenantRow[];
+  readonly quota: TenantRow;
+}
+
+/** A verification kept with an upload, for the calls that resume its import. */
+export interface KeptVerification extends VerifiedFile {
+  /** The file it is of. */
+  readonly sha256: string;
+  /** The verifier's rules it passed (`VERIFICATION_RULES`). */
+  readonly rules: number;
+}
+
 /** Export files in the bucket, uploaded in numbered parts. */
 export interface ImportUploadStore {
   /** Start an R2 multipart upload for `upload_id` and record it open. */
@@ -865,7 +886,10 @@ export interface ImportUploadStore {
   completed(upload_id: string, record: UploadRecord & { readonly status: 'complete' }): Promise<void>;
   /** The completed file's bytes; throws after the last chunk if they do not hash to `sha256`. */
   read(upload_id: string, sha256: string): AsyncIterable<Uint8Array>;
-  /** Abort an open upload (R2 drops its parts) or delete a completed file; and its record. */
+  /** The verification kept for the upload's import, if any. */
+  verification(upload_id: string): Promise<KeptVerification | null>;
+  keepVerification(upload_id: string, v: KeptVerification): Promise<void>;
+  /** Abort an open upload (R2 drops its parts) or delete a completed file; and its records. */
   remove(upload_id: string, record: UploadRecord): Promise<void>;
 }
 

@@ -371,6 +371,62 @@ describe('an uploaded export is written in budgeted, resumable calls', () => {
     expect(await directoryShard(s.tenant_id)).toBe(to);
   });
 
+  it('a resumed call does not verify the file again: the first call keeps what it found', async () => {
+    const { s, text, lines } = await exportedTenant('upl-kept');
+    const to = 1 - shardOf(s);
+    const { id } = await upload(encode(text));
+    const real = importUploadStore(env);
+    const reads = { n: 0 };
+    const store: typeof real = {
+      ...real,
+      read: (upload_id, sha256) => {
+        reads.n += 1;
+        return real.read(upload_id, sha256);
+      },
+    };
+    const step = { chunk_rows: 2, max_chunks: 1 };
+    const call1 = await importUpload(tenantMovePort(env), store, to, id, Date.now(), noLog, step);
+    expect(call1).toMatchObject({ status: 'in_progress', rows_done: 2 });
+    expect(reads.n).toBe(2); // one verifying read, one writing read
+    const kept = await real.verification(id);
+    expect(kept).toMatchObject({ tenant_id: s.tenant_id, rows_total: lines, rules: 1 });
+    reads.n = 0;
+    const call2 = await importUpload(tenantMovePort(env), store, to, id, Date.now(), noLog, step);
+    expect(call2).toMatchObject({ status: 'in_progress', rows_done: 4 });
+    expect(reads.n).toBe(1); // the writing read only
+    // A verification kept under other rules is not trusted: verified again.
+    await real.keepVerification(id, { ...(kept as NonNullable<typeof kept>), rules: 0 });
+    reads.n = 0;
+    await importUpload(tenantMovePort(env), store, to, id, Date.now(), noLog, step);
+    expect(reads.n).toBe(2);
+    expect((await importCall(id, to)).status).toBe(201);
+    expect(await tenantRowsOn(to, s.tenant_id)).toBe(lines);
+    expect((await call('POST', `/v1/tenants/import-uploads/${id}/abort`, { key: ADMIN_TOKEN })).status).toBe(
+      200,
+    );
+    expect(await env.BLOBS.head(`imports/uploads/${id}.verified.json`)).toBeNull();
+  });
+
+  it('a resumed call that finds the file changed since it was verified writes no row of it live', async () => {
+    const { s, text } = await exportedTenant('upl-swap');
+    const from = shardOf(s);
+    const to = 1 - from;
+    const { id } = await upload(encode(text));
+    const step = { chunk_rows: 2, max_chunks: 1 };
+    const store = importUploadStore(env);
+    await importUpload(tenantMovePort(env), store, to, id, Date.now(), noLog, step);
+    // The bytes under the key replaced after the verification (an outage or an R2 operator):
+    // the last row now names another tenant.
+    const rows = text.trimEnd().split('\n');
+    rows[rows.length - 1] = (rows.at(-1) as string).replace(s.tenant_id, 'ten-someone-else');
+    await env.BLOBS.put(`imports/uploads/${id}`, `${rows.join('\n')}\n`);
+    const r = await importCall(id, to);
+    expect(r.status).toBe(500);
+    expect(await count(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(0);
+    expect(await directoryShard(s.tenant_id)).toBe(from);
+    expect(await tenantRowsOn(to, 'ten-someone-else')).toBe(0);
+  });
+
   it('a 202 over HTTP when the budget is spent (the answer says rows_done of rows_total)', async () => {
     // The route's budget is 400 chunks; the service's `max_chunks` is what tests lower, so
     // this checks the wire shape of the same answer through the service directly.
