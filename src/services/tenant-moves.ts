@@ -20,7 +20,10 @@
  * Webhook secrets and deliveries are not moved (src/db/tenant-rows.ts, `TENANT_TABLES_NOT_MOVED`).
  * The rows are then written staged on the target shard (`importTenant`): bounded chunks while the
  * tenant is invisible, one last batch that makes it live; all or nothing as seen from outside,
- * and a failed import is resumed by sending the same file again. An API key names its shard (src/core/identity), so a move
+ * and a failed import is resumed by sending the same file again. A file is read line by line from
+ * an `ExportSource` (the request body in memory, or an upload streamed from R2:
+ * src/services/import-uploads.ts), verified by one function (`verifySource`) whose state does not
+ * grow with the file, then read again to write. An API key names its shard (src/core/identity), so a move
  * re-keys the tenant: every principal that was live gets a new key naming the target shard,
  * returned once by the import; keys issued before the move keep failing (the old copy is frozen:
  * every principal revoked, by a freezing export or at the latest by the import).
