@@ -2,21 +2,31 @@
  * `writ tenant export <tenant_id> [--freeze]` and `writ tenant import --shard N <file>`: move a
  * tenant between D1 shards (platform admin; docs/scaling.md, "Shards"); `writ tenant abort-import
  * --shard N <tenant_id>`: abort a staged import that will not be finished. The export is written to
- * stdout as canonical JSON lines; the import reads a file and prints what the service answered,
- * including each live principal's new key (shown once: hand them to their holders).
+ * stdout as canonical JSON lines, asked for in segments (any size) and failing (exit 1) unless
+ * the last segment says it is the last; the import reads a file and prints what the service
+ * answered, including each live principal's new key (shown once: hand them to their holders).
+ * A file over one request (32 MiB) is uploaded in parts first, `writ tenant upload <file>` (it
+ * prints the upload id), then imported with `writ tenant import --shard N --upload <id>`, which
+ * calls again while the service answers that it is part-way (progress on stderr).
  *
  * The platform admin token comes only from the environment (`WRIT_ADMIN_TOKEN`), never from an
  * argument (a process listing would show it), and is never printed.
  * Exit 0: done. Exit 1: the service refused (its message and request id on stderr). Exit 2: usage.
  */
+import { sha256Hex } from '../core/canonical/canonical.js';
 import { type CliIo, EXIT, type ExitCode } from './io.js';
 import { parseRemoteArgs } from './remote.js';
 
 export const TENANT_USAGE =
-  'usage: writ tenant export <tenant_id> [--freeze] [--url URL]\n       writ tenant import --shard N <file> [--url URL]\n       writ tenant abort-import --shard N <tenant_id> [--url URL]\n(the platform admin token is read from WRIT_ADMIN_TOKEN)';
+  'usage: writ tenant export <tenant_id> [--freeze] [--url URL]\n       writ tenant import --shard N <file> [--url URL]\n       writ tenant upload <file> [--url URL]\n       writ tenant import --shard N --upload <upload_id> [--url URL]\n       writ tenant abort-import --shard N <tenant_id> [--url URL]\n(the platform admin token is read from WRIT_ADMIN_TOKEN)';
+
+/** Parts of an upload: every part but the last this size (R2: at least 5 MiB, all equal). */
+const PART_BYTES = 16 * 1024 * 1024;
+/** Calls of one uploaded import before giving up (each writes up to 400 chunks). */
+const MAX_IMPORT_CALLS = 10_000;
 
 export async function runTenant(argv: readonly string[], io: CliIo): Promise<ExitCode> {
-  const args = parseRemoteArgs(argv, ['--shard']);
+  const args = parseRemoteArgs(argv, ['--shard', '--upload']);
   if (typeof args === 'string') return usage(io, args);
   if (args.key !== null)
     return usage(io, 'the platform admin token is read from WRIT_ADMIN_TOKEN, not --key');
@@ -35,22 +45,54 @@ export async function runTenant(argv: readonly string[], io: CliIo): Promise<Exi
     if (tenant_id === undefined || extra.length > 0 || !/^[a-z0-9][a-z0-9-]{0,127}$/.test(tenant_id)) {
       return usage(io, 'export takes one tenant id');
     }
-    const res = await fetcher(
-      new Request(`${base}/v1/tenants/${tenant_id}/export`, {
-        method: 'POST',
-        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-        body: JSON.stringify({ freeze }),
-      }),
-    );
-    if (res.status !== 200) return failed(io, 'tenant export', res);
-    io.stdout(await res.text());
-    return EXIT.ok;
+    const headers = { authorization: `Bearer ${token}`, 'content-type': 'application/json' };
+    // Segments, each read whole by the service; only the last says `writ-export-complete: true`.
+    let body: Record<string, unknown> = { freeze, segmented: true };
+    for (;;) {
+      const res = await fetcher(
+        new Request(`${base}/v1/tenants/${tenant_id}/export`, {
+          method: 'POST',
+          headers,
+          body: JSON.stringify(body),
+        }),
+      );
+      if (res.status !== 200) return failed(io, 'tenant export', res);
+      io.stdout(await res.text());
+      const next = res.headers.get('writ-export-next');
+      if (res.headers.get('writ-export-complete') === 'true') return EXIT.ok;
+      if (next === null) {
+        io.stderr(
+          'writ tenant export: the service answered a segment without saying where the next starts\n',
+        );
+        return EXIT.invalid;
+      }
+      body = { after: next };
+    }
+  }
+  if (sub === 'upload') {
+    const [file, ...extra] = rest;
+    if (file === undefined || extra.length > 0) return usage(io, 'upload takes one file');
+    let bytes: Uint8Array;
+    try {
+      bytes = await io.readFile(file);
+    } catch {
+      io.stderr(`writ tenant upload: cannot read ${JSON.stringify(file.slice(0, 200))}\n`);
+      return EXIT.invalid;
+    }
+    if (bytes.byteLength === 0) return usage(io, 'the file is empty');
+    return upload(io, fetcher, base, token, bytes);
   }
   if (sub === 'import') {
     const shard = args.values.shard;
     const [file, ...extra] = rest;
     if (shard === undefined || !/^(0|[1-9][0-9]{0,3})$/.test(shard))
       return usage(io, 'import needs --shard N');
+    const uploaded = args.values.upload;
+    if (uploaded !== undefined) {
+      if (rest.length > 0) return usage(io, 'import takes a file or --upload, not both');
+      if (!/^[0-9a-f]{32}$/.test(uploaded)) return usage(io, '--upload takes an upload id');
+      return importUploaded(io, fetcher, base, token, shard, uploaded);
+    }
     if (file === undefined || extra.length > 0) return usage(io, 'import takes one file');
     let bytes: Uint8Array;
     try {
@@ -88,6 +130,72 @@ export async function runTenant(argv: readonly string[], io: CliIo): Promise<Exi
     return EXIT.ok;
   }
   return usage(io, sub === undefined ? 'missing subcommand' : `unknown subcommand "${sub.slice(0, 32)}"`);
+}
+
+type Fetcher = (r: Request) => Promise<Response>;
+
+/** Create an upload, put the file in parts, complete it with the file's SHA-256; print the answer. */
+async function upload(io: CliIo, fetcher: Fetcher, base: string, token: string, bytes: Uint8Array) {
+  const auth = { authorization: `Bearer ${token}` };
+  const created = await fetcher(
+    new Request(`${base}/v1/tenants/import-uploads`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: '{}',
+    }),
+  );
+  if (created.status !== 201) return failed(io, 'tenant upload', created);
+  const { upload_id } = (await created.json()) as { upload_id: string };
+  const parts: { part_number: number; etag: string }[] = [];
+  for (let at = 0, n = 1; at < bytes.byteLength; at += PART_BYTES, n++) {
+    const res = await fetcher(
+      new Request(`${base}/v1/tenants/import-uploads/${upload_id}/parts/${n}`, {
+        method: 'PUT',
+        headers: { ...auth, 'content-type': 'application/octet-stream' },
+        body: bytes.subarray(at, at + PART_BYTES),
+      }),
+    );
+    if (res.status !== 200) return failed(io, `tenant upload (part ${n} of upload ${upload_id})`, res);
+    parts.push({ part_number: n, etag: ((await res.json()) as { etag: string }).etag });
+  }
+  const res = await fetcher(
+    new Request(`${base}/v1/tenants/import-uploads/${upload_id}/complete`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ parts, sha256: sha256Hex(bytes) }),
+    }),
+  );
+  if (res.status !== 200) return failed(io, `tenant upload (completing upload ${upload_id})`, res);
+  io.stdout(`${JSON.stringify(await res.json(), null, 2)}\n`);
+  return EXIT.ok;
+}
+
+/** Import an upload, calling again while the service answers it is part-way (202). */
+async function importUploaded(
+  io: CliIo,
+  fetcher: Fetcher,
+  base: string,
+  token: string,
+  shard: string,
+  upload_id: string,
+) {
+  for (let call = 1; call <= MAX_IMPORT_CALLS; call++) {
+    const res = await fetcher(
+      new Request(`${base}/v1/tenants/import-uploads/${upload_id}/import?shard=${shard}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}` },
+      }),
+    );
+    if (res.status === 201) {
+      io.stdout(`${JSON.stringify(await res.json(), null, 2)}\n`);
+      return EXIT.ok;
+    }
+    if (res.status !== 202) return failed(io, 'tenant import', res);
+    const p = (await res.json()) as { rows_done: number; rows_total: number };
+    io.stderr(`writ tenant import: ${p.rows_done} of ${p.rows_total} rows written, going on\n`);
+  }
+  io.stderr(`writ tenant import: not finished after ${MAX_IMPORT_CALLS} calls; run it again to go on\n`);
+  return EXIT.invalid;
 }
 
 async function failed(io: CliIo, name: string, res: Response): Promise<ExitCode> {

@@ -29,7 +29,7 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
   },
   // Shards: moving a tenant between D1 shards (platform admin token from WRIT_ADMIN_TOKEN).
   tenant: {
-    summary: 'export a tenant as JSON lines, or import one onto a shard (export|import|abort-import)',
+    summary: 'export a tenant as JSON lines, or import one onto a shard (export|import|upload|abort-import)',
     run: runTenant,
   },
 };

@@ -15,3 +15,10 @@ export function newId(kind: IdKind): string {
 export function newApiKey(shard: number): string {
   return formatApiKey(crypto.getRandomValues(new Uint8Array(API_KEY_BYTES)), shard);
 }
+
+/** An import upload's id (src/services/import-uploads.ts): 128 random bits, lowercase hex. */
+export function newUploadId(): string {
+  return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, '0')).join(
+    '',
+  );
+}

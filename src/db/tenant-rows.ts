@@ -18,7 +18,7 @@
  */
 import { and, asc, eq, getTableColumns, gt, isNull, sql } from 'drizzle-orm';
 import type { SQLiteTable } from 'drizzle-orm/sqlite-core';
-import type { StagedImport, TenantRow, TenantRowValue } from '../services/ports.js';
+import type { ExportPosition, StagedImport, TenantRow, TenantRowValue } from '../services/ports.js';
 import type { Db } from './client.js';
 import {
   approvals,
@@ -87,30 +87,40 @@ export function tenantTableColumns(table: string): readonly string[] | null {
   return Object.keys(getTableColumns(TENANT_TABLES[table as TenantTable]));
 }
 
-/** Every row of the tenant, table by table in import order, each table in insertion order. */
-export async function* exportTenantRows(db: Db, tenant_id: string): AsyncGenerator<TenantRow> {
-  for (const [table, t] of Object.entries(TENANT_TABLES) as [
-    TenantTable,
-    (typeof TENANT_TABLES)[TenantTable],
-  ][]) {
-    let after = 0;
+/**
+ * Every row of the tenant, table by table in import order, each table in insertion order; with
+ * `after`, only the rows after that position (a segmented export's next segment). Each row comes
+ * with its position: the table's index in `TENANT_TABLES` and the row's `rowid`.
+ */
+export async function* exportTenantRows(
+  db: Db,
+  tenant_id: string,
+  after: ExportPosition | null = null,
+): AsyncGenerator<TenantRow & { readonly position: ExportPosition }> {
+  const tables = Object.entries(TENANT_TABLES) as [TenantTable, (typeof TENANT_TABLES)[TenantTable]][];
+  for (const [index, [table, t]] of tables.entries()) {
+    if (after !== null && index < after.table) continue;
+    let from = after !== null && index === after.table ? after.rowid : 0;
     for (;;) {
       const rows = (await db
         .select({ ...getTableColumns(t), __rowid: sql<number>`rowid` })
         .from(t)
-        .where(and(eq(t.tenant_id, tenant_id), gt(sql`rowid`, after)))
+        .where(and(eq(t.tenant_id, tenant_id), gt(sql`rowid`, from)))
         .orderBy(asc(sql`rowid`))
         .limit(PAGE)
         .all()) as Record<string, TenantRowValue>[];
       for (const r of rows) {
         const { __rowid, ...row } = r;
-        after = __rowid as number;
-        yield { table, row };
+        from = __rowid as number;
+        yield { table, row, position: { table: index, rowid: from } };
       }
       if (rows.length < PAGE) break;
     }
   }
 }
+
+/** Rows of one export page (one D1 query each): a segment's reads are counted in these. */
+export const EXPORT_PAGE_ROWS = PAGE;
 
 /** Revoke every live principal of the tenant on this shard: no key reaches this copy any more. */
 export async function freezeTenant(db: Db, tenant_id: string, now: number): Promise<string[]> {

@@ -45,6 +45,7 @@ import {
 } from '../services/admin.js';
 import { QuarantineRequest } from '../services/contracts.js';
 import { TenantExportRequest } from '../services/tenant-moves.js';
+import { CompleteUploadRequest } from '../services/import-uploads.js';
 import { ROLES_FOR } from '../services/context.js';
 import type { ErrorReason } from '../services/errors.js';
 import { ClaimBody, OperationListQuery, ReconcileBody, ReportBody } from '../services/executions.js';
@@ -319,6 +320,25 @@ export interface RouteDoc {
   readonly responseMediaType?: string;
 }
 
+// Shards: what an import answers once the tenant is live (both import doors).
+const TenantImported = z.strictObject({
+  tenant_id: Identifier,
+  name: z.string(),
+  shard: z.number().int(),
+  previous_shard: z.number().int().nullable(),
+  rows: z.number().int(),
+  keys: z.array(
+    z.strictObject({
+      principal_id: Identifier,
+      name: z.string(),
+      roles: z.array(Role),
+      api_key: z.string().describe('shown once'),
+    }),
+  ),
+});
+const UploadId = z.string().regex(/^[0-9a-f]{32}$/);
+const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/);
+
 export const ROUTES: readonly RouteDoc[] = [
   {
     method: 'get',
@@ -378,24 +398,114 @@ export const ROUTES: readonly RouteDoc[] = [
     responses: {
       201: {
         description: 'imported; each live principal’s new key, shown once',
-        schema: z.strictObject({
-          tenant_id: Identifier,
-          name: z.string(),
-          shard: z.number().int(),
-          previous_shard: z.number().int().nullable(),
-          rows: z.number().int(),
-          keys: z.array(
-            z.strictObject({
-              principal_id: Identifier,
-              name: z.string(),
-              roles: z.array(Role),
-              api_key: z.string().describe('shown once'),
-            }),
-          ),
-        }),
+        schema: TenantImported,
       },
     },
     errors: ['conflict', 'unsupported_media_type', 'malformed_json'],
+  },
+  // An export larger than one request: uploaded in parts to R2, imported from there
+  // (docs/scaling.md, "Moving a tenant larger than one request").
+  {
+    method: 'post',
+    path: '/v1/tenants/import-uploads',
+    summary: 'start uploading an export in parts (an R2 multipart upload)',
+    auth: 'platform_admin',
+    body: z.strictObject({}),
+    bodyOptional: true,
+    responses: {
+      201: {
+        description: 'the upload and its part bounds',
+        schema: z.strictObject({
+          upload_id: UploadId,
+          part_max_bytes: z.number().int(),
+          part_min_bytes: z.number().int().describe('every part but the last (R2), all of one size'),
+          max_parts: z.number().int(),
+        }),
+      },
+    },
+  },
+  {
+    method: 'put',
+    path: '/v1/tenants/import-uploads/{upload_id}/parts/{part_number}',
+    summary: 'put one numbered part of the export (sending a part again replaces it)',
+    auth: 'platform_admin',
+    body: z.string().describe('the part’s bytes'),
+    bodyMediaType: 'application/octet-stream',
+    responses: {
+      200: {
+        description: 'stored; keep the ETag for the completion',
+        schema: z.strictObject({
+          upload_id: UploadId,
+          part_number: z.number().int(),
+          etag: z.string(),
+          bytes: z.number().int(),
+        }),
+      },
+    },
+    errors: ['not_found', 'conflict', 'unsupported_media_type'],
+  },
+  {
+    method: 'post',
+    path: '/v1/tenants/import-uploads/{upload_id}/complete',
+    summary: 'complete the upload from its parts (1..n in order) and check the whole file’s SHA-256',
+    auth: 'platform_admin',
+    body: CompleteUploadRequest,
+    responses: {
+      200: {
+        description: 'the file is complete and hashes to the expected digest',
+        schema: z.strictObject({
+          upload_id: UploadId,
+          sha256: Sha256Hex,
+          bytes: z.number().int(),
+          parts: z.number().int(),
+        }),
+      },
+    },
+    errors: ['not_found', 'conflict'],
+  },
+  {
+    method: 'post',
+    path: '/v1/tenants/import-uploads/{upload_id}/abort',
+    summary: 'abort an unfinished upload (R2 drops its parts) or delete a completed file',
+    auth: 'platform_admin',
+    body: z.strictObject({}),
+    bodyOptional: true,
+    responses: {
+      200: {
+        description: 'removed',
+        schema: z.strictObject({ upload_id: UploadId, removed: z.literal(true) }),
+      },
+    },
+    errors: ['not_found'],
+  },
+  {
+    method: 'post',
+    path: '/v1/tenants/import-uploads/{upload_id}/import',
+    summary: 'import an uploaded export onto a shard, verified whole first; call again until 201',
+    auth: 'platform_admin',
+    query: z.strictObject({
+      shard: z
+        .string()
+        .regex(/^[0-9]+$/)
+        .describe('the target shard'),
+    }),
+    body: z.strictObject({}),
+    bodyOptional: true,
+    responses: {
+      201: { description: 'imported; each live principal’s new key, shown once', schema: TenantImported },
+      202: {
+        description: 'verified, and written part-way within this call’s budget: call again to go on',
+        schema: z.strictObject({
+          status: z.literal('in_progress'),
+          tenant_id: Identifier,
+          shard: z.number().int(),
+          rows_done: z.number().int(),
+          rows_total: z.number().int(),
+          chunks: z.number().int().describe('D1 batches this call wrote'),
+        }),
+      },
+    },
+    errors: ['not_found', 'conflict'],
   },
   {
     method: 'post',

@@ -16,6 +16,7 @@ import { d1PlatformStore } from '../db/platform-store.js';
 import { d1TenantStore } from '../db/tenant-store.js';
 import { BLOB_GRACE_MS, r2BlobStore, r2BlobSweep } from '../db/blobs.js';
 import { d1BlobCursor, d1BlobRefs } from '../db/blob-refs.js';
+import { r2ImportUploads } from '../db/import-uploads.js';
 import { type BlobCollectionRun, collectOrphanBlobs } from '../services/blob-collection.js';
 import { type RetentionRun, archiveExpiredReceipts } from '../services/retention.js';
 import { publishedKeys, receiptSigner, requireKeyRing } from './receipt-keys.js';
@@ -24,6 +25,7 @@ import { type SignableReceipt, type SignatureEnvelope, prepareSignature } from '
 import type {
   BlobStore,
   ClassifierPort,
+  ImportUploadStore,
   KeysPort,
   OperationsPort,
   PlatformStore,
@@ -351,7 +353,7 @@ export function tenantMovePort(env: Env): TenantMovePort {
     shardOf: (tenant_id) => directory().shardOf(tenant_id),
     shardExists: (shard) => shardBinding(env, shard) !== null,
     columnsOf: tenantTableColumns,
-    exportRows: (shard, tenant_id) => exportTenantRows(shardDb(env, shard), tenant_id),
+    exportRows: (shard, tenant_id, after) => exportTenantRows(shardDb(env, shard), tenant_id, after),
     freeze: (shard, tenant_id, now) => freezeTenant(shardDb(env, shard), tenant_id, now),
     nameTaken: (name) => directory().nameTaken(name),
     beginImport: (shard, s, now) => beginStagedImport(shardDb(env, shard), s, now),
@@ -373,6 +375,14 @@ export function tenantMovePort(env: Env): TenantMovePort {
       rekeyPrincipals(shardDb(env, shard), tenant_id, attempt, keys),
     settleImport: (shard, tenant_id, attempt) => settleImport(shardDb(env, shard), tenant_id, attempt),
   };
+}
+
+/**
+ * Export files uploaded in parts for an import (src/services/import-uploads.ts): the `BLOBS`
+ * bucket under `imports/`, which the orphan blob collector never walks.
+ */
+export function importUploadStore(env: Env): ImportUploadStore {
+  return r2ImportUploads(env.BLOBS);
 }
 
 export function keysPort(env: Env): KeysPort {

@@ -753,6 +753,12 @@ export interface StagedImport {
   readonly rows_total: number;
 }
 
+/** Where an export stands: a table's index in export order and a `rowid` in it. */
+export interface ExportPosition {
+  readonly table: number;
+  readonly rowid: number;
+}
+
 /** One table row of a tenant, as exported and imported (one canonical JSON line each). */
 export interface TenantRow {
   readonly table: string;
@@ -770,7 +776,12 @@ export interface TenantMovePort {
   shardExists(shard: number): boolean;
   /** The tenant's column names of a tenant table, or null for any other table. */
   columnsOf(table: string): readonly string[] | null;
-  exportRows(shard: number, tenant_id: string): AsyncIterable<TenantRow>;
+  /** The tenant's rows in export order, after `after` when given (a segmented export). */
+  exportRows(
+    shard: number,
+    tenant_id: string,
+    after?: ExportPosition | null,
+  ): AsyncIterable<TenantRow & { readonly position: ExportPosition }>;
   /** Revoke every live principal of the tenant on `shard`; returns their ids. */
   freeze(shard: number, tenant_id: string, now: number): Promise<string[]>;
   /** Whether a tenant of this name is in the directory. */
@@ -858,6 +869,72 @@ export interface TenantMovePort {
   ): Promise<'written' | 'moved'>;
   /** The directory points at `shard`: the import is recorded, no more re-keying. */
   settleImport(shard: number, tenant_id: string, attempt: number): Promise<'settled' | 'moved'>;
+}
+
+// Export files uploaded in parts (src/services/import-uploads.ts; src/db/import-uploads.ts, R2)
+
+/** An upload's record: open (R2 holds its parts), or completed with the file's digest and size. */
+export type UploadRecord =
+  | { readonly status: 'open'; readonly r2_upload_id: string; readonly created_at_unix_ms: number }
+  | {
+      readonly status: 'complete';
+      readonly r2_upload_id: string;
+      readonly created_at_unix_ms: number;
+      /** SHA-256 (hex) of the whole file, as the operator expected it and as it was hashed. */
+      readonly sha256: string;
+      readonly bytes: number;
+    };
+
+/** What verifying a whole export file found (src/services/tenant-moves.ts `verifySource`). */
+export interface VerifiedFile {
+  readonly tenant_id: string;
+  readonly name: string;
+  readonly created_at_unix_ms: number;
+  readonly rows_total: number;
+  /** The highest `receipt_signatures.seq` of the file (0 without signatures). */
+  readonly exported_max_seq: number;
+  /** The `principals` rows not revoked (each gets a new key). */
+  readonly principals: readonly TenantRow[];
+  readonly quota: TenantRow;
+}
+
+/** A verification kept with an upload, for the calls that resume its import. */
+export interface KeptVerification extends VerifiedFile {
+  /** The file it is of. */
+  readonly sha256: string;
+  /** The verifier's rules it passed (`VERIFICATION_RULES`). */
+  readonly rules: number;
+}
+
+/** Export files in the bucket, uploaded in numbered parts. */
+export interface ImportUploadStore {
+  /** Start an R2 multipart upload for `upload_id` and record it open. */
+  create(upload_id: string, now: number): Promise<void>;
+  record(upload_id: string): Promise<UploadRecord | null>;
+  putPart(
+    upload_id: string,
+    record: UploadRecord,
+    part_number: number,
+    bytes: Uint8Array,
+  ): Promise<{ readonly etag: string }>;
+  /**
+   * Complete the upload from `parts` (numbered 1..n, in order) and hash the whole file; `refused`
+   * when R2 refuses the list (a part missing or too small, an ETag that is not the part's).
+   */
+  complete(
+    upload_id: string,
+    record: UploadRecord,
+    parts: readonly { readonly part_number: number; readonly etag: string }[],
+  ): Promise<{ readonly sha256: string; readonly bytes: number } | { readonly refused: string }>;
+  /** Record the upload completed (its digest checked by the caller). */
+  completed(upload_id: string, record: UploadRecord & { readonly status: 'complete' }): Promise<void>;
+  /** The completed file's bytes; throws after the last chunk if they do not hash to `sha256`. */
+  read(upload_id: string, sha256: string): AsyncIterable<Uint8Array>;
+  /** The verification kept for the upload's import, if any. */
+  verification(upload_id: string): Promise<KeptVerification | null>;
+  keepVerification(upload_id: string, v: KeptVerification): Promise<void>;
+  /** Abort an open upload (R2 drops its parts) or delete a completed file; and its records. */
+  remove(upload_id: string, record: UploadRecord): Promise<void>;
 }
 
 // ---------------------------------------------------------------------------------------------

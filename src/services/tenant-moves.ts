@@ -21,7 +21,10 @@
  * Webhook secrets and deliveries are not moved (src/db/tenant-rows.ts, `TENANT_TABLES_NOT_MOVED`).
  * The rows are then written staged on the target shard (`importTenant`): bounded chunks while the
  * tenant is invisible, one last batch that makes it live; all or nothing as seen from outside,
- * and a failed import is resumed by sending the same file again. An API key names its shard (src/core/identity), so a move
+ * and a failed import is resumed by sending the same file again. A file is read line by line from
+ * an `ExportSource` (the request body in memory, or an upload streamed from R2:
+ * src/services/import-uploads.ts), verified by one function (`verifySource`) whose state does not
+ * grow with the file, then read again to write. An API key names its shard (src/core/identity), so a move
  * re-keys the tenant: every principal that was live gets a new key naming the target shard,
  * returned once by the import; keys issued before the move keep failing (the old copy is frozen:
  * every principal revoked, by a freezing export or at the latest by the import).
@@ -43,7 +46,7 @@ import { newApiKey } from '../db/ids.js';
 import { RECEIPT_ENCODING, decodeReceipt } from '../db/receipts.js';
 import type { LogFields } from './context.js';
 import { ServiceError, notFound } from './errors.js';
-import type { TenantMovePort, TenantRow, TenantRowValue } from './ports.js';
+import type { ExportPosition, TenantMovePort, TenantRow, TenantRowValue, VerifiedFile } from './ports.js';
 
 /**
  * Bounds on one import request. The file is read and verified whole (in memory) before anything
@@ -53,120 +56,450 @@ import type { TenantMovePort, TenantRow, TenantRowValue } from './ports.js';
 export const MAX_IMPORT_BYTES = 32 * 1024 * 1024;
 export const MAX_IMPORT_ROWS = 200_000;
 /** A stored document is at most 16 MiB (src/db/documents.ts); a line holds one row. */
-const MAX_LINE_BYTES = 17 * 1024 * 1024;
+export const MAX_LINE_BYTES = 17 * 1024 * 1024;
 
 const ExportRequest = z.strictObject({
   /** Revoke every live principal of the tenant first, so nothing changes the copy after it is read. */
   freeze: z.boolean().optional(),
+  /**
+   * Answer one segment of the file (bounded like one import request) and where the next starts,
+   * instead of refusing an export larger than one request (`413`).
+   */
+  segmented: z.boolean().optional(),
+  /** The next segment: the `Writ-Export-Next` value the previous segment answered. */
+  after: z
+    .string()
+    .regex(/^(0|[1-9][0-9]?)\.(0|[1-9][0-9]{0,14})$/, 'the Writ-Export-Next value of the previous segment')
+    .optional(),
 });
 export { ExportRequest as TenantExportRequest };
 
 /**
- * The tenant's rows as canonical JSON lines (each ends with `\n`). With `freeze`, every live
- * principal is revoked first, so no key changes the copy while (or after) it is read; the export
- * shows those principals as they were just before the freeze, so the import re-keys them.
+ * The tenant's rows as canonical JSON lines (each ends with `\n`), each with its position. With
+ * `freeze`, every live principal is revoked first, so no key changes the copy while (or after) it
+ * is read; the export shows those principals as they were just before the freeze, so the import
+ * re-keys them. With `after`, the rows after that position only.
  */
 export async function* exportTenant(
   port: TenantMovePort,
   tenant_id: string,
-  options: { readonly freeze?: boolean | undefined },
+  options: { readonly freeze?: boolean | undefined; readonly after?: ExportPosition | null | undefined },
   now: number,
   log: (fields: LogFields) => void,
-): AsyncGenerator<string> {
+): AsyncGenerator<{ readonly line: string; readonly position: ExportPosition }> {
   const shard = Identifier.safeParse(tenant_id).success ? await port.shardOf(tenant_id) : null;
   if (shard === null) throw notFound('tenant');
   const frozen = new Set(options.freeze === true ? await port.freeze(shard, tenant_id, now) : []);
   log({ tenant_id, shard, frozen_principals: frozen.size });
-  for await (const r of port.exportRows(shard, tenant_id)) {
+  for await (const r of port.exportRows(shard, tenant_id, options.after ?? null)) {
     const row =
       r.table === 'principals' && frozen.has(String(r.row.principal_id))
         ? { ...r.row, revoked_at_unix_ms: null }
         : r.row;
-    yield `${canonicalize({ row, table: r.table })}\n`;
+    yield { line: `${canonicalize({ row, table: r.table })}\n`, position: r.position };
   }
 }
 
-const refuse = (line: number, message: string) =>
+// ---------------------------------------------------------------------------------------------
+// The export as one answer, or in segments (an export larger than one import request)
+
+/** Bounds of one export answer (tests lower them). */
+export interface ExportBounds {
+  /** Bytes of one answer: held in memory before it is sent. */
+  readonly max_bytes?: number | undefined;
+  /** Rows of one segment: 100,000 rows are 500 D1 pages, half an invocation's 1,000 subrequests. */
+  readonly max_rows?: number | undefined;
+}
+export const EXPORT_SEGMENT_ROWS = 100_000;
+
+/** The position of the `principals` table in export order (src/db/tenant-rows.ts TENANT_TABLES). */
+const PRINCIPALS_TABLE = 3;
+
+/**
+ * The export read whole before it is answered: a failure half-way is a typed error, never a
+ * truncated file that could still import as a smaller tenant. Not segmented, an export larger than
+ * `max_bytes` is refused (`413`). Segmented, the answer stops at a row boundary within the bounds
+ * and names where the next segment starts (`next`, null for the last one); the segments
+ * concatenated are the file. A freezing export's first segment holds every principal (the frozen
+ * ones are shown live only by the request that froze them), so it never ends before that table.
+ */
+export async function exportTenantText(
+  port: TenantMovePort,
+  tenant_id: string,
+  options: z.infer<typeof ExportRequest>,
+  now: number,
+  log: (fields: LogFields) => void,
+  bounds: ExportBounds = {},
+): Promise<{ readonly text: string; readonly segmented: boolean; readonly next: string | null }> {
+  const maxBytes = bounds.max_bytes ?? MAX_IMPORT_BYTES;
+  const maxRows = bounds.max_rows ?? EXPORT_SEGMENT_ROWS;
+  const segmented = options.segmented === true || options.after !== undefined;
+  if (options.after !== undefined && options.freeze === true)
+    throw new ServiceError('invalid_request', 'freeze is for the first segment only');
+  const after = options.after === undefined ? null : parsePosition(options.after);
+  const lines = exportTenant(port, tenant_id, { freeze: options.freeze, after }, now, log);
+  const parts: string[] = [];
+  let bytes = 0;
+  let last: ExportPosition | null = after;
+  const mayEnd = (p: ExportPosition | null) =>
+    options.freeze !== true || (p !== null && p.table > PRINCIPALS_TABLE);
+  for await (const { line, position } of lines) {
+    const size = new TextEncoder().encode(line).byteLength;
+    const full = bytes + size > maxBytes || (segmented && parts.length >= maxRows);
+    if (full && segmented && parts.length > 0 && mayEnd(position)) {
+      // Ends before this row; the next segment starts after the last row answered.
+      return { text: parts.join(''), segmented, next: formatPosition(last as ExportPosition) };
+    }
+    if (bytes + size > maxBytes) {
+      throw new ServiceError(
+        'payload_too_large',
+        segmented
+          ? `the first segment of a freezing export (every principal) exceeds ${maxBytes} bytes`
+          : `the tenant's export exceeds ${maxBytes} bytes; ask for it in segments ("segmented": true)`,
+      );
+    }
+    parts.push(line);
+    bytes += size;
+    last = position;
+  }
+  return { text: parts.join(''), segmented, next: null };
+}
+
+const formatPosition = (p: ExportPosition) => `${p.table}.${p.rowid}`;
+const parsePosition = (s: string): ExportPosition => {
+  const [table, rowid] = s.split('.').map(Number);
+  return { table: table as number, rowid: rowid as number };
+};
+
+export const refuse = (line: number, message: string) =>
   new ServiceError('invalid_request', `import refused, nothing written: line ${line}: ${message}`, [
     { path: `line ${line}`, message },
   ]);
 
-/** Parse and verify every line; throws (nothing written) on the first problem. */
-export function verifyExport(
-  port: Pick<TenantMovePort, 'columnsOf'>,
-  text: string,
-): {
-  readonly tenant_id: string;
-  readonly name: string;
-  readonly created_at_unix_ms: number;
-  readonly rows: TenantRow[];
-} {
+/**
+ * Bounds of one verification (tests lower them to exercise the same paths with small files).
+ * The state the verifier keeps does not grow with the file's rows except for the live
+ * principals (each gets a new key in the import's answer, which holds them all anyway): the
+ * digests the reference check needs are held at most `reference_capacity` at a time.
+ */
+export interface VerifyBounds {
+  /** Rows (lines) of one file. */
+  readonly max_rows?: number | undefined;
+  /** Digests the reference check holds at once; more are checked in several reads of the file. */
+  readonly reference_capacity?: number | undefined;
+}
+
+/** Digests (and references to them) held at once by default: ~100 bytes each, ≈ 12 MB. */
+export const REFERENCE_CAPACITY = 120_000;
+
+/**
+ * An export file that can be read more than once, from its first line. Each read yields the
+ * lines without their `\n` (one trailing `\n` ends the last line); a read of bytes that do not
+ * hash to `sha256` throws after its last line and before it ends.
+ */
+export interface ExportSource {
+  /** SHA-256 (hex) of the file's bytes: staging and resume are keyed by it. */
+  readonly sha256: string;
+  /** The number of lines, when known before reading (an in-memory file). */
+  readonly lines_known?: number | undefined;
+  lines(): AsyncIterable<string>;
+}
+
+/** An export already in memory (the single-request import). */
+export function textSource(text: string): ExportSource {
   const lines = text.split('\n');
   // One trailing newline ends the last line; an empty line anywhere else is not a row.
   if (lines.length > 0 && lines[lines.length - 1] === '') lines.pop();
-  if (lines.length === 0) throw refuse(0, 'the export is empty');
-  if (lines.length > MAX_IMPORT_ROWS) throw refuse(MAX_IMPORT_ROWS + 1, `more than ${MAX_IMPORT_ROWS} rows`);
-  const rows: TenantRow[] = [];
-  let tenant: { tenant_id: string; name: string; created_at_unix_ms: number } | null = null;
-  let quotas = 0;
-  const older = new OlderExportFill();
-  for (const [i, line] of lines.entries()) {
-    const n = i + 1;
-    const decoded = decodeJsonText(line, { maxBytes: MAX_LINE_BYTES, maxDepth: 4 });
-    if (!decoded.ok) throw refuse(n, `not json (${decoded.error.reason})`);
-    // Canonical form only: a line re-serialized differently is not what an export wrote.
-    if (canonicalize(decoded.value) !== line) throw refuse(n, 'not in canonical form (RFC 8785)');
-    const row = parseRow(port, n, decoded.value, older);
+  return {
+    sha256: sha256HexOfText(text),
+    lines_known: lines.length,
+    async *lines() {
+      yield* lines;
+    },
+  };
+}
+
+/** What verification found: the tenant, and the rows the writing needs beyond the chunks. */
+export interface VerifiedExport extends VerifiedFile {
+  /** Reads of the file and the most digests held at once (tests check the bound). */
+  readonly verification: { readonly reads: number; readonly peak_references: number };
+}
+
+/**
+ * Verify a file read as a stream, with state bounded independently of its size (see
+ * `VerifyBounds`): the first read checks every line and the whole-file rules; the references
+ * between rows (a signature names a receipt or archive entry of the file, an archive entry an
+ * archive of the file) are checked in that read when they fit in `reference_capacity`, otherwise
+ * in further reads, each holding only the digests of one partition (by their leading bits).
+ * Throws (nothing written) on the first problem. The single-request import reads its file from
+ * memory through the same function: one set of rules.
+ */
+export async function verifySource(
+  port: Pick<TenantMovePort, 'columnsOf'>,
+  source: ExportSource,
+  bounds: VerifyBounds = {},
+): Promise<VerifiedExport> {
+  const maxRows = bounds.max_rows ?? MAX_IMPORT_ROWS;
+  const capacity = bounds.reference_capacity ?? REFERENCE_CAPACITY;
+  if (!Number.isSafeInteger(capacity) || capacity < 2)
+    throw new RangeError('reference_capacity must be at least 2');
+  // A file whose size is known is refused for its size before any line is read.
+  if (source.lines_known !== undefined && source.lines_known > maxRows)
+    throw refuse(maxRows + 1, `more than ${maxRows} rows`);
+  const check = new LineChecks(port, new ReferenceCheck(0, 1, capacity));
+  let n = 0;
+  for await (const line of source.lines()) {
+    n += 1;
+    if (n > maxRows) throw refuse(maxRows + 1, `more than ${maxRows} rows`);
+    check.line(line);
+  }
+  if (n === 0) throw refuse(0, 'the export is empty');
+  const found = check.finish();
+  let failure = check.refs.firstFailure(check.seqFailure);
+  let reads = 1;
+  let peak = check.refs.peak;
+  if (check.refs.overflowed) {
+    // Partitions of the digests, each checked in a read of its own: expected to hold half the
+    // capacity; one that still overflows (digests chosen to share their leading bits) is split.
+    const queue: [number, number][] = [];
+    const parts = nextPowerOfTwo(Math.ceil((2 * check.refs.seen) / capacity));
+    for (let k = 0; k < parts; k++) queue.push([k, parts]);
+    for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
+      const [k, p] = next;
+      if (p > MAX_PARTITIONS)
+        throw refuse(
+          n,
+          `more than ${capacity} digests share their leading bits; references cannot be checked`,
+        );
+      const refs = new ReferenceCheck(k, p, capacity);
+      reads += 1;
+      let line = 0;
+      for await (const text of source.lines()) {
+        line += 1;
+        // Every line passed the first read's checks (and the read re-hashes the file), so the
+        // line is canonical JSON of a known table, `"table"` its last key: rows of tables without
+        // references are skipped unparsed, and only the digest columns of the others are read.
+        if (!REFERENCE_TABLES.some((suffix) => text.endsWith(suffix))) continue;
+        const v = JSON.parse(text) as { table: string; row: Record<string, unknown> };
+        refs.row(v.table, v.row, line);
+        if (refs.overflowed) break;
+      }
+      if (refs.overflowed) {
+        queue.push([k, 2 * p], [k + p, 2 * p]);
+        continue;
+      }
+      peak = Math.max(peak, refs.peak);
+      failure = refs.firstFailure(failure);
+    }
+  }
+  if (failure !== null) throw refuse(failure.line, failure.message);
+  return { ...found, rows_total: n, verification: { reads, peak_references: peak } };
+}
+
+const REFERENCE_TABLES = [
+  'receipts',
+  'receipt_archive_entries',
+  'receipt_archives',
+  'receipt_signatures',
+].map((t) => `"table":"${t}"}`);
+
+/** Partitions never exceed 2^32 (the 48 leading bits of a digest choose one). */
+const MAX_PARTITIONS = 2 ** 32;
+
+const nextPowerOfTwo = (x: number) => {
+  let p = 1;
+  while (p < x) p *= 2;
+  return p;
+};
+
+interface Failure {
+  readonly line: number;
+  readonly message: string;
+  /** Two problems on one line: the missing reference is named first (as it always was). */
+  readonly rank: number;
+}
+
+const earlier = (a: Failure | null, b: Failure | null): Failure | null =>
+  a === null ? b : b === null ? a : b.line < a.line || (b.line === a.line && b.rank < a.rank) ? b : a;
+
+/**
+ * The references between rows of one partition of the digests (all of them when `parts` is 1):
+ * the digests rows are known by, and the first line naming each digest. Holds at most
+ * `capacity` entries; past that it only counts (`overflowed`), and the caller splits.
+ */
+class ReferenceCheck {
+  readonly #receipts = new Set<string>();
+  readonly #archives = new Set<string>();
+  /** `r:<digest>` (a signature's receipt) or `a:<digest>` (an entry's archive): its first line. */
+  readonly #wanted = new Map<string, number>();
+  /** A reference that is not a digest at all names nothing in any partition. */
+  #malformed: Failure | null = null;
+  overflowed = false;
+  /** Digests and references met, held or not (sizes the partitions). */
+  seen = 0;
+  peak = 0;
+
+  constructor(
+    readonly part: number,
+    readonly parts: number,
+    readonly capacity: number,
+  ) {}
+
+  #mine(digest: string): boolean {
+    return this.parts === 1 || parseInt(digest.slice(0, 12), 16) % this.parts === this.part;
+  }
+
+  #hold(set: Set<string> | Map<string, number>, key: string, line: number): void {
+    if (!this.#mine(key.slice(key.indexOf(':') + 1))) return;
+    this.seen += 1;
+    if (this.overflowed || set.has(key)) return;
+    if (this.#receipts.size + this.#archives.size + this.#wanted.size >= this.capacity) {
+      this.overflowed = true;
+      this.#receipts.clear();
+      this.#archives.clear();
+      this.#wanted.clear();
+      return;
+    }
+    if (set instanceof Set) set.add(key);
+    else set.set(key, line);
+    this.peak = Math.max(this.peak, this.#receipts.size + this.#archives.size + this.#wanted.size);
+  }
+
+  row(table: string, row: Readonly<Record<string, unknown>>, line: number): void {
+    switch (table) {
+      case 'receipts':
+      case 'receipt_archive_entries':
+        // Verified digests (a receipt's by its body, an entry's by its form).
+        this.#hold(this.#receipts, `r:${String(row.sha256)}`, line);
+        if (table === 'receipt_archive_entries') this.#want('a', row.archive_sha256, line);
+        return;
+      case 'receipt_archives':
+        this.#hold(this.#archives, `a:${String(row.archive_sha256)}`, line);
+        return;
+      case 'receipt_signatures':
+        this.#want('r', row.receipt_sha256, line);
+        return;
+      default:
+        return;
+    }
+  }
+
+  #want(kind: 'r' | 'a', digest: unknown, line: number): void {
+    if (typeof digest === 'string' && SHA256_HEX.test(digest))
+      this.#hold(this.#wanted, `${kind}:${digest}`, line);
+    else if (this.parts === 1) this.#malformed = earlier(this.#malformed, missing(kind, digest, line));
+  }
+
+  /** The first line naming a digest of this partition the file does not hold, or `before`. */
+  firstFailure(before: Failure | null): Failure | null {
+    let first = earlier(before, this.#malformed);
+    for (const [key, line] of this.#wanted) {
+      const held = key.startsWith('r:') ? this.#receipts : this.#archives;
+      if (!held.has(key)) first = earlier(first, missing(key[0] === 'r' ? 'r' : 'a', key.slice(2), line));
+    }
+    return first;
+  }
+}
+
+const missing = (kind: 'r' | 'a', digest: unknown, line: number): Failure =>
+  kind === 'r'
+    ? {
+        line,
+        rank: 0,
+        message: `signature of receipt ${quoted(String(digest))}, which the file does not hold`,
+      }
+    : {
+        line,
+        rank: 0,
+        message: `archive entry of archive ${quoted(String(digest))}, which the file does not hold`,
+      };
+
+/**
+ * The checks of one line, in file order, and the whole-file rules kept as bounded state: the
+ * tenant, the quota row, the first row of another tenant, the signatures' `seq` order.
+ */
+class LineChecks {
+  #n = 0;
+  #tenant: { tenant_id: string; name: string; created_at_unix_ms: number } | null = null;
+  #quota: TenantRow | null = null;
+  #quotas = 0;
+  #first: string | null = null;
+  #firstForeign: number | null = null;
+  #lastSeq = 0;
+  #maxSeq = 0;
+  readonly #principals: TenantRow[] = [];
+  /** Columns of an older export, filled as their migrations did (grows only with its reconciliations). */
+  readonly #older = new OlderExportFill();
+  seqFailure: Failure | null = null;
+
+  constructor(
+    readonly port: Pick<TenantMovePort, 'columnsOf'>,
+    readonly refs: ReferenceCheck,
+  ) {}
+
+  line(line: string): TenantRow {
+    const n = (this.#n += 1);
+    const row = checkLine(this.port, n, line, this.#older);
     if (row.table === 'tenants') {
-      if (tenant !== null) throw refuse(n, 'a second tenants row');
-      tenant = {
+      if (this.#tenant !== null) throw refuse(n, 'a second tenants row');
+      this.#tenant = {
         tenant_id: String(row.row.tenant_id),
         name: String(row.row.name),
         created_at_unix_ms: Number(row.row.created_at_unix_ms),
       };
     }
-    if (row.table === 'tenant_quotas') quotas += 1;
-    verifyDocuments(n, row);
-    rows.push(row);
+    if (row.table === 'tenant_quotas') {
+      this.#quotas += 1;
+      this.#quota = row;
+    }
+    const id = String(row.row.tenant_id);
+    this.#first ??= id;
+    if (id !== this.#first && this.#firstForeign === null) this.#firstForeign = n;
+    if (row.table === 'principals' && row.row.revoked_at_unix_ms === null) this.#principals.push(row);
+    if (row.table === 'receipt_signatures') {
+      const seq = Number(row.row.seq);
+      if (!(seq > this.#lastSeq) && this.seqFailure === null)
+        this.seqFailure = { line: n, rank: 1, message: 'receipt_signatures out of seq order' };
+      this.#lastSeq = seq;
+      this.#maxSeq = Math.max(this.#maxSeq, seq);
+    }
+    this.refs.row(row.table, row.row, n);
+    return row;
   }
-  if (tenant === null) throw refuse(lines.length, 'no tenants row');
-  if (quotas !== 1) throw refuse(lines.length, 'exactly one tenant_quotas row is required');
-  const owner = tenant.tenant_id;
-  for (const [i, r] of rows.entries()) {
+
+  /** The whole-file rules but the references, in the order the import has always named them. */
+  finish() {
+    const n = this.#n;
+    if (this.#tenant === null) throw refuse(n, 'no tenants row');
+    if (this.#quotas !== 1 || this.#quota === null)
+      throw refuse(n, 'exactly one tenant_quotas row is required');
+    const owner = this.#tenant.tenant_id;
     // Rows of two tenants in one file would plant one tenant's rows under another's move.
-    if (r.row.tenant_id !== owner) throw refuse(i + 1, `row of another tenant than ${quoted(owner)}`);
+    const foreign = owner !== this.#first ? 1 : this.#firstForeign;
+    if (foreign !== null) throw refuse(foreign, `row of another tenant than ${quoted(owner)}`);
+    return {
+      ...this.#tenant,
+      exported_max_seq: this.#maxSeq,
+      principals: this.#principals,
+      quota: this.#quota,
+    };
   }
-  verifyReferences(rows);
-  return { ...tenant, rows };
 }
 
-/**
- * Rows that refer to other rows of the file: a signature names a receipt of the file (in D1 or
- * archived), in strictly increasing `seq` (the log's order, kept by the import); an archive entry
- * names an archive of the file.
- */
-function verifyReferences(rows: readonly TenantRow[]): void {
-  const of = (table: string, column: string) =>
-    new Set(rows.filter((r) => r.table === table).map((r) => r.row[column]));
-  const stored = of('receipts', 'sha256');
-  const archived = of('receipt_archive_entries', 'sha256');
-  const archives = of('receipt_archives', 'archive_sha256');
-  let lastSeq = 0;
-  for (const [i, r] of rows.entries()) {
-    if (r.table === 'receipt_signatures') {
-      const sha = r.row.receipt_sha256;
-      if (!stored.has(sha) && !archived.has(sha))
-        throw refuse(i + 1, `signature of receipt ${quoted(String(sha))}, which the file does not hold`);
-      const seq = Number(r.row.seq);
-      if (!(seq > lastSeq)) throw refuse(i + 1, 'receipt_signatures out of seq order');
-      lastSeq = seq;
-    }
-    if (r.table === 'receipt_archive_entries' && !archives.has(r.row.archive_sha256))
-      throw refuse(
-        i + 1,
-        `archive entry of archive ${quoted(String(r.row.archive_sha256))}, which the file does not hold`,
-      );
-  }
+/** One line: canonical JSON of `{row, table}`, its columns and the digests it is keyed by. */
+function checkLine(
+  port: Pick<TenantMovePort, 'columnsOf'>,
+  n: number,
+  line: string,
+  older: OlderExportFill,
+): TenantRow {
+  const decoded = decodeJsonText(line, { maxBytes: MAX_LINE_BYTES, maxDepth: 4 });
+  if (!decoded.ok) throw refuse(n, `not json (${decoded.error.reason})`);
+  // Canonical form only: a line re-serialized differently is not what an export wrote.
+  if (canonicalize(decoded.value) !== line) throw refuse(n, 'not in canonical form (RFC 8785)');
+  const row = parseRow(port, n, decoded.value, older);
+  verifyDocuments(n, row);
+  return row;
 }
 
 const SHA256_HEX = /^[0-9a-f]{64}$/;
@@ -439,37 +772,88 @@ export interface ImportOptions {
 }
 
 /**
- * The rows from `from` on, cut into chunks of at most `rows` rows and `IMPORT_CHUNK_BYTES` bytes
- * (by canonical line length). Deterministic for a file, though a resumed import may cut
- * differently from the first attempt: progress is counted in rows, not chunks.
+ * The lines after the first `from`, each checked again as it is about to be written (the rows
+ * come from the file, not from memory: a streamed file is read once more for the writing), cut
+ * into chunks of at most `max` rows and `IMPORT_CHUNK_BYTES` bytes (by canonical line length).
+ * Deterministic for a file, though a resumed import may cut differently from the first attempt:
+ * progress is counted in rows, not chunks.
  */
-function* chunksFrom(rows: readonly TenantRow[], from: number, max: number): Generator<readonly TenantRow[]> {
+async function* chunksFrom(
+  port: Pick<TenantMovePort, 'columnsOf'>,
+  source: ExportSource,
+  tenant_id: string,
+  from: number,
+  max: number,
+): AsyncGenerator<readonly TenantRow[]> {
   let chunk: TenantRow[] = [];
   let bytes = 0;
-  for (let i = from; i < rows.length; i++) {
-    const r = rows[i] as TenantRow;
-    const size = canonicalize({ row: r.row, table: r.table }).length;
+  let n = 0;
+  // Filled as in verification: migration 0009's back-fill reads the reconciliation receipts that
+  // come before the operations, so a resumed write still reads those it skips.
+  const older = new OlderExportFill();
+  for await (const line of source.lines()) {
+    n += 1;
+    if (n <= from) {
+      if (line.endsWith('"table":"receipts"}') && line.includes('"kind":"reconciliation"')) {
+        try {
+          checkLine(port, n, line, older);
+        } catch {
+          throw new Error(`export line ${n} changed since the file was verified`);
+        }
+      }
+      continue;
+    }
+    const size = line.length;
     if (chunk.length > 0 && (chunk.length >= max || bytes + size > IMPORT_CHUNK_BYTES)) {
       yield chunk;
       chunk = [];
       bytes = 0;
     }
-    chunk.push(r);
+    // Verified already; checked again because a resumed call may write from a file verified by
+    // an earlier call (`SourceImportOptions.verified`): never a row of another tenant. Failing
+    // here is not a bad file (that was refused before any write) but bytes that changed since
+    // they were verified: an internal error, with chunks of this call possibly staged (invisible).
+    let row: TenantRow;
+    try {
+      row = checkLine(port, n, line, older);
+    } catch {
+      row = { table: '', row: {} };
+    }
+    if (row.table === '' || row.row.tenant_id !== tenant_id)
+      throw new Error(`export line ${n} changed since the file was verified`);
+    chunk.push(row);
     bytes += size;
   }
   if (chunk.length > 0) yield chunk;
 }
 
-const abortUnfinished = (tenant_id: string, shard: number) =>
-  new ServiceError(
-    'conflict',
-    `an abort of the staged import of tenant ${quoted(tenant_id)} on shard ${shard} has not finished; abort it again to finish it, then import`,
-  );
+/**
+ * The rows an import of `text` would write, in order, after verifying it whole (the same
+ * `verifySource` and the same write-pass parsing, `chunksFrom`, older columns filled): what a
+ * test or an operator's dry run compares. Throws as the import would, nothing written.
+ */
+export async function rowsToWrite(
+  port: Pick<TenantMovePort, 'columnsOf'>,
+  text: string,
+): Promise<TenantRow[]> {
+  const source = textSource(text);
+  const { tenant_id } = await verifySource(port, source);
+  const rows: TenantRow[] = [];
+  for await (const chunk of chunksFrom(port, source, tenant_id, 0, Number.MAX_SAFE_INTEGER))
+    rows.push(...chunk);
+  return rows;
+}
 
 const progressMoved = (tenant_id: string) =>
   new ServiceError(
     'conflict',
     `another import of this file is writing tenant ${quoted(tenant_id)}, or it finished; send the file again to resume`,
+  );
+
+const abortUnfinished = (tenant_id: string, shard: number) =>
+  new ServiceError(
+    'conflict',
+    `an abort of the staged import of tenant ${quoted(tenant_id)} on shard ${shard} has not finished; abort it again to finish it, then import`,
   );
 
 /**
@@ -494,12 +878,62 @@ export async function importTenant(
   log: (fields: LogFields) => void,
   options: ImportOptions = {},
 ) {
+  const imported = await importSource(port, shard, textSource(text), now, log, options);
+  // Without a chunk budget every chunk is written in this call.
+  if (!('keys' in imported)) throw new Error('an import without a chunk budget stopped part-way');
+  return imported;
+}
+
+/** How far an import got when it stopped at its chunk budget: call again to go on. */
+export interface ImportInProgress {
+  readonly status: 'in_progress';
+  readonly tenant_id: string;
+  readonly shard: number;
+  readonly rows_done: number;
+  readonly rows_total: number;
+  readonly chunks: number;
+}
+
+export interface SourceImportOptions extends ImportOptions {
+  /**
+   * Chunks (D1 batches) this call writes at most; then it answers how far it got and the next
+   * call resumes (a streamed file's import may need several calls: docs/scaling.md).
+   */
+  readonly max_chunks?: number | undefined;
+  readonly verify?: VerifyBounds | undefined;
+  /**
+   * What an earlier call's verification of this very file (same digest) found: this call skips
+   * verifying it again. Each line is still checked as it is written, every read re-hashes the
+   * file, and the tenant goes live only after a read to the end matched the digest.
+   */
+  readonly verified?: VerifiedFile | undefined;
+  /** Called once the whole file is verified, before anything is written (to keep the result). */
+  readonly onVerified?: ((v: VerifiedExport) => Promise<void>) | undefined;
+}
+
+/** `importTenant` for a file read from a source (an upload: src/services/import-uploads.ts). */
+export async function importSource(
+  port: TenantMovePort,
+  shard: number,
+  source: ExportSource,
+  now: number,
+  log: (fields: LogFields) => void,
+  options: SourceImportOptions = {},
+) {
   if (!port.shardExists(shard)) throw new ServiceError('invalid_request', `shard ${shard} is not configured`);
   const chunkRows = options.chunk_rows ?? IMPORT_CHUNK_ROWS;
   if (!Number.isSafeInteger(chunkRows) || chunkRows < 1)
     throw new RangeError('chunk_rows must be a positive integer');
-  const verified = verifyExport(port, text);
-  const { tenant_id, name, rows } = verified;
+  const maxChunks = options.max_chunks ?? Number.POSITIVE_INFINITY;
+  if (!(maxChunks >= 1)) throw new RangeError('max_chunks must be at least 1');
+  // Every line, and every rule of the whole file, before anything is written.
+  let verified: VerifiedFile | undefined = options.verified;
+  if (verified === undefined) {
+    const found = await verifySource(port, source, options.verify);
+    await options.onVerified?.(found);
+    verified = found;
+  }
+  const { tenant_id, name, rows_total, exported_max_seq } = verified;
   const previous = await port.shardOf(tenant_id);
   if (previous === shard)
     throw new ServiceError('conflict', `tenant ${quoted(tenant_id)} is already on shard ${shard}`);
@@ -507,7 +941,7 @@ export async function importTenant(
   if (previous === null && (await port.nameTaken(name))) {
     throw new ServiceError('conflict', `tenant ${quoted(name)} already exists`);
   }
-  const staged = { tenant_id, file_sha256: sha256HexOfText(text), rows_total: rows.length };
+  const staged = { tenant_id, file_sha256: source.sha256, rows_total };
   const begun = await port.beginImport(shard, staged, now);
   if (begun === 'exists')
     return finishUnrecorded(port, shard, verified, staged.file_sha256, previous, now, log);
@@ -517,13 +951,22 @@ export async function importTenant(
       'conflict',
       `an import of another export of tenant ${quoted(tenant_id)} is staged on shard ${shard}; send that file again to finish it`,
     );
-  const exported_max_seq = rows.reduce(
-    (m, r) => (r.table === 'receipt_signatures' ? Math.max(m, Number(r.row.seq)) : m),
-    0,
-  );
   let from = begun.rows_done;
   let chunks = 0;
-  for (const chunk of chunksFrom(rows, from, chunkRows)) {
+  for await (const chunk of chunksFrom(port, source, tenant_id, from, chunkRows)) {
+    if (chunks >= maxChunks) {
+      // The budget of this call is spent: the rest stays staged (invisible) for the next call.
+      log({ tenant_id, shard, rows: rows_total, resumed_at_row: begun.rows_done, rows_done: from, chunks });
+      const progress: ImportInProgress = {
+        status: 'in_progress',
+        tenant_id,
+        shard,
+        rows_done: from,
+        rows_total,
+        chunks,
+      };
+      return progress;
+    }
     if ((await port.importChunk(shard, staged, { from, rows: chunk, exported_max_seq }, now)) === 'moved')
       throw progressMoved(tenant_id);
     from += chunk.length;
@@ -532,7 +975,7 @@ export async function importTenant(
   // A key names its shard: the old key cannot reach the new copy, so each live principal gets a
   // new one. Issued on this attempt, written to the staging rows, live only with the last batch.
   const keys: { principal_id: string; name: string; roles: JsonValue; api_key: string }[] = [];
-  for (const r of rows) {
+  for (const r of verified.principals) {
     if (r.table !== 'principals' || r.row.revoked_at_unix_ms !== null) continue;
     keys.push({
       principal_id: String(r.row.principal_id),
@@ -547,19 +990,19 @@ export async function importTenant(
       .map((k) => ({ principal_id: k.principal_id, key_sha256: apiKeyDigest(k.api_key) }));
     if ((await port.keyPrincipals(shard, staged, part)) === 'moved') throw progressMoved(tenant_id);
   }
-  const quota = rows.find((r) => r.table === 'tenant_quotas') as TenantRow;
+  const quota = verified.quota;
   if ((await port.goLive(shard, staged, quota, now)) === 'moved') throw progressMoved(tenant_id);
   const frozen = await recordMove(port, shard, verified, previous, 0, now);
   log({
     tenant_id,
     shard,
     previous_shard: previous,
-    rows: rows.length,
+    rows: rows_total,
     resumed_at_row: begun.rows_done,
     chunks,
     frozen_principals: frozen.length,
   });
-  return { tenant_id, name, shard, previous_shard: previous, rows: rows.length, keys };
+  return { tenant_id, name, shard, previous_shard: previous, rows: rows_total, keys };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,8 +11,8 @@ import { describe, expect, it } from 'vitest';
 import { canonicalize, digestOf } from '../../../src/core/canonical/canonical.js';
 import { decodeReceipt } from '../../../src/db/receipts.js';
 import { tenantMovePort } from '../../../src/platform/bindings.js';
-import type { TenantRow } from '../../../src/services/ports.js';
-import { MIGRATED_COLUMNS, importTenant, verifyExport } from '../../../src/services/tenant-moves.js';
+import type { TenantMovePort, TenantRow } from '../../../src/services/ports.js';
+import { MIGRATED_COLUMNS, importTenant, rowsToWrite } from '../../../src/services/tenant-moves.js';
 import type { Seeded } from '../../../scripts/seed.js';
 import {
   READ_INPUT,
@@ -126,17 +126,19 @@ async function fullExport(prefix: string) {
   });
   expect(rows.some((x) => x.table === 'approvals')).toBe(true);
   // Two reconciliations of op-1 (the earlier one settles it), none of op-3; op-2 is not reconciled.
-  const late = reconciliation(s, 'op-1', 2_000, 1);
-  const early = reconciliation(s, 'op-1', 1_000, 2);
-  const other = reconciliation(s, 'op-2', 500, 3);
+  // Operation ids are unique across tenants (the tests import several tenants onto one shard).
+  const op = (n: number) => `${prefix}-op-${n}`;
+  const late = reconciliation(s, op(1), 2_000, 1);
+  const early = reconciliation(s, op(1), 1_000, 2);
+  const other = reconciliation(s, op(2), 500, 3);
   const lastReceipt = rows.map((x) => x.table).lastIndexOf('receipts');
   rows.splice(lastReceipt + 1, 0, ...[late, early, other].map((row) => ({ table: 'receipts', row })));
   rows.push(
-    { table: 'operations', row: operation(s, 'op-1', 'reconciled_succeeded', early.sha256 as string) },
-    { table: 'operations', row: operation(s, 'op-2', 'executed_succeeded', null) },
-    { table: 'operations', row: operation(s, 'op-3', 'reconciled_no_effect', null) },
+    { table: 'operations', row: operation(s, op(1), 'reconciled_succeeded', early.sha256 as string) },
+    { table: 'operations', row: operation(s, op(2), 'executed_succeeded', null) },
+    { table: 'operations', row: operation(s, op(3), 'reconciled_no_effect', null) },
   );
-  return { s, rows, text: toText(rows) };
+  return { s, rows, text: toText(rows), op };
 }
 
 /** The file without `columns` (each `table.column`) in any row. */
@@ -150,17 +152,17 @@ function without(rows: readonly { table: string; row: Row }[], columns: readonly
 }
 
 const port = () => tenantMovePort(env);
-const verified = (text: string): TenantRow[] => verifyExport(port(), text).rows;
+const verified = (text: string): Promise<TenantRow[]> => rowsToWrite(port(), text);
 
 describe('an export taken before a migration added a column', () => {
   it('each allow-listed column removed yields the rows of the full export', async () => {
     const { rows, text } = await fullExport('older-each');
-    const full = verified(text);
+    const full = await verified(text);
     expect(MIGRATED_COLUMNS.length).toBe(9);
     for (const m of MIGRATED_COLUMNS) {
       const older = without(rows, [`${m.table}.${m.column}`]);
       expect(older).not.toBe(text);
-      expect(verified(older)).toEqual(full);
+      expect(await verified(older)).toEqual(full);
     }
   });
 
@@ -191,8 +193,45 @@ describe('an export taken before a migration added a column', () => {
     expect(await stored('tenant_quotas', 'tenant_id')).toEqual(expected('tenant_quotas', 'tenant_id'));
   });
 
+  it('a resumed import still back-fills: the receipts it skips are read for 0009', async () => {
+    const { s, rows } = await fullExport('older-resume');
+    const to = 1 - shardOf(s);
+    const older = without(rows, ['operations.reconciliation_receipt_sha256']);
+    const firstOperation = rows.findIndex((r) => r.table === 'operations');
+    expect(rows.slice(0, firstOperation).some((r) => r.row.kind === 'reconciliation')).toBe(true);
+    // One row a chunk; the chunk of the first operation fails, so the retry resumes there and
+    // skips every receipt, the reconciliations included.
+    const real = port();
+    let chunks = 0;
+    const failing: TenantMovePort = {
+      ...real,
+      async importChunk(shard, staged, chunk, now) {
+        chunks += 1;
+        if (chunks === firstOperation + 1) throw new Error('injected failure at the first operation');
+        return real.importChunk(shard, staged, chunk, now);
+      },
+    };
+    await expect(importTenant(failing, to, older, Date.now(), noLog, { chunk_rows: 1 })).rejects.toThrow(
+      /injected failure/,
+    );
+    const imported = await importTenant(real, to, older, Date.now(), noLog, { chunk_rows: 1 });
+    expect(imported.rows).toBe(rows.length);
+    const stored = (
+      await shardD1(to)
+        .prepare('SELECT * FROM operations WHERE tenant_id = ? ORDER BY operation_id')
+        .bind(s.tenant_id)
+        .all<Row>()
+    ).results;
+    const expected = rows
+      .filter((r) => r.table === 'operations')
+      .map((r) => r.row)
+      .sort((a, b) => String(a.operation_id).localeCompare(String(b.operation_id)));
+    expect(expected.some((r) => typeof r.reconciliation_receipt_sha256 === 'string')).toBe(true);
+    expect(stored).toEqual(expected);
+  });
+
   it('a compact receipt (after 0004, before 0009) is read as 0009 read it', async () => {
-    const { s, rows } = await fullExport('older-compact');
+    const { s, rows, op } = await fullExport('older-compact');
     // op-1's settling receipt re-stored compact: the stored text is the body itself, less the
     // tenant and principal (0009 reads `$.operation_id` then).
     const compact = rows.map(({ table, row }) => {
@@ -201,10 +240,10 @@ describe('an export taken before a migration added a column', () => {
       const { tenant_id: _t, principal_id: _p, ...rest } = body;
       return { table, row: { ...row, receipt: canonicalize(rest), receipt_encoding: 2 } };
     });
-    const full = verified(toText(compact));
-    const op1 = full.find((r) => r.table === 'operations' && r.row.operation_id === 'op-1');
+    const full = await verified(toText(compact));
+    const op1 = full.find((r) => r.table === 'operations' && r.row.operation_id === op(1));
     expect(op1?.row.reconciliation_receipt_sha256).toMatch(/^[0-9a-f]{64}$/);
-    expect(verified(without(compact, ['operations.reconciliation_receipt_sha256']))).toEqual(full);
+    expect(await verified(without(compact, ['operations.reconciliation_receipt_sha256']))).toEqual(full);
     expect(s.tenant_id).toBe(op1?.row.tenant_id);
   });
 });
@@ -215,7 +254,7 @@ describe('an older export is still refused whole', () => {
   it('when a column not on the list is missing', async () => {
     const { rows } = await fullExport('older-missing');
     for (const column of ['receipts.kind', 'receipts.observation_id', 'operations.state', 'tenants.name'])
-      expect(() => verified(without(rows, [column]))).toThrow(/missing column/);
+      await expect(verified(without(rows, [column]))).rejects.toThrow(/missing column/);
   });
 
   it('when rows of one table disagree on the columns they lack', async () => {
@@ -227,44 +266,45 @@ describe('an older export is still refused whole', () => {
       const { reconciliation_receipt_sha256: _dropped, ...rest } = row;
       return { table, row: rest };
     });
-    expect(() => verified(toText(mixed))).toThrow(/differ in the columns they lack/);
+    await expect(verified(toText(mixed))).rejects.toThrow(/differ in the columns they lack/);
   });
 
   it('when the back-fill cannot be computed as 0009 did', async () => {
-    const { s, rows } = await fullExport('older-unfaithful');
+    const { s, rows, op } = await fullExport('older-unfaithful');
     const stripped = parse(without(rows, ['operations.reconciliation_receipt_sha256']));
     // A receipt after the operations it would have settled: the back-fill would have missed it.
-    const late = [...stripped, { table: 'receipts', row: reconciliation(s, 'op-3', 10, 4) }];
-    expect(() => verified(toText(late))).toThrow(refused);
+    const late = [...stripped, { table: 'receipts', row: reconciliation(s, op(3), 10, 4) }];
+    await expect(verified(toText(late))).rejects.toThrow(refused);
     // A reconciliation naming a number: SQL would have compared it by text affinity.
     const numeric = [...stripped];
     numeric.splice(stripped.map((x) => x.table).lastIndexOf('receipts') + 1, 0, {
       table: 'receipts',
       row: reconciliation(s, 7, 10, 5),
     });
-    expect(() => verified(toText(numeric))).toThrow(/non-text operation/);
+    await expect(verified(toText(numeric))).rejects.toThrow(/non-text operation/);
     // With the column present, the same receipt is only a receipt: nothing is back-filled.
     const present = [...rows];
     present.splice(rows.map((x) => x.table).lastIndexOf('receipts') + 1, 0, {
       table: 'receipts',
       row: reconciliation(s, 7, 10, 5),
     });
-    expect(verified(toText(present))).toHaveLength(rows.length + 1);
+    expect(await verified(toText(present))).toHaveLength(rows.length + 1);
   });
 
   it('property: any set of columns removed is accepted exactly when every one is on the list', async () => {
     const { rows, text } = await fullExport('older-property');
-    const full = verified(text);
+    const full = await verified(text);
     const allowed = new Set(MIGRATED_COLUMNS.map((m) => `${m.table}.${m.column}`));
     const every = [...new Set(rows.flatMap((r) => Object.keys(r.row).map((c) => `${r.table}.${c}`)))].sort();
     const listed = every.filter((c) => allowed.has(c));
     const others = every.filter((c) => !allowed.has(c));
     expect(listed).toHaveLength(MIGRATED_COLUMNS.length);
-    fc.assert(
-      fc.property(fc.subarray(listed), fc.subarray(others, { maxLength: 2 }), (fill, missing) => {
+    await fc.assert(
+      fc.asyncProperty(fc.subarray(listed), fc.subarray(others, { maxLength: 2 }), async (fill, missing) => {
         const older = without(rows, [...fill, ...missing]);
-        if (missing.length === 0) expect(verified(older)).toEqual(full);
-        else expect(() => verified(older)).toThrow(/^import refused, nothing written: .*missing column/);
+        if (missing.length === 0) expect(await verified(older)).toEqual(full);
+        else
+          await expect(verified(older)).rejects.toThrow(/^import refused, nothing written: .*missing column/);
       }),
       { numRuns: 60 },
     );

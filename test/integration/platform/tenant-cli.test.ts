@@ -1,6 +1,7 @@
 /**
- * `writ tenant export|import|abort-import` against the Worker: the CLI moves a tenant to the other
- * shard, aborts a staged import, and refuses without the platform admin token in the environment.
+ * `writ tenant export|import|upload|abort-import` against the Worker: the CLI moves a tenant to
+ * the other shard (directly and through an upload), aborts a staged import, and refuses without
+ * the platform admin token in the environment.
  */
 import { env as workerEnv } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
@@ -72,6 +73,30 @@ describe('writ tenant', () => {
     const again = cli(env);
     expect(await main(['tenant', 'abort-import', '--shard', String(to), s.tenant_id], again.io)).toBe(1);
     expect(again.err()).toMatch(/not found|staged import/);
+  });
+
+  it('uploads a file in parts and imports it from there, calling again while it is part-way', async () => {
+    const s = await seedTenant('cli-upload');
+    const env = { WRIT_URL: BASE, WRIT_ADMIN_TOKEN: ADMIN_TOKEN };
+    const exp = cli(env);
+    expect(await main(['tenant', 'export', s.tenant_id, '--freeze'], exp.io)).toBe(0);
+    const up = cli(env, { 'tenant.jsonl': new TextEncoder().encode(exp.out()) });
+    expect(await main(['tenant', 'upload', 'tenant.jsonl'], up.io)).toBe(0);
+    const { upload_id } = JSON.parse(up.out()) as { upload_id: string };
+    const to = 1 - shardOf(s);
+    const imp = cli(env);
+    expect(await main(['tenant', 'import', '--shard', String(to), '--upload', upload_id], imp.io)).toBe(0);
+    const answer = JSON.parse(imp.out()) as {
+      shard: number;
+      keys: { principal_id: string; api_key: string }[];
+    };
+    expect(answer.shard).toBe(to);
+    const admin = answer.keys.find((k) => k.principal_id === s.admin.principal_id)?.api_key as string;
+    expect((await call('GET', '/v1/policy', { key: admin })).status).toBe(200);
+    const both = cli(env);
+    expect(await main(['tenant', 'import', '--shard', '1', '--upload', upload_id, 'x.jsonl'], both.io)).toBe(
+      2,
+    );
   });
 
   it('needs the platform admin token in the environment, never as an argument', async () => {

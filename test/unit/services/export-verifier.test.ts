@@ -1,0 +1,175 @@
+/**
+ * The streamed import's verifier (src/services/tenant-moves.ts `verifySource`) and line splitter
+ * (src/services/import-uploads.ts `splitLines`): the references between rows are checked with
+ * at most `reference_capacity` digests held at once, reading the file again per partition, and
+ * the outcome (accepted, or the first problem and its line) is the one of holding them all; a
+ * byte stream cut anywhere gives the lines `text.split('\n')` gives.
+ */
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { canonicalize, sha256HexOfText } from '../../../src/core/canonical/canonical.js';
+import { tenantTableColumns } from '../../../src/db/tenant-rows.js';
+import { splitLines } from '../../../src/services/import-uploads.js';
+import { type ExportSource, textSource, verifySource } from '../../../src/services/tenant-moves.js';
+
+const port = { columnsOf: tenantTableColumns };
+const T = 'ten-verifier';
+const hex = (i: number, salt = 'd') => sha256HexOfText(`${salt}${i}`);
+
+/** A row of `table` with every column: text columns `x`, given values over them. */
+function row(table: string, values: Record<string, string | number | null>): string {
+  const columns = tenantTableColumns(table);
+  if (columns === null) throw new Error(`no table ${table}`);
+  const r: Record<string, string | number | null> = {};
+  for (const c of columns) r[c] = Object.hasOwn(values, c) ? (values[c] as string | number | null) : 0;
+  return canonicalize({ row: { ...r, tenant_id: T }, table });
+}
+
+/**
+ * A synthetic export: an archive of `entries` archived receipts and a signature for each digest in
+ * `signed` (a digest of an entry, or one the file does not hold).
+ */
+function file(entries: number, signed: readonly string[], archive = hex(0, 'archive')): string {
+  const lines = [
+    row('tenant_quotas', {}),
+    row('tenants', { name: 'verifier', policy_sha256: hex(0, 'policy'), created_at_unix_ms: 1 }),
+  ];
+  signed.forEach((sha, i) => {
+    const envelope = canonicalize({ issued_at_unix_ms: 5, receipt_sha256: sha, tenant_id: T });
+    lines.push(
+      row('receipt_signatures', { seq: i + 1, receipt_sha256: sha, envelope, created_at_unix_ms: 5 }),
+    );
+  });
+  lines.push(row('receipt_archives', { archive_sha256: hex(0, 'archive') }));
+  for (let i = 0; i < entries; i++)
+    lines.push(row('receipt_archive_entries', { sha256: hex(i), archive_sha256: archive }));
+  return `${lines.join('\n')}\n`;
+}
+
+/** `source` read as a stream: every read counted. */
+function counted(source: ExportSource) {
+  const seen = { reads: 0 };
+  return {
+    seen,
+    source: {
+      sha256: source.sha256,
+      lines: () => {
+        seen.reads += 1;
+        return source.lines();
+      },
+    } satisfies ExportSource,
+  };
+}
+
+const outcome = async (text: string, capacity?: number) => {
+  try {
+    const v = await verifySource(port, textSource(text), { reference_capacity: capacity });
+    return { ok: true, rows: v.rows_total };
+  } catch (e) {
+    return { ok: false, message: (e as Error).message };
+  }
+};
+
+describe('the reference check in bounded memory', () => {
+  it('holds at most its capacity however many digests the file has, reading it again per partition', async () => {
+    for (const entries of [50, 400]) {
+      const text = file(entries, [hex(3), hex(entries - 1)]);
+      const { source, seen } = counted(textSource(text));
+      const v = await verifySource(port, source, { reference_capacity: 16 });
+      expect(v.verification.peak_references).toBeLessThanOrEqual(16);
+      expect(v.verification.reads).toBe(seen.reads);
+      // About 2 * digests / capacity partitions, each one read.
+      expect(seen.reads).toBeGreaterThanOrEqual(1 + Math.ceil(entries / 16));
+      expect(v.rows_total).toBe(entries + 5);
+    }
+    // With room for every digest, one read.
+    const { source, seen } = counted(textSource(file(50, [hex(3)])));
+    expect((await verifySource(port, source)).verification.reads).toBe(1);
+    expect(seen.reads).toBe(1);
+  });
+
+  it('names the same first problem as holding every digest (a missing receipt, a missing archive)', async () => {
+    const deep = file(200, [hex(5), hex(0, 'nowhere'), hex(9)]);
+    const all = await outcome(deep);
+    expect(all).toMatchObject({ ok: false, message: expect.stringMatching(/line 4: signature of receipt/) });
+    expect(await outcome(deep, 4)).toEqual(all);
+    const noArchive = file(100, [], hex(1, 'other-archive'));
+    expect(await outcome(noArchive)).toMatchObject({
+      ok: false,
+      message: expect.stringMatching(/line 4: archive entry/),
+    });
+    expect(await outcome(noArchive, 3)).toEqual(await outcome(noArchive));
+  });
+
+  it('property: any capacity gives the outcome of unbounded memory', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 0, max: 60 }),
+        fc.array(fc.integer({ min: 0, max: 80 }), { maxLength: 12 }),
+        fc.boolean(),
+        fc.integer({ min: 2, max: 12 }),
+        async (entries, signedAt, archiveOk, capacity) => {
+          // Digests below `entries` are held by the file; the others are not.
+          const text = file(
+            entries,
+            signedAt.map((i) => hex(i)),
+            archiveOk ? hex(0, 'archive') : hex(0, 'elsewhere'),
+          );
+          expect(await outcome(text, capacity)).toEqual(await outcome(text));
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it('a file with no reference problem is accepted at any capacity', async () => {
+    const text = file(120, [hex(1), hex(2), hex(119)]);
+    expect(await outcome(text, 2)).toEqual({ ok: true, rows: 126 });
+  });
+});
+
+async function* chunked(bytes: Uint8Array, cuts: readonly number[]): AsyncGenerator<Uint8Array> {
+  let at = 0;
+  for (const c of [...cuts].sort((a, b) => a - b)) {
+    if (c <= at || c >= bytes.byteLength) continue;
+    yield bytes.slice(at, c);
+    at = c;
+  }
+  yield bytes.slice(at);
+}
+
+const collect = async (it: AsyncIterable<string>) => {
+  const out: string[] = [];
+  for await (const l of it) out.push(l);
+  return out;
+};
+
+describe('splitLines', () => {
+  it('property: the lines of any cut of the bytes are the lines of the text', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(fc.string({ unit: fc.constantFrom('a', 'é', '€', '😀', '\n', '"', '{') }), { maxLength: 8 }),
+        fc.array(fc.nat({ max: 64 }), { maxLength: 6 }),
+        async (parts, cuts) => {
+          const text = parts.join('');
+          const lines = text.split('\n');
+          if (lines.at(-1) === '') lines.pop();
+          const got = await collect(splitLines(chunked(new TextEncoder().encode(text), cuts)));
+          expect(got).toEqual(lines);
+        },
+      ),
+    );
+  });
+
+  it('refuses a line past the bound as it grows, and bytes that are not UTF-8, naming the line', async () => {
+    const long = new TextEncoder().encode(`ok\n${'x'.repeat(40)}\nnever`);
+    await expect(collect(splitLines(chunked(long, [5, 10, 20]), 32))).rejects.toThrow(
+      /line 2: not json \(too_large\)/,
+    );
+    const bad = new Uint8Array([0x61, 0x0a, 0x62, 0xff, 0x0a]);
+    await expect(collect(splitLines(chunked(bad, [3]), 32))).rejects.toThrow(/line 2: not valid UTF-8/);
+    // A byte-order mark is kept, so the line is not JSON and the import refuses it.
+    const bom = new Uint8Array([0xef, 0xbb, 0xbf, 0x7b, 0x7d]);
+    expect(await collect(splitLines(chunked(bom, []), 32))).toEqual(['\uFEFF{}']);
+  });
+});
