@@ -2,7 +2,7 @@
  * `npm run bench:edge`: what an agent far from the D1 primary pays per call, with and without
  * read replication, in one run.
  *
- * Starts the Worker in workerd (wrangler's DevEnv `startWorker`, local D1 and Durable Objects,
+ * Starts the Worker in workerd (bench/direct-worker.ts: wrangler's DevEnv, local D1 and Durable Objects,
  * a throwaway state directory, migrations applied to every D1 shard) through the bench-only entry
  * bench/edge-worker.ts, which routes every shard's D1 binding as read replication would and sleeps
  * before each round trip: `PRIMARY_MS` for one to the primary, `REPLICA_MS` for one to a replica
@@ -33,8 +33,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { unstable_DevEnv } from 'wrangler';
-import { applyMigrations } from '../scripts/migrate.js';
+import { startDirectWorker } from './direct-worker.js';
 import { generateKeyRing } from '../src/core/receipts/keys.js';
 import { DEMO_EXECUTOR_RELEASE, DEMO_POLICY, seedDemo, type Seeded } from '../scripts/seed.js';
 
@@ -45,8 +44,6 @@ const REPLICA_MS = Math.max(0, Number(process.env.REPLICA_MS ?? 5));
 const DO_MS = Math.max(0, Number(process.env.DO_MS ?? 5));
 /** `BENCH_LOG=off`: measured requests kick no log drain (a diagnosis of what the drain costs). */
 const LOG_OFF = process.env.BENCH_LOG === 'off';
-/** `BENCH_VIA_PROXY=1`: send requests through wrangler's dev proxy, as before 2026-12-01. */
-const VIA_PROXY = process.env.BENCH_VIA_PROXY === '1';
 const REQUESTS = Math.min(500, Math.max(5, Number(process.env.BENCH_REQUESTS ?? 40)));
 
 /**
@@ -87,46 +84,25 @@ async function main(): Promise<void> {
   // wrangler looks the required secrets up in the environment too; the bindings below are what count.
   process.env.WRIT_ADMIN_TOKEN ??= adminToken;
   process.env.WRIT_RECEIPT_KEYS ??= receiptKeys;
-  // Every shard wrangler.toml declares (the seeded tenant lands on whichever holds the fewest).
-  applyMigrations(['--local', '--persist-to', state]);
   console.log(`starting the Worker in workerd (state in ${state}) ...`);
-  // `unstable_startWorker` is `new DevEnv().startWorker(...)`; holding the DevEnv lets the bench
-  // hear where workerd serves the Worker itself (its `reloadComplete` event), so requests skip
-  // wrangler's dev proxy (a second workerd process, a Durable Object hop and one more HTTP
-  // exchange per request, nothing production has). BENCH_VIA_PROXY=1 keeps the proxy.
-  const devEnv = new unstable_DevEnv();
-  type Reloaded = { proxyData?: { userWorkerUrl?: { protocol: string; hostname: string; port: string } } };
-  // The proxy is ready (it queues requests) before workerd has loaded the Worker: wait for that.
-  const reloaded = new Promise<URL | null>((resolve) => {
-    devEnv.once('reloadComplete', (e: Reloaded) => {
-      const u = e.proxyData?.userWorkerUrl;
-      resolve(u === undefined ? null : new URL(`${u.protocol}//${u.hostname}:${u.port}/`));
-    });
-  });
-  const worker = await devEnv.startWorker({
-    config: path.join(ROOT, 'wrangler.toml'),
+  // The seeded tenant lands on whichever shard holds the fewest.
+  const worker = await startDirectWorker({
+    state,
     entrypoint: path.join(ROOT, 'bench', 'edge-worker.ts'),
-    bindings: {
-      WRIT_ADMIN_TOKEN: { type: 'plain_text', value: adminToken },
-      WRIT_RECEIPT_KEYS: { type: 'plain_text', value: receiptKeys },
-      WRIT_BENCH_PRIMARY_MS: { type: 'plain_text', value: String(PRIMARY_MS) },
-      WRIT_BENCH_REPLICA_MS: { type: 'plain_text', value: String(REPLICA_MS) },
-      WRIT_BENCH_DO_MS: { type: 'plain_text', value: String(DO_MS) },
+    vars: {
+      WRIT_ADMIN_TOKEN: adminToken,
+      WRIT_RECEIPT_KEYS: receiptKeys,
+      WRIT_BENCH_PRIMARY_MS: String(PRIMARY_MS),
+      WRIT_BENCH_REPLICA_MS: String(REPLICA_MS),
+      WRIT_BENCH_DO_MS: String(DO_MS),
       // Every request of the bench comes from one agent: the write limit is not what is measured.
-      WRIT_RATE_LIMIT_PER_SECOND: { type: 'plain_text', value: '100000' },
-      WRIT_RATE_LIMIT_BURST: { type: 'plain_text', value: '100000' },
+      WRIT_RATE_LIMIT_PER_SECOND: '100000',
+      WRIT_RATE_LIMIT_BURST: '100000',
     },
-    dev: { server: { hostname: '127.0.0.1', port: 0 }, inspector: false, persist: state, logLevel: 'warn' },
   });
   try {
-    await worker.ready;
-    const proxied = await worker.url;
-    const direct = VIA_PROXY ? null : await reloaded;
-    if (!VIA_PROXY && direct === null) throw new Error('workerd did not say where it serves the Worker');
-    const base = (direct ?? proxied).href.replace(/\/$/, '');
-    console.log(
-      `requests go to ${base} (${VIA_PROXY ? "through wrangler's dev proxy" : "workerd directly, not through wrangler's dev proxy"})`,
-    );
+    const base = worker.base;
+    console.log(`requests go to ${base} (${worker.route})`);
     const setupFetch: typeof fetch = (input, init) => {
       const headers = new Headers(init?.headers);
       headers.set('writ-bench-latency', 'off');

@@ -1,7 +1,8 @@
 /**
  * `npm run bench:tenants`: many tenants at once, one of them flooding (issue 10).
  *
- * Starts `wrangler dev` itself (local D1 over however many shards wrangler.toml declares, Durable
+ * Starts the Worker in workerd (bench/direct-worker.ts: requests to workerd itself, not through
+ * wrangler's dev proxy; local D1 over however many shards wrangler.toml declares, Durable
  * Objects, R2) on a free loopback port with a throwaway state directory, creates BENCH_TENANTS
  * tenants through the API (placement over the shards is the platform's, as in production), and
  * drives `POST /v1/authorize` (read-only contract) open-loop:
@@ -19,14 +20,15 @@
  * Environment: BENCH_TENANTS (default 20, 2..50), BENCH_QUIET_RPS (0.5, per quiet tenant),
  * BENCH_FLOOD_RPS (20: the default limit; 30 was the earlier default, 1.5x the limit),
  * BENCH_PHASE_S (20, max 120).
- * Not part of `npm test`: numbers depend on the machine, and wrangler dev is not production.
+ * Not part of `npm test`: numbers depend on the machine, and local workerd is not production.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { DEMO_POLICY, type Seeded, seedDemo } from '../scripts/seed.js';
-import { ensureDevVars, freePort, startLocalWorker } from '../scripts/dev.js';
+import { ensureDevVars } from '../scripts/dev.js';
+import { startDirectWorker } from './direct-worker.js';
 
 const bounded = (name: string, dflt: number, min: number, max: number) =>
   Math.min(max, Math.max(min, Number(process.env[name] ?? dflt)));
@@ -134,14 +136,15 @@ function drive(t: Tenant, rps: number, phase: () => Phase, stop: () => boolean):
 
 async function main(): Promise<void> {
   const adminToken = ensureDevVars();
-  const port = await freePort();
   const state = mkdtempSync(path.join(os.tmpdir(), 'writ-bench-tenants-'));
-  console.log(`starting wrangler dev on 127.0.0.1:${port} (state in ${state}) ...`);
-  const worker = await startLocalWorker({ port, persistTo: state, inheritOutput: false, logLevel: 'error' });
+  console.log(`starting the Worker in workerd (state in ${state}) ...`);
+  // wrangler.toml's vars (the write limits the flood runs into) and .dev.vars' key ring apply.
+  const worker = await startDirectWorker({ state, vars: { WRIT_ADMIN_TOKEN: adminToken } });
+  console.log(`requests go to ${worker.base} (${worker.route})`);
   try {
     console.log(`creating ${TENANTS} tenants ...`);
     const tenants: Tenant[] = [];
-    for (let n = 1; n <= TENANTS; n++) tenants.push(await setUp(worker.baseUrl, adminToken, n));
+    for (let n = 1; n <= TENANTS; n++) tenants.push(await setUp(worker.base, adminToken, n));
     const [flooder, ...quiet] = tenants as [Tenant, ...Tenant[]];
 
     let phase: Phase = 'warmup';
@@ -177,7 +180,7 @@ async function main(): Promise<void> {
     const fmt = (x: number) => (Number.isNaN(x) ? '-' : x.toFixed(1)).padStart(8);
     console.log('');
     console.log(
-      `wrangler dev (local), ${TENANTS} tenants, ${os.cpus().length} cores (load average ${os
+      `local workerd, ${TENANTS} tenants, ${os.cpus().length} cores (load average ${os
         .loadavg()
         .map((l) => l.toFixed(1))
         .join(' ')}), ${PHASE_S} s per phase; latency of POST /v1/authorize in ms`,
@@ -242,7 +245,7 @@ async function main(): Promise<void> {
       process.exitCode = 1;
     }
   } finally {
-    await worker.stop();
+    await worker.dispose();
     rmSync(state, { recursive: true, force: true });
   }
 }
