@@ -379,9 +379,9 @@ describe('an uploaded export is written in budgeted, resumable calls', () => {
     const reads = { n: 0 };
     const store: typeof real = {
       ...real,
-      read: (upload_id, sha256) => {
+      read: (upload_id, sha256, version) => {
         reads.n += 1;
-        return real.read(upload_id, sha256);
+        return real.read(upload_id, sha256, version);
       },
     };
     const step = { chunk_rows: 2, max_chunks: 1 };

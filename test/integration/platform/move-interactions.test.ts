@@ -422,3 +422,59 @@ describe('an upload import whose directory write failed after it went live', () 
     expect((await deleteUpload(id)).status).toBe(200);
   });
 });
+
+// ---------------------------------------------------------------------------------------------
+// Bytes under the upload's key replaced between calls
+
+describe('an upload whose object is replaced after it was completed', () => {
+  it('is refused by every later call, even when the replacement is undone: no changed row goes live', async () => {
+    const { s, text, from, to } = await exported('mv-swap-back');
+    const id = await upload(text);
+    const store = importUploadStore(env);
+    const lines = text.trimEnd().split('\n');
+    // The executor's row: the file's roles for it, and a copy granting the admin's roles.
+    const at = lines.findIndex(
+      (l) => l.endsWith('"table":"principals"}') && l.includes(`"principal_id":"${s.executor.principal_id}"`),
+    );
+    expect(at).toBeGreaterThan(1);
+    const admin = JSON.parse(
+      lines.find((l) => l.includes(`"principal_id":"${s.admin.principal_id}"`)) as string,
+    ) as { row: Row };
+    const executor = JSON.parse(lines[at] as string) as { row: Row; table: string };
+    expect(executor.row.roles).not.toBe(admin.row.roles);
+    const swapped = [...lines];
+    swapped[at] = canonicalize({ row: { ...executor.row, roles: admin.row.roles }, table: 'principals' });
+    const step = { chunk_rows: 1, max_chunks: 1 };
+    // Verified and kept by the first call; written one row a call up to the executor's row.
+    for (let done = 0; done < at;) {
+      const r = await importUpload(tenantMovePort(env), store, to, id, Date.now(), noLog, step);
+      if ('keys' in r) throw new Error('live too early');
+      done = r.rows_done;
+    }
+    // The object replaced for one call (the changed row is the next to write), then put back.
+    await env.BLOBS.put(`imports/uploads/${id}`, `${swapped.join('\n')}\n`);
+    const during = await importUpload(tenantMovePort(env), store, to, id, Date.now(), noLog, step).then(
+      () => 'answered',
+      () => 'refused',
+    );
+    await env.BLOBS.put(`imports/uploads/${id}`, text);
+    const after = await importCall(id, to);
+    // Whatever the calls answered, the executor never goes live with the admin's roles, and a
+    // file replaced after completion is not imported.
+    const live = await shardD1(to)
+      .prepare('SELECT roles FROM principals WHERE tenant_id = ? AND principal_id = ?')
+      .bind(s.tenant_id, s.executor.principal_id)
+      .first<{ roles: string }>();
+    expect(live?.roles ?? null).not.toBe(admin.row.roles);
+    expect(during).toBe('refused');
+    expect(after.status).toBe(500);
+    expect(await directoryShard(s.tenant_id)).toBe(from);
+    expect(await count(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(0);
+    // The way out: abort the staged import, delete the upload, upload the file again.
+    expect((await abortHttp(s.tenant_id, to)).status).toBe(200);
+    expect((await deleteUpload(id)).status).toBe(200);
+    const again = await upload(text);
+    expect((await importCall(again, to)).status).toBe(201);
+    expect(await directoryShard(s.tenant_id)).toBe(to);
+  });
+});
