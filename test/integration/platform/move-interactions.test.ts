@@ -13,6 +13,7 @@ import { decodeReceipt } from '../../../src/db/receipts.js';
 import { importUploadStore, tenantMovePort } from '../../../src/platform/bindings.js';
 import { IMPORT_PART_MIN_BYTES, importUpload } from '../../../src/services/import-uploads.js';
 import type { TenantMovePort } from '../../../src/services/ports.js';
+import { textSource, verifySource } from '../../../src/services/tenant-moves.js';
 import type { Seeded } from '../../../scripts/seed.js';
 import {
   ADMIN_TOKEN,
@@ -322,7 +323,7 @@ async function olderExport(prefix: string) {
       row: Object.fromEntries(Object.entries(row).filter(([c]) => !removed.has(`${table}.${c}`))),
     })),
   );
-  return { s, rows, older, to: 1 - shardOf(s) };
+  return { s, rows, older, full: toText(rows), to: 1 - shardOf(s) };
 }
 
 describe('an older export imported from an upload in many small calls', () => {
@@ -357,6 +358,36 @@ describe('an older export imported from an upload in many small calls', () => {
     expect(await stored('receipts', 'sha256')).toEqual(expected('receipts', 'sha256'));
     expect(await stored('approvals', 'approval_id')).toEqual(expected('approvals', 'approval_id'));
     expect(await stored('tenant_quotas', 'tenant_id')).toEqual(expected('tenant_quotas', 'tenant_id'));
+    expect((await deleteUpload(id)).status).toBe(200);
+  });
+});
+
+describe("the older export's back-fill holds bounded state", () => {
+  it('refuses a file needing it for more operations than its bound; a current export is never refused for it', async () => {
+    // Three reconciliation receipts of two operations.
+    const { s, older, full, to } = await olderExport('mv-older-bound');
+    const port = tenantMovePort(env);
+    const verify = (text: string, backfill_capacity: number) =>
+      verifySource(port, textSource(text), { backfill_capacity }).then(
+        () => 'accepted',
+        (e: Error) => e.message,
+      );
+    expect(await verify(older, 2)).toBe('accepted');
+    expect(await verify(older, 1)).toMatch(
+      /^import refused, nothing written: line \d+: cannot back-fill reconciliation_receipt_sha256: reconciliation receipts of more than 1 operations$/,
+    );
+    // With 0009's column present nothing is back-filled: past the bound nothing more is held.
+    expect(await verify(full, 1)).toBe('accepted');
+    // From an upload: refused before anything is written.
+    const id = await upload(older);
+    const refused = await importUpload(port, importUploadStore(env), to, id, Date.now(), noLog, {
+      verify: { backfill_capacity: 1 },
+    }).then(
+      () => null,
+      (e: Error) => e.message,
+    );
+    expect(refused).toMatch(/reconciliation receipts of more than 1 operations/);
+    expect(await leftOn(to, s.tenant_id)).toBe(0);
     expect((await deleteUpload(id)).status).toBe(200);
   });
 });
