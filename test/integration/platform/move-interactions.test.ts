@@ -362,6 +362,53 @@ describe('an older export imported from an upload in many small calls', () => {
   });
 });
 
+describe('an import begun from an upload and finished from a request body (staging is keyed by the digest)', () => {
+  it('an older export stopped after its receipts, the upload deleted, then sent whole: the rows of the full export', async () => {
+    const { s, rows, older, to } = await olderExport('mv-two-doors');
+    const id = await upload(older);
+    const firstOperation = rows.findIndex((r) => r.table === 'operations');
+    const partial = await importUpload(
+      tenantMovePort(env),
+      importUploadStore(env),
+      to,
+      id,
+      Date.now(),
+      noLog,
+      {
+        chunk_rows: firstOperation,
+        max_chunks: 1,
+      },
+    );
+    expect(partial).toMatchObject({ status: 'in_progress', rows_done: firstOperation });
+    // The upload is deleted; its staged import is not (the abort route is the way to remove it).
+    expect((await deleteUpload(id)).status).toBe(200);
+    expect(
+      await count(to, 'SELECT rows_done AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id),
+    ).toBe(firstOperation);
+    const whole = await call('POST', `/v1/tenants/import?shard=${to}`, {
+      key: ADMIN_TOKEN,
+      raw: older,
+      headers: { 'content-type': 'application/x-ndjson' },
+    });
+    expect(whole.status).toBe(201);
+    expect(whole.body.rows).toBe(rows.length);
+    const ops = (
+      await shardD1(to)
+        .prepare('SELECT * FROM operations WHERE tenant_id = ? ORDER BY operation_id')
+        .bind(s.tenant_id)
+        .all<Row>()
+    ).results;
+    expect(ops).toEqual(
+      rows
+        .filter((r) => r.table === 'operations')
+        .map((r) => r.row)
+        .sort((a, b) => String(a.operation_id).localeCompare(String(b.operation_id))),
+    );
+    expect(await tenantRowsOn(to, s.tenant_id)).toBe(rows.length);
+    expect(await directoryShard(s.tenant_id)).toBe(to);
+  });
+});
+
 describe("the older export's back-fill holds bounded state", () => {
   it('refuses a file needing it for more operations than its bound; a current export is never refused for it', async () => {
     // Three reconciliation receipts of two operations.
