@@ -8,11 +8,13 @@
  * what the import's verification of the file found (kept so a resumed import need not verify it
  * again). `upload_id` is 128 random bits in hex.
  *
- * Guarantees: every read of a completed file re-hashes its bytes and throws
- * `UploadIntegrityError` after the last chunk (before the read ends) when they do not hash to the
- * digest recorded at completion; R2's refusals of a completion that the caller can fix (a part
- * missing, an ETag that is not the part's, parts too small or of unequal size, an upload already
- * finished) are answered as values, any other R2 failure is thrown.
+ * Guarantees: every read of a completed file is of the object version hashed at completion
+ * (`UploadIntegrityError` before any byte otherwise: a write under the key, even of the same
+ * bytes again, makes another version), re-hashes its bytes and throws `UploadIntegrityError`
+ * after the last chunk (before the read ends) when they do not hash to the digest recorded at
+ * completion; R2's refusals of a completion that the caller can fix (a part missing, an ETag that
+ * is not the part's, parts too small or of unequal size, an upload already finished) are answered
+ * as values, any other R2 failure is thrown.
  * Never: touches keys outside `imports/` (the orphan blob collector only walks `sha256/` and
  * `retired/sha256/`, so it never sees these), or holds more than one part in memory.
  */
@@ -76,14 +78,18 @@ export function r2ImportUploads(bucket: R2Bucket): ImportUploadStore {
         hash.update(chunk);
         bytes += chunk.byteLength;
       }
-      return { sha256: hash.digest('hex'), bytes };
+      return { sha256: hash.digest('hex'), bytes, version: o.version };
     },
     async completed(upload_id, record) {
       await writeRecord(upload_id, record);
     },
-    async *read(upload_id, sha256) {
+    async *read(upload_id, sha256, version) {
       const o = await bucket.get(objectKey(upload_id));
       if (o === null) throw new UploadIntegrityError(`upload ${upload_id} has no object`);
+      // Checked before any byte is used: the hash below is only known at the end, and a reader
+      // that stops early (a spent budget) would otherwise have used bytes no hash ever checked.
+      if (o.version !== version)
+        throw new UploadIntegrityError(`upload ${upload_id} was replaced since it was completed`);
       const hash = createHash('sha256');
       const reader = o.body.getReader();
       try {

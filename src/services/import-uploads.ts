@@ -6,7 +6,9 @@
  *
  * Guarantees: a completed upload is the file the operator named by digest: the parts must be
  * listed 1..n in order, R2 checks each part's ETag and size, and the whole object is hashed
- * before the upload counts as completed (a mismatch deletes it); every later read re-hashes it.
+ * before the upload counts as completed (a mismatch deletes it); every later read is of the R2
+ * object version that was hashed (a call stopped by its budget never reads to the end, so the hash
+ * alone would not cover the rows it wrote) and re-hashes it.
  * The import verifies the whole file (every line and every whole-file rule) before it writes
  * anything, holding state bounded independently of the file's size (`verifySource`): a line is at
  * most `MAX_LINE_BYTES`, the reference check holds at most `REFERENCE_CAPACITY` digests and reads
@@ -55,7 +57,7 @@ const UPLOAD_ID = /^[0-9a-f]{32}$/;
  * The version of the import's verification rules. A kept verification of another version is not
  * trusted (the file is verified again): raise it with any change to what `verifySource` checks.
  */
-export const VERIFICATION_RULES = 1;
+export const VERIFICATION_RULES = 2;
 
 export const CompleteUploadRequest = z.strictObject({
   /** Every part, numbered 1..n in order, with the ETag its upload answered. */
@@ -144,7 +146,13 @@ export async function completeImportUpload(
       'invalid_request',
       `R2 refused the parts (the upload stays open): ${done.refused}`,
     );
-  const completed = { ...record, status: 'complete' as const, sha256: done.sha256, bytes: done.bytes };
+  const completed = {
+    ...record,
+    status: 'complete' as const,
+    sha256: done.sha256,
+    bytes: done.bytes,
+    version: done.version,
+  };
   if (done.sha256 !== body.sha256) {
     await store.remove(upload_id, completed);
     throw new ServiceError(
@@ -186,8 +194,8 @@ export async function importUpload(
   const record = await uploadOf(store, upload_id);
   if (record.status !== 'complete')
     throw new ServiceError('conflict', 'the upload is not completed: complete it with its parts first');
-  const sha256 = record.sha256;
-  const source: ExportSource = { sha256, lines: () => splitLines(store.read(upload_id, sha256)) };
+  const { sha256, version } = record;
+  const source: ExportSource = { sha256, lines: () => splitLines(store.read(upload_id, sha256, version)) };
   // A call resuming the import of a file an earlier call verified whole skips verifying it again
   // (the CPU of a call then no longer grows with the file); see `SourceImportOptions.verified`.
   const kept = await store.verification(upload_id);

@@ -883,6 +883,11 @@ export type UploadRecord =
       /** SHA-256 (hex) of the whole file, as the operator expected it and as it was hashed. */
       readonly sha256: string;
       readonly bytes: number;
+      /**
+       * The R2 version of the completed object: any write under its key (even of the same bytes
+       * again) makes another, and reads refuse it, so every read is of the bytes hashed here.
+       */
+      readonly version: string;
     };
 
 /** What verifying a whole export file found (src/services/tenant-moves.ts `verifySource`). */
@@ -925,11 +930,17 @@ export interface ImportUploadStore {
     upload_id: string,
     record: UploadRecord,
     parts: readonly { readonly part_number: number; readonly etag: string }[],
-  ): Promise<{ readonly sha256: string; readonly bytes: number } | { readonly refused: string }>;
+  ): Promise<
+    | { readonly sha256: string; readonly bytes: number; readonly version: string }
+    | { readonly refused: string }
+  >;
   /** Record the upload completed (its digest checked by the caller). */
   completed(upload_id: string, record: UploadRecord & { readonly status: 'complete' }): Promise<void>;
-  /** The completed file's bytes; throws after the last chunk if they do not hash to `sha256`. */
-  read(upload_id: string, sha256: string): AsyncIterable<Uint8Array>;
+  /**
+   * The completed file's bytes: throws before the first chunk if the object is not `version`
+   * (replaced since it was completed), and after the last chunk if they do not hash to `sha256`.
+   */
+  read(upload_id: string, sha256: string, version: string): AsyncIterable<Uint8Array>;
   /** The verification kept for the upload's import, if any. */
   verification(upload_id: string): Promise<KeptVerification | null>;
   keepVerification(upload_id: string, v: KeptVerification): Promise<void>;

@@ -187,10 +187,18 @@ export interface VerifyBounds {
   readonly max_rows?: number | undefined;
   /** Digests the reference check holds at once; more are checked in several reads of the file. */
   readonly reference_capacity?: number | undefined;
+  /** Operations whose first reconciliation receipt is held for migration 0009's back-fill. */
+  readonly backfill_capacity?: number | undefined;
 }
 
 /** Digests (and references to them) held at once by default: ~100 bytes each, ≈ 12 MB. */
 export const REFERENCE_CAPACITY = 120_000;
+/**
+ * Operations an older export's back-fill (migrations/0009) holds a reconciliation receipt for:
+ * ~250 bytes each, ≈ 30 MB. A file needing the back-fill for more is refused; a file that does
+ * not need it is never refused for it (past the bound nothing more is held).
+ */
+export const BACKFILL_CAPACITY = 120_000;
 
 /**
  * An export file that can be read more than once, from its first line. Each read yields the
@@ -246,7 +254,11 @@ export async function verifySource(
   // A file whose size is known is refused for its size before any line is read.
   if (source.lines_known !== undefined && source.lines_known > maxRows)
     throw refuse(maxRows + 1, `more than ${maxRows} rows`);
-  const check = new LineChecks(port, new ReferenceCheck(0, 1, capacity));
+  const check = new LineChecks(
+    port,
+    new ReferenceCheck(0, 1, capacity),
+    new OlderExportFill(bounds.backfill_capacity ?? BACKFILL_CAPACITY),
+  );
   let n = 0;
   for await (const line of source.lines()) {
     n += 1;
@@ -428,18 +440,18 @@ class LineChecks {
   #lastSeq = 0;
   #maxSeq = 0;
   readonly #principals: TenantRow[] = [];
-  /** Columns of an older export, filled as their migrations did (grows only with its reconciliations). */
-  readonly #older = new OlderExportFill();
   seqFailure: Failure | null = null;
 
   constructor(
     readonly port: Pick<TenantMovePort, 'columnsOf'>,
     readonly refs: ReferenceCheck,
+    /** Columns of an older export, filled as their migrations did (bounded: `BACKFILL_CAPACITY`). */
+    readonly older: OlderExportFill,
   ) {}
 
   line(line: string): TenantRow {
     const n = (this.#n += 1);
-    const row = checkLine(this.port, n, line, this.#older);
+    const row = checkLine(this.port, n, line, this.older);
     if (row.table === 'tenants') {
       if (this.#tenant !== null) throw refuse(n, 'a second tenants row');
       this.#tenant = {
@@ -595,14 +607,19 @@ const RECONCILED = new Set(['reconciled_succeeded', 'reconciled_no_effect']);
  * operations). Refuses, rather than guesses: a column not in `MIGRATED_COLUMNS`; rows of one
  * table that disagree on which columns they lack (one export is taken at one schema); and a
  * back-fill it cannot compute as the migration did (a receipt after a back-filled operation, or a
- * reconciliation receipt whose `operation_id` is not text, which SQL would compare by affinity).
+ * reconciliation receipt whose `operation_id` is not text, which SQL would compare by affinity),
+ * or not in bounded memory (reconciliation receipts of more than `capacity` operations).
  */
 class OlderExportFill {
   readonly #lacking = new Map<string, string>();
   /** Per operation id, the first reconciliation receipt by (`created_at_unix_ms`, `sha256`). */
   readonly #reconciliations = new Map<string, { readonly at: number; readonly sha256: string }>();
   #untextualReconciliation = false;
+  /** More operations than `capacity` have reconciliation receipts: none is held any more. */
+  #overflowed = false;
   #backfilled = false;
+
+  constructor(readonly capacity: number = BACKFILL_CAPACITY) {}
 
   missing(n: number, table: string, absent: readonly string[]): ReadonlySet<string> {
     for (const c of absent) {
@@ -646,9 +663,17 @@ class OlderExportFill {
       this.#untextualReconciliation = true;
       return;
     }
+    if (this.#overflowed) return;
     const created = Number(r.created_at_unix_ms);
     const sha256 = String(r.sha256);
     const best = this.#reconciliations.get(id);
+    // Every file notes its reconciliations (whether it lacks 0009's column is known only at its
+    // operations, after the receipts), so the state is bounded here, not by the file.
+    if (best === undefined && this.#reconciliations.size >= this.capacity) {
+      this.#overflowed = true;
+      this.#reconciliations.clear();
+      return;
+    }
     if (best === undefined || created < best.at || (created === best.at && sha256 < best.sha256))
       this.#reconciliations.set(id, { at: created, sha256 });
   }
@@ -658,6 +683,11 @@ class OlderExportFill {
     if (!RECONCILED.has(String(op.state))) return null;
     if (this.#untextualReconciliation)
       throw refuse(n, 'cannot back-fill reconciliation_receipt_sha256: a receipt names a non-text operation');
+    if (this.#overflowed)
+      throw refuse(
+        n,
+        `cannot back-fill reconciliation_receipt_sha256: reconciliation receipts of more than ${this.capacity} operations`,
+      );
     return this.#reconciliations.get(String(op.operation_id))?.sha256 ?? null;
   }
 }

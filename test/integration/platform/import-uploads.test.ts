@@ -8,7 +8,11 @@ import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { sha256Hex, canonicalize, digestOf } from '../../../src/core/canonical/canonical.js';
 import { importUploadStore, tenantMovePort } from '../../../src/platform/bindings.js';
-import { IMPORT_PART_MIN_BYTES, importUpload } from '../../../src/services/import-uploads.js';
+import {
+  IMPORT_PART_MIN_BYTES,
+  VERIFICATION_RULES,
+  importUpload,
+} from '../../../src/services/import-uploads.js';
 import type { TenantMovePort } from '../../../src/services/ports.js';
 import { MAX_IMPORT_BYTES, exportTenantText } from '../../../src/services/tenant-moves.js';
 import {
@@ -379,9 +383,9 @@ describe('an uploaded export is written in budgeted, resumable calls', () => {
     const reads = { n: 0 };
     const store: typeof real = {
       ...real,
-      read: (upload_id, sha256) => {
+      read: (upload_id, sha256, version) => {
         reads.n += 1;
-        return real.read(upload_id, sha256);
+        return real.read(upload_id, sha256, version);
       },
     };
     const step = { chunk_rows: 2, max_chunks: 1 };
@@ -389,7 +393,7 @@ describe('an uploaded export is written in budgeted, resumable calls', () => {
     expect(call1).toMatchObject({ status: 'in_progress', rows_done: 2 });
     expect(reads.n).toBe(2); // one verifying read, one writing read
     const kept = await real.verification(id);
-    expect(kept).toMatchObject({ tenant_id: s.tenant_id, rows_total: lines, rules: 1 });
+    expect(kept).toMatchObject({ tenant_id: s.tenant_id, rows_total: lines, rules: VERIFICATION_RULES });
     reads.n = 0;
     const call2 = await importUpload(tenantMovePort(env), store, to, id, Date.now(), noLog, step);
     expect(call2).toMatchObject({ status: 'in_progress', rows_done: 4 });
