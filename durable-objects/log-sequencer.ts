@@ -334,7 +334,7 @@ export class LogSequencerObject extends DurableObject<Env> {
   ): void {
     this.ctx.storage.transactionSync(() => {
       // Another drain committed since this one read the cursor: abort rather than append twice.
-      const now = this.#meta()?.cursor ?? 0;
+      const now = this.#cursor() ?? 0;
       if (now !== expectedCursor) throw new Error('log cursor moved during a drain');
       for (const l of leaves) {
         this.#sql.exec(
@@ -366,6 +366,14 @@ export class LogSequencerObject extends DurableObject<Env> {
   }
 
   // -- Reading --------------------------------------------------------------------------------
+
+  /** The cursor alone (no state decoded): `null` before the first commit. */
+  #cursor(): number | null {
+    const row = this.#sql
+      .exec<{ cursor: number }>('SELECT cursor FROM meta WHERE singleton = 1')
+      .toArray()[0];
+    return row?.cursor ?? null;
+  }
 
   #meta(): {
     tenant_id: string;
@@ -418,7 +426,7 @@ export class LogSequencerObject extends DurableObject<Env> {
       throw new Error('log request sent to another tenant’s object');
     }
     // The alarm needs the tenant before the first commit stores it in `meta`.
-    if (this.#meta() === null) void this.ctx.storage.put('tenant_id', tenant_id);
+    if (this.#cursor() === null) void this.ctx.storage.put('tenant_id', tenant_id);
   }
 }
 
