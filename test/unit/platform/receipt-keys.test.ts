@@ -73,6 +73,12 @@ describe('receipt signer', () => {
   });
 
   it('signs checkpoints natively, byte-identical to the portable signer (known answer)', async () => {
+    // The runtime has native Ed25519: otherwise logKey falls back and this compares portable to itself.
+    const pkcs8 = Uint8Array.of(
+      ...[0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20],
+      ...new Uint8Array(32).fill(5),
+    );
+    expect((await crypto.subtle.importKey('pkcs8', pkcs8, 'Ed25519', false, ['sign'])).type).toBe('private');
     const k = logKey({ WRIT_RECEIPT_KEYS: text }, 't_1');
     const portable = ed25519Signer(k.origin, new Uint8Array(32).fill(5));
     if (!portable.ok) throw new Error('signer');
