@@ -33,9 +33,16 @@ import {
   tilePath,
 } from '../src/core/log/tiles.js';
 import { KickMemo } from '../src/core/log/kicks.js';
-import { checkpointOf, proveConsistency, proveInclusion, sequenceBatch } from '../src/core/log/sequencer.js';
+import {
+  appendBatch,
+  checkpointBodyOf,
+  proveConsistency,
+  proveInclusion,
+  sealBatch,
+} from '../src/core/log/sequencer.js';
+import { attachCheckpointSignature } from '../src/core/log/checkpoint.js';
 import { Identifier } from '../src/core/schema.js';
-import { logSigner } from '../src/platform/receipt-keys.js';
+import { type LogKey, logKey } from '../src/platform/receipt-keys.js';
 import { tenantShard, tenantStore } from '../src/platform/bindings.js';
 import type { ConsistencyAnswer, InclusionAnswer } from '../src/services/ports.js';
 
@@ -78,6 +85,12 @@ const SCHEMA_VERSION = 1;
 export class LogSequencerObject extends DurableObject<Env> {
   readonly #sql: SqlStorage;
   #drainChain: Promise<unknown> = Promise.resolve();
+  /**
+   * The entries of the partial entry bundle at `size`, as the last drain committed them: the next
+   * drain rewrites that bundle wider without reading them back (up to 255 entries). Memory only,
+   * keyed by the tree size; after an eviction, or for any other size, they are read from `leaf`.
+   */
+  #pending: { readonly size: number; readonly entries: readonly Uint8Array[] } | null = null;
 
   constructor(ctx: DurableObjectState, env: Env) {
     super(ctx, env);
@@ -163,8 +176,10 @@ export class LogSequencerObject extends DurableObject<Env> {
     this.#checkTenant(tenant_id);
     const m = this.#meta();
     if (m !== null && m.checkpoint !== null) return { size: m.state.size, checkpoint: m.checkpoint };
-    const { origin, signer } = logSigner(this.env, tenant_id);
-    const cp = checkpointOf(m?.state ?? EMPTY_LOG_STATE, origin, signer);
+    const key = logKey(this.env, tenant_id);
+    const body = checkpointBodyOf(m?.state ?? EMPTY_LOG_STATE, key.origin);
+    if (!body.ok) throw new Error(body.error.message);
+    const cp = attachCheckpointSignature(body.value, await signatureOf(key, body.value));
     if (!cp.ok) throw new Error(cp.error.message);
     return { size: m?.state.size ?? 0, checkpoint: cp.value };
   }
@@ -262,29 +277,30 @@ export class LogSequencerObject extends DurableObject<Env> {
     if (shard === null) throw new Error('log drain: tenant is not in the shard directory');
     const rows = await tenantStore(this.env, { tenant_id, shard }).signaturesAfter(cursor, batch);
     if (rows.length === 0) return 0;
-    // D1's unique index makes a receipt appear once; a receipt already a leaf (never expected)
-    // is skipped rather than logged twice, and the cursor still moves past it.
-    const fresh = rows.filter(
-      (r) =>
-        this.#sql.exec('SELECT 1 FROM leaf WHERE receipt_sha256 = ?', r.receipt_sha256).toArray().length ===
-        0,
+    // D1's unique index makes a receipt appear once per shard; a receipt already a leaf (a moved
+    // tenant's rows are renumbered on the new shard, src/db/tenant-rows.ts) is skipped rather than
+    // logged twice, and the cursor still moves past it. One statement for the batch, not one a row.
+    const logged = new Set(
+      this.#sql
+        .exec<{ receipt_sha256: string }>(
+          'SELECT receipt_sha256 FROM leaf WHERE receipt_sha256 IN (SELECT value FROM json_each(?))',
+          JSON.stringify(rows.map((r) => r.receipt_sha256)),
+        )
+        .toArray()
+        .map((r) => r.receipt_sha256),
     );
+    const fresh = rows.filter((r) => !logged.has(r.receipt_sha256));
     const lastSeq = rows[rows.length - 1]!.seq;
     if (fresh.length === 0) {
       this.#commit(tenant_id, cursor, lastSeq, state, m?.checkpoint ?? null, [], []);
       return rows.length;
     }
     const entries = fresh.map((r) => utf8Encode(r.envelope));
-    const pendingCount = state.size % TILE_WIDTH;
-    const pending = this.#sql
-      .exec<{ entry: ArrayBuffer }>(
-        'SELECT entry FROM leaf WHERE idx >= ? ORDER BY idx',
-        state.size - pendingCount,
-      )
-      .toArray()
-      .map((r) => new Uint8Array(r.entry));
-    const { origin, signer } = logSigner(this.env, tenant_id);
-    const seq = sequenceBatch(state, pending, entries, origin, signer);
+    const pending = this.#pendingEntries(state.size);
+    const key = logKey(this.env, tenant_id);
+    const appended = appendBatch(state, pending, entries, key.origin);
+    if (!appended.ok) throw new Error(`sequencing failed: ${appended.error.message}`);
+    const seq = sealBatch(appended.value, await signatureOf(key, appended.value.checkpointBody));
     if (!seq.ok) throw new Error(`sequencing failed: ${seq.error.message}`);
     const b = seq.value;
     // Tiles and bundles before the checkpoint is published: a checkpoint never names a size
@@ -299,6 +315,8 @@ export class LogSequencerObject extends DurableObject<Env> {
     const full = b.tiles.filter((t) => t.width === TILE_WIDTH);
     const leaves = fresh.map((r, i) => ({ idx: state.size + i, row: r, entry: entries[i]! }));
     this.#commit(tenant_id, cursor, lastSeq, b.state, b.checkpoint, leaves, full);
+    const all = [...pending, ...entries];
+    this.#pending = { size: b.state.size, entries: all.slice(all.length - (b.state.size % TILE_WIDTH)) };
     // The mutable checkpoint object for C2SP readers of the bucket; the routes use storage.
     await this.env.LOG_TILES.put(`${prefix}checkpoint`, b.checkpoint);
     await deleteSupersededPartials(this.env.LOG_TILES, prefix, supersededPartialPrefixes(b.tiles, b.bundles));
@@ -316,7 +334,7 @@ export class LogSequencerObject extends DurableObject<Env> {
   ): void {
     this.ctx.storage.transactionSync(() => {
       // Another drain committed since this one read the cursor: abort rather than append twice.
-      const now = this.#meta()?.cursor ?? 0;
+      const now = this.#cursor() ?? 0;
       if (now !== expectedCursor) throw new Error('log cursor moved during a drain');
       for (const l of leaves) {
         this.#sql.exec(
@@ -349,6 +367,14 @@ export class LogSequencerObject extends DurableObject<Env> {
 
   // -- Reading --------------------------------------------------------------------------------
 
+  /** The cursor alone (no state decoded): `null` before the first commit. */
+  #cursor(): number | null {
+    const row = this.#sql
+      .exec<{ cursor: number }>('SELECT cursor FROM meta WHERE singleton = 1')
+      .toArray()[0];
+    return row?.cursor ?? null;
+  }
+
   #meta(): {
     tenant_id: string;
     cursor: number;
@@ -364,6 +390,17 @@ export class LogSequencerObject extends DurableObject<Env> {
     const state = decodeState(new Uint8Array(row.state));
     if (!state.ok) throw new Error(`stored log state is corrupt: ${state.error.message}`);
     return { tenant_id: row.tenant_id, cursor: row.cursor, state: state.value, checkpoint: row.checkpoint };
+  }
+
+  #pendingEntries(size: number): readonly Uint8Array[] {
+    if (this.#pending !== null && this.#pending.size === size) return this.#pending.entries;
+    return this.#sql
+      .exec<{ entry: ArrayBuffer }>(
+        'SELECT entry FROM leaf WHERE idx >= ? ORDER BY idx',
+        size - (size % TILE_WIDTH),
+      )
+      .toArray()
+      .map((r) => new Uint8Array(r.entry));
   }
 
   #fullTiles(refs: readonly TileRef[]): Tile[] {
@@ -389,7 +426,7 @@ export class LogSequencerObject extends DurableObject<Env> {
       throw new Error('log request sent to another tenant’s object');
     }
     // The alarm needs the tenant before the first commit stores it in `meta`.
-    if (this.#meta() === null) void this.ctx.storage.put('tenant_id', tenant_id);
+    if (this.#cursor() === null) void this.ctx.storage.put('tenant_id', tenant_id);
   }
 }
 
@@ -418,16 +455,28 @@ async function deleteSupersededPartials(
 }
 
 /**
- * Write an immutable object once. An existing object at the path must have the same length (the
- * same path always carries the same bytes; a different length means the log state is corrupt).
+ * Write an immutable object once, in one R2 operation: a conditional put (`If-None-Match: *`) that
+ * writes only where no object exists, so a published tile or bundle is never overwritten. Only when
+ * one exists (a drain redone after a crash between its R2 writes and its commit) is it read: it
+ * must have the same length (the same path always carries the same bytes; a different length means
+ * the log state is corrupt). The common case, a new path, costs one operation instead of a `head`
+ * and a `put`.
  */
 async function putCreateOnly(bucket: R2Bucket, key: string, bytes: Uint8Array): Promise<void> {
+  const put = await bucket.put(key, bytes, {
+    httpMetadata: { contentType: 'application/octet-stream' },
+    onlyIf: { etagDoesNotMatch: '*' },
+  });
+  if (put !== null) return;
   const existing = await bucket.head(key);
-  if (existing !== null) {
-    if (existing.size !== bytes.length) throw new Error(`log object ${key} exists with another size`);
-    return;
-  }
-  await bucket.put(key, bytes, { httpMetadata: { contentType: 'application/octet-stream' } });
+  // Gone since the put was refused: only a concurrent delete could do it; the drain is retried.
+  if (existing === null) throw new Error(`log object ${key} changed during a write`);
+  if (existing.size !== bytes.length) throw new Error(`log object ${key} exists with another size`);
+}
+
+/** The log key's signature over a checkpoint body, as a note signature line's parts. */
+async function signatureOf(key: LogKey, body: string) {
+  return { name: key.origin, keyId: key.keyId, signature: await key.sign(utf8Encode(body)) };
 }
 
 /** The object's name: versioned and hashed from an unambiguous encoding of the tenant. */

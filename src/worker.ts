@@ -3,6 +3,8 @@
  */
 import { createHash, hash } from 'node:crypto';
 import { useSha256 } from './core/canonical/canonical.js';
+import { useMerkleSha256 } from './core/log/merkle.js';
+import { nativeMerkleSha256 } from './platform/merkle-sha256.js';
 import { app } from './http/app.js';
 import { runBlobCollection, runRetention } from './platform/bindings.js';
 
@@ -13,6 +15,9 @@ import { runBlobCollection, runRetention } from './platform/bindings.js';
 if (typeof hash !== 'function' || !useSha256((data) => hash('sha256', data, 'hex'))) {
   useSha256((data) => createHash('sha256').update(data).digest('hex'));
 }
+// The same for the transparency log's leaf and node hashes (the sequencer hashes every entry of
+// a drain on its object's thread); refused, and the portable one kept, unless it matches.
+useMerkleSha256(nativeMerkleSha256);
 
 export { IdempotencyObject } from '../durable-objects/idempotency.js';
 export { RateLimiterObject } from '../durable-objects/rate-limiter.js';

@@ -14,8 +14,10 @@ import { EMPTY_ROOT, HASH_SIZE, isHash, isTreeSize } from './merkle.js';
 import { bytesEqual, decodeBase64, encodeBase64, parseDecimal } from './encoding.js';
 import {
   openNote,
+  serializeNote,
   signNote,
   type NoteError,
+  type NoteSignature,
   type NoteSigner,
   type NoteVerifier,
   type OpenedNote,
@@ -101,6 +103,35 @@ export function signCheckpoint(
     return err(cpError('origin_mismatch', 'the log key name must equal the checkpoint origin'));
   }
   return signNote(body.value, signers);
+}
+
+/** Ed25519 signature size: the only signature type a checkpoint of Writ carries. */
+const ED25519_SIGNATURE_BYTES = 64;
+
+/**
+ * Assemble a checkpoint note from its body (`serializeCheckpointBody`) and the log key's Ed25519
+ * signature over it, made by the caller (the Durable Object signs with the runtime's native
+ * Ed25519, which is asynchronous). The same key and body give the same bytes as `signCheckpoint`
+ * (RFC 8032 signatures are deterministic). Checks the body parses and the signature's key name is
+ * its origin, as `signCheckpoint` does; the signature itself is the caller's (not verified here).
+ */
+export function attachCheckpointSignature(
+  body: string,
+  signature: NoteSignature,
+): Result<string, CheckpointError> {
+  const cp = parseCheckpointBody(body);
+  if (!cp.ok) return cp;
+  // A signature under another name would make the note's key name disagree with its origin.
+  if (signature.name !== cp.value.origin) {
+    return err(cpError('origin_mismatch', 'the log key name must equal the checkpoint origin'));
+  }
+  if (
+    !(signature.signature instanceof Uint8Array) ||
+    signature.signature.length !== ED25519_SIGNATURE_BYTES
+  ) {
+    return err(cpError('invalid_signature', 'a checkpoint signature is 64 bytes of ed25519'));
+  }
+  return serializeNote({ text: body, signatures: [signature] });
 }
 
 /**

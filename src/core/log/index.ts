@@ -87,6 +87,7 @@ export {
   type ParsedNote,
 } from './note.js';
 export {
+  attachCheckpointSignature,
   parseCheckpointBody,
   serializeCheckpointBody,
   signCheckpoint,

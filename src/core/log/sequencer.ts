@@ -2,7 +2,9 @@
  * The sequencer's pure steps for Writ's receipt logs: append a batch of entries (tiles, entry
  * bundles, the signed checkpoint of the new size), and produce inclusion and consistency proofs
  * from stored tiles. The Durable Object (durable-objects/log-sequencer.ts) only stores what these
- * return and reads what they ask for.
+ * return and reads what they ask for. An append can be signed here (`sequenceBatch`, with a
+ * synchronous signer) or in two steps around a signature made outside (`appendBatch`, then
+ * `sealBatch`), with the same bytes either way.
  *
  * Guarantees: the same state and entries always give the same tiles, bundles and checkpoint bytes
  * (Ed25519 is deterministic), so a batch redone after a crash rewrites identical objects; a
@@ -10,10 +12,10 @@
  * from hashes actually stored (`missing_node` otherwise, never a guess).
  * Never: reads a clock, does I/O, or interprets an entry's bytes.
  */
-import { signCheckpoint } from './checkpoint.js';
+import { attachCheckpointSignature, serializeCheckpointBody } from './checkpoint.js';
 import { encodeBase64 } from './encoding.js';
 import { consistencyProof, inclusionProof, leafHash } from './merkle.js';
-import type { NoteSigner } from './note.js';
+import { signNote, type NoteSignature, type NoteSigner } from './note.js';
 import { serializeTlogProof } from './proof.js';
 import {
   type LogState,
@@ -34,6 +36,17 @@ export interface EntryBundle {
   readonly index: number;
   readonly width: number;
   readonly bytes: Uint8Array;
+}
+
+/** A batch appended but not yet signed: everything but the checkpoint's signature. */
+export interface AppendedBatch {
+  readonly state: LogState;
+  readonly leafHashes: readonly Uint8Array[];
+  /** Every tile whose content is new (full ones completed, partial ones of the new size). */
+  readonly tiles: readonly Tile[];
+  readonly bundles: readonly EntryBundle[];
+  /** The checkpoint body (C2SP tlog-checkpoint note text) of the new size, to be signed. */
+  readonly checkpointBody: string;
 }
 
 export interface SequencedBatch {
@@ -65,6 +78,24 @@ export function sequenceBatch(
   origin: string,
   signer: NoteSigner,
 ): Result<SequencedBatch, SequencerError> {
+  const a = appendBatch(state, pending, entries, origin);
+  if (!a.ok) return a;
+  const checkpoint = signCheckpointBody(a.value.checkpointBody, origin, signer);
+  if (!checkpoint.ok) return checkpoint;
+  return ok(withCheckpoint(a.value, checkpoint.value));
+}
+
+/**
+ * `sequenceBatch` without the signature: the caller signs `checkpointBody` with the log key (for
+ * the Durable Object, natively and asynchronously) and completes it with `sealBatch`. The two
+ * paths give identical bytes (Ed25519 is deterministic).
+ */
+export function appendBatch(
+  state: LogState,
+  pending: readonly Uint8Array[],
+  entries: readonly Uint8Array[],
+  origin: string,
+): Result<AppendedBatch, SequencerError> {
   if (entries.length === 0) return fail('invalid_batch', 'a batch appends at least one entry');
   // A wrong pending set would publish a bundle whose entries do not hash to the tile's leaves.
   if (pending.length !== state.size % TILE_WIDTH)
@@ -84,13 +115,32 @@ export function sequenceBatch(
     bundles.push({ index: first + at / TILE_WIDTH, width: chunk.length, bytes: bytes.value });
   }
 
-  const root = stateRoot(next);
+  const body = checkpointBodyOf(next, origin);
+  if (!body.ok) return body;
+  return ok({ state: next, leafHashes, tiles: appended.value.tiles, bundles, checkpointBody: body.value });
+}
+
+/** Complete an appended batch with the log key's signature over its checkpoint body. */
+export function sealBatch(
+  batch: AppendedBatch,
+  signature: NoteSignature,
+): Result<SequencedBatch, SequencerError> {
+  const cp = attachCheckpointSignature(batch.checkpointBody, signature);
+  if (!cp.ok) return fail('signing_failed', cp.error.message);
+  return ok(withCheckpoint(batch, cp.value));
+}
+
+function withCheckpoint(batch: AppendedBatch, checkpoint: string): SequencedBatch {
+  const { state, leafHashes, tiles, bundles } = batch;
+  return { state, leafHashes, tiles, bundles, checkpoint };
+}
+
+/** The checkpoint body (unsigned note text) of a log's current state (also of the empty log). */
+export function checkpointBodyOf(state: LogState, origin: string): Result<string, SequencerError> {
+  const root = stateRoot(state);
   if (!root.ok) return fail('invalid_state', root.error.message);
-  const checkpoint = signCheckpoint({ origin, size: next.size, rootHash: root.value, extensions: [] }, [
-    signer,
-  ]);
-  if (!checkpoint.ok) return fail('signing_failed', checkpoint.error.message);
-  return ok({ state: next, leafHashes, tiles: appended.value.tiles, bundles, checkpoint: checkpoint.value });
+  const body = serializeCheckpointBody({ origin, size: state.size, rootHash: root.value, extensions: [] });
+  return body.ok ? ok(body.value) : fail('signing_failed', body.error.message);
 }
 
 /** The signed checkpoint of a log's current state (also of the empty log). */
@@ -99,10 +149,21 @@ export function checkpointOf(
   origin: string,
   signer: NoteSigner,
 ): Result<string, SequencerError> {
-  const root = stateRoot(state);
-  if (!root.ok) return fail('invalid_state', root.error.message);
-  const cp = signCheckpoint({ origin, size: state.size, rootHash: root.value, extensions: [] }, [signer]);
-  return cp.ok ? ok(cp.value) : fail('signing_failed', cp.error.message);
+  const body = checkpointBodyOf(state, origin);
+  if (!body.ok) return body;
+  return signCheckpointBody(body.value, origin, signer);
+}
+
+/** What `signCheckpoint` does after serializing the body: the log key's name is the origin. */
+function signCheckpointBody(
+  body: string,
+  origin: string,
+  signer: NoteSigner,
+): Result<string, SequencerError> {
+  if (signer.name !== origin)
+    return fail('signing_failed', 'the log key name must equal the checkpoint origin');
+  const note = signNote(body, [signer]);
+  return note.ok ? ok(note.value) : fail('signing_failed', note.error.message);
 }
 
 export interface ProofError {

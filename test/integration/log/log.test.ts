@@ -259,6 +259,33 @@ describe('signed receipts and the tenant log', () => {
     expect((await log.drain(s.tenant_id)).appended).toBe(0);
   });
 
+  it('create-only tiles: an object already at a path with another size fails the drain, which commits nothing', async () => {
+    const s = await seedTenant('log-corrupt');
+    const store = d1TenantStore(shardDb(env, shardOf(s)), s.tenant_id, {
+      sign: receiptSigner(env),
+      committed: () => {},
+    });
+    for (let i = 0; i < 3; i++) await store.insertReceipt(row(s.tenant_id, i));
+    const log = logSequencerStub(env, s.tenant_id);
+    // Something else at the partial tile the drain will write: the one conditional put is
+    // refused, and the size check behind it stops the drain before the checkpoint names it.
+    const bad = logPrefix(s.tenant_id) + 'tile/0/000.p/3';
+    await env.LOG_TILES.put(bad, new Uint8Array(5));
+    // Settled with `then`: `expect(...).rejects` would touch other properties of the RPC promise,
+    // each a pipelined call that rejects again, unhandled.
+    const failed = await log.drain(s.tenant_id).then(
+      () => 'drained',
+      (e: unknown) => (e instanceof Error ? e.message : String(e)),
+    );
+    expect(failed).toMatch(/exists with another size/);
+    expect((await log.checkpoint(s.tenant_id)).size).toBe(0);
+    expect((await env.LOG_TILES.head(bad))?.size).toBe(5);
+    // Once the path is clear, the same drain publishes the tile and commits.
+    await env.LOG_TILES.delete(bad);
+    expect(await log.drain(s.tenant_id)).toMatchObject({ appended: 3, size: 3 });
+    expect((await env.LOG_TILES.head(bad))?.size).toBe(3 * 32);
+  });
+
   it('a kick answers the drain time it armed and the sequencer keeps it: a drain that ran early re-arms it, across an eviction', async () => {
     // A tenant with no commit yet: nothing has kicked its sequencer.
     const s = await seedTenant('log-kick');

@@ -8,6 +8,8 @@ import { sha256 } from '@noble/hashes/sha2.js';
 import { bytesToHex } from '@noble/hashes/utils.js';
 import { afterEach, describe, expect, it } from 'vitest';
 import { digestOf, sha256HexOfText, useSha256 } from '../../../src/core/canonical/canonical.js';
+import { leafHash, nodeHash, rootFromLeaves, useMerkleSha256 } from '../../../src/core/log/merkle.js';
+import { nativeMerkleSha256 } from '../../../src/platform/merkle-sha256.js';
 
 const noble = (d: string | Uint8Array) =>
   bytesToHex(sha256(typeof d === 'string' ? new TextEncoder().encode(d) : d));
@@ -32,5 +34,18 @@ describe("useSha256 with workerd's node:crypto", () => {
       expect(sha256HexOfText(text)).toBe(noble(text));
     }
     expect(digestOf({ b: 1, a: 'é€😀' })).toBe(noble('{"a":"é€😀","b":1}'));
+  });
+});
+
+describe("useMerkleSha256 with workerd's node:crypto (the log's leaf and node hashes)", () => {
+  it("installs the Worker's implementation; every leaf, node and root is identical to the portable one", () => {
+    const leaves = Array.from({ length: 300 }, (_, i) => new TextEncoder().encode('é€😀'.repeat(i % 40)));
+    const hashes = leaves.map(leafHash);
+    const portable = { root: rootFromLeaves(leaves), node: nodeHash(hashes[0]!, hashes[1]!) };
+    expect(useMerkleSha256(nativeMerkleSha256)).toBe(true);
+    expect(leaves.map(leafHash)).toEqual(hashes);
+    expect(nodeHash(hashes[0]!, hashes[1]!)).toEqual(portable.node);
+    expect(rootFromLeaves(leaves)).toEqual(portable.root);
+    expect(bytesToHex(leafHash(new Uint8Array(0)))).toBe(noble(Uint8Array.of(0)));
   });
 });

@@ -5,6 +5,7 @@
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import {
+  attachCheckpointSignature,
   parseCheckpointBody,
   serializeCheckpointBody,
   signCheckpoint,
@@ -12,7 +13,22 @@ import {
   type Checkpoint,
 } from '../../../../src/core/log/checkpoint.js';
 import { EMPTY_ROOT } from '../../../../src/core/log/merkle.js';
-import { ed25519Signer, ed25519Verifier, parseVerifierKey, signNote } from '../../../../src/core/log/note.js';
+import {
+  ed25519Signer,
+  ed25519Verifier,
+  parseNote,
+  parseVerifierKey,
+  signNote,
+} from '../../../../src/core/log/note.js';
+import { utf8 } from '../../../../src/core/log/encoding.js';
+import {
+  appendBatch,
+  checkpointBodyOf,
+  checkpointOf,
+  sealBatch,
+  sequenceBatch,
+} from '../../../../src/core/log/sequencer.js';
+import { EMPTY_LOG_STATE, TILE_WIDTH } from '../../../../src/core/log/tiles.js';
 import vectors from '../../../data/tlog/signed-note.json';
 
 // Pure hashing, slow in workerd and slower on a loaded machine: no test here may fail on time.
@@ -164,5 +180,67 @@ describe('rejection paths', () => {
       expect(reason(serializeCheckpointBody(bad))).toBe('malformed_checkpoint');
       expect(reason(signCheckpoint(bad, [logSigner]))).toBe('malformed_checkpoint');
     }
+  });
+});
+
+describe('a checkpoint signed outside the core (attachCheckpointSignature, appendBatch + sealBatch)', () => {
+  const body = must(serializeCheckpointBody(cp));
+  const signature = () => ({ name: ORIGIN, keyId: logSigner.keyId, signature: logSigner.sign(utf8(body)) });
+
+  it('gives the same bytes as signCheckpoint for the same key (Ed25519 is deterministic)', () => {
+    expect(must(attachCheckpointSignature(body, signature()))).toBe(must(signCheckpoint(cp, [logSigner])));
+  });
+
+  it('the two-step append gives the same tiles, bundles and checkpoint as sequenceBatch', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.uint8Array({ minLength: 1, maxLength: 40 }), { minLength: 1, maxLength: 300 }),
+        fc.array(fc.uint8Array({ minLength: 1, maxLength: 40 }), { minLength: 1, maxLength: 300 }),
+        (first, second) => {
+          let state = EMPTY_LOG_STATE;
+          let pending: Uint8Array[] = [];
+          for (const batch of [first, second]) {
+            const one = must(sequenceBatch(state, pending, batch, ORIGIN, logSigner));
+            const a = must(appendBatch(state, pending, batch, ORIGIN));
+            const sig = {
+              name: ORIGIN,
+              keyId: logSigner.keyId,
+              signature: logSigner.sign(utf8(a.checkpointBody)),
+            };
+            expect(must(sealBatch(a, sig))).toEqual(one);
+            const all = [...pending, ...batch];
+            pending = all.slice(all.length - (one.state.size % TILE_WIDTH));
+            state = one.state;
+          }
+          expect(must(checkpointBodyOf(state, ORIGIN))).toBe(
+            must(parseNote(must(checkpointOf(state, ORIGIN, logSigner)))).text,
+          );
+        },
+      ),
+      { numRuns: 15 },
+    );
+  });
+
+  it('refuses a signature under another name, of another length, or over a body that does not parse', () => {
+    // Another name: the note's key name would disagree with the origin it vouches for.
+    expect(reason(attachCheckpointSignature(body, { ...signature(), name: 'witness.example' }))).toBe(
+      'origin_mismatch',
+    );
+    // Not an Ed25519 signature: a truncated or padded signature line.
+    for (const n of [0, 63, 65]) {
+      expect(reason(attachCheckpointSignature(body, { ...signature(), signature: new Uint8Array(n) }))).toBe(
+        'invalid_signature',
+      );
+    }
+    // A body that is not a checkpoint is never published under the log's key.
+    expect(reason(attachCheckpointSignature('not a checkpoint\n', signature()))).toBe('malformed_checkpoint');
+    expect(
+      reason(
+        sealBatch(
+          { ...must(appendBatch(EMPTY_LOG_STATE, [], [utf8('x')], ORIGIN)) },
+          { ...signature(), name: 'other' },
+        ),
+      ),
+    ).toBe('signing_failed');
   });
 });

@@ -23,8 +23,11 @@ import {
   treeRoot,
   verifyConsistency,
   verifyInclusion,
+  useMerkleSha256,
   type MerkleErrorReason,
+  type MerkleSha256,
 } from '../../../../src/core/log/merkle.js';
+import { createHash } from 'node:crypto';
 import vectors from '../../../data/tlog/rfc6962-merkle.json';
 import { RefTree, hex, leafData, refLeafHash } from './reference.js';
 
@@ -389,6 +392,49 @@ describe('properties against the recursive reference', () => {
         },
       ),
       { numRuns: 300 },
+    );
+  });
+});
+
+describe('a native SHA-256 for leaves and nodes (useMerkleSha256)', () => {
+  const native: MerkleSha256 = (parts) => {
+    const h = createHash('sha256');
+    for (const p of parts) h.update(p);
+    return new Uint8Array(h.digest());
+  };
+
+  it('refuses an implementation that does not reproduce the known answers, keeping the portable one', () => {
+    const before = rootFromLeaves(vectors.leaves.map((l) => hexToBytes(l)));
+    const refused: MerkleSha256[] = [
+      // Wrong bytes: a tree head computed with it would be another tree's.
+      (parts) => native([...parts, Uint8Array.of(0)]),
+      // Ignores a view's offset: the sequencer hashes subarrays of stored tiles.
+      (parts) => native(parts.map((p) => new Uint8Array(p.buffer, 0, p.length))),
+      // Reuses its output buffer: every hash would alias the last one.
+      (() => {
+        const out = new Uint8Array(32);
+        return (parts: readonly Uint8Array[]) => (out.set(native(parts)), out);
+      })(),
+      // Not 32 bytes, or throws.
+      (parts) => native(parts).subarray(0, 31),
+      () => {
+        throw new Error('no sha256');
+      },
+    ];
+    for (const impl of refused) expect(useMerkleSha256(impl)).toBe(false);
+    expect(rootFromLeaves(vectors.leaves.map((l) => hexToBytes(l)))).toEqual(before);
+  });
+
+  it('installs node:crypto, and every hash and root is byte-identical to the portable one', () => {
+    const leaves = Array.from({ length: 300 }, (_, i) => new Uint8Array(i % 1100).fill(i & 0xff));
+    const hashes = leaves.map(leafHash);
+    const portable = { root: rootFromLeaves(leaves), node: nodeHash(hashes[0]!, hashes[1]!) };
+    expect(useMerkleSha256(native)).toBe(true);
+    expect(leaves.map(leafHash)).toEqual(hashes);
+    expect(rootFromLeaves(leaves)).toEqual(portable.root);
+    expect(nodeHash(hashes[0]!, hashes[1]!)).toEqual(portable.node);
+    expect(rootFromLeaves(vectors.leaves.map((l) => hexToBytes(l)))).toEqual(
+      hexToBytes(vectors.roots[vectors.roots.length - 1]!),
     );
   });
 });
