@@ -201,6 +201,31 @@ export async function tenantRowsOn(shard: number, tenant_id: string): Promise<nu
 }
 
 /** `POST /v1/tenants/{id}/export` as the platform admin: the status and the JSON lines as text. */
+/** The number a `SELECT ... AS n` query answers on `shard` (0 when it returns no row). */
+export async function countOn(shard: number, sqlText: string, ...args: unknown[]): Promise<number> {
+  const r = await shardD1(shard)
+    .prepare(sqlText)
+    .bind(...args)
+    .first<{ n: number }>();
+  return r?.n ?? 0;
+}
+
+/** The shard the directory names for the tenant (undefined: not in the directory). */
+export const directoryShard = async (tenant_id: string): Promise<number | undefined> =>
+  (
+    await env.DB.prepare('SELECT shard FROM tenant_shards WHERE tenant_id = ?')
+      .bind(tenant_id)
+      .first<{ shard: number }>()
+  )?.shard;
+
+/** Everything of the tenant on `shard`: its rows, its staging, its quota row and its marks. */
+export async function leftOn(shard: number, tenant_id: string): Promise<number> {
+  let n = await tenantRowsOn(shard, tenant_id);
+  for (const t of ['tenant_imports', 'tenant_import_principals', 'tenant_imports_unrecorded'])
+    n += await countOn(shard, `SELECT count(*) AS n FROM ${t} WHERE tenant_id = ?`, tenant_id);
+  return n;
+}
+
 export async function exportTenant(
   tenant_id: string,
   freeze = false,

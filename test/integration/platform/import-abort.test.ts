@@ -15,42 +15,22 @@ import type { TenantMovePort, TenantRow } from '../../../src/services/ports.js';
 import { abortImport, importTenant } from '../../../src/services/tenant-moves.js';
 import {
   ADMIN_TOKEN,
-  READ_INPUT,
   approvedApproval,
   authorize,
   call,
+  countOn,
   createRun,
-  exportTenant,
+  directoryShard,
+  leftOn,
+  tenantRowsOn,
+  READ_INPUT,
   seedTenant,
   shardD1,
   shardOf,
-  tenantRowsOn,
+  exportTenant,
 } from './harness.js';
 
 const noLog = () => undefined;
-
-async function count(shard: number, sqlText: string, ...args: unknown[]): Promise<number> {
-  const r = await shardD1(shard)
-    .prepare(sqlText)
-    .bind(...args)
-    .first<{ n: number }>();
-  return r?.n ?? 0;
-}
-
-const directoryShard = async (tenant_id: string) =>
-  (
-    await env.DB.prepare('SELECT shard FROM tenant_shards WHERE tenant_id = ?')
-      .bind(tenant_id)
-      .first<{ shard: number }>()
-  )?.shard;
-
-/** Everything of the tenant on `shard`: its rows, its staging, its quota row and its mark. */
-async function leftOn(shard: number, tenant_id: string): Promise<number> {
-  let n = await tenantRowsOn(shard, tenant_id);
-  for (const t of ['tenant_imports', 'tenant_import_principals', 'tenant_imports_unrecorded'])
-    n += await count(shard, `SELECT count(*) AS n FROM ${t} WHERE tenant_id = ?`, tenant_id);
-  return n;
-}
 
 const abortHttp = (tenant_id: string, shard: number | string) =>
   call('POST', `/v1/tenants/import/${tenant_id}/abort?shard=${shard}`, { key: ADMIN_TOKEN });
@@ -118,7 +98,7 @@ async function stagedTenant(prefix: string, upTo: 'half' | 'all') {
     /injected/,
   );
   expect(
-    await count(e.to, 'SELECT rows_done AS n FROM tenant_imports WHERE tenant_id = ?', e.s.tenant_id),
+    await countOn(e.to, 'SELECT rows_done AS n FROM tenant_imports WHERE tenant_id = ?', e.s.tenant_id),
   ).toBe(upTo === 'half' ? 8 : e.rows.length);
   expect(await tenantRowsOn(e.to, e.s.tenant_id)).toBeGreaterThan(0);
   return e;
@@ -172,7 +152,7 @@ describe('aborting a staged import', () => {
       .bind(s.tenant_id, archive)
       .run();
     const marks = () =>
-      count(to, 'SELECT count(*) AS n FROM blob_archives_unindexed WHERE archive_sha256 = ?', archive);
+      countOn(to, 'SELECT count(*) AS n FROM blob_archives_unindexed WHERE archive_sha256 = ?', archive);
     expect(await marks()).toBe(1);
     const staged = await leftOn(to, s.tenant_id);
     await expect(abortImport(dying, to, s.tenant_id, Date.now(), noLog, { chunk_rows: 2 })).rejects.toThrow(
@@ -181,7 +161,7 @@ describe('aborting a staged import', () => {
     // Two batches of two rows went; the mark says aborting.
     for (const table of ['receipts', 'receipt_signatures', 'approvals'])
       expect(
-        await count(to, `SELECT count(*) AS n FROM ${table} WHERE tenant_id = ?`, s.tenant_id),
+        await countOn(to, `SELECT count(*) AS n FROM ${table} WHERE tenant_id = ?`, s.tenant_id),
       ).toBeGreaterThan(0);
     expect(await leftOn(to, s.tenant_id)).toBe(staged - 4);
     const state = await shardD1(to)
@@ -212,9 +192,9 @@ describe('aborting a staged import', () => {
     expect(done.status).toBe(200);
     expect(done.body).toMatchObject({ tenant_id: s.tenant_id, shard: to, aborted: true });
     expect(await leftOn(to, s.tenant_id)).toBe(0);
-    expect(await count(to, 'SELECT count(*) AS n FROM tenant_quotas WHERE tenant_id = ?', s.tenant_id)).toBe(
-      0,
-    );
+    expect(
+      await countOn(to, 'SELECT count(*) AS n FROM tenant_quotas WHERE tenant_id = ?', s.tenant_id),
+    ).toBe(0);
     expect((await abortHttp(s.tenant_id, to)).status).toBe(404);
     expect(calls.n).toBe(3);
     expect(await marks()).toBe(0);
@@ -273,7 +253,7 @@ describe('the append-only tables', () => {
       ['approvals', /approval_immutable/],
     ];
     const rowsOf = async (table: string) =>
-      count(from, `SELECT count(*) AS n FROM ${table} WHERE tenant_id = ?`, t);
+      countOn(from, `SELECT count(*) AS n FROM ${table} WHERE tenant_id = ?`, t);
     const tryDeletes = async () => {
       for (const [table, message] of guarded) {
         const n = await rowsOf(table);
@@ -311,12 +291,14 @@ describe('the append-only tables', () => {
 
   it('refuse deletes of a staged import that is not aborting', async () => {
     const { s, to } = await stagedTenant('append-staged', 'all');
-    const n = await count(to, 'SELECT count(*) AS n FROM receipts WHERE tenant_id = ?', s.tenant_id);
+    const n = await countOn(to, 'SELECT count(*) AS n FROM receipts WHERE tenant_id = ?', s.tenant_id);
     expect(n).toBeGreaterThan(0);
     await expect(
       shardD1(to).prepare('DELETE FROM receipts WHERE tenant_id = ?').bind(s.tenant_id).run(),
     ).rejects.toThrow(/receipt_immutable/);
-    expect(await count(to, 'SELECT count(*) AS n FROM receipts WHERE tenant_id = ?', s.tenant_id)).toBe(n);
+    expect(await countOn(to, 'SELECT count(*) AS n FROM receipts WHERE tenant_id = ?', s.tenant_id)).toBe(
+      n,
+    );
   });
 });
 
@@ -375,7 +357,7 @@ describe('an import whose directory write failed after it went live', () => {
     expect((await call('GET', '/v1/policy', { key: admin })).status).toBe(200);
     // The old copy is frozen, its keys fail; the re-keying window is closed.
     expect(
-      await count(
+      await countOn(
         from,
         'SELECT count(*) AS n FROM principals WHERE tenant_id = ? AND revoked_at_unix_ms IS NULL',
         s.tenant_id,
@@ -383,7 +365,11 @@ describe('an import whose directory write failed after it went live', () => {
     ).toBe(0);
     expect((await call('GET', '/v1/policy', { key: s.admin.api_key })).status).toBe(401);
     expect(
-      await count(to, 'SELECT count(*) AS n FROM tenant_imports_unrecorded WHERE tenant_id = ?', s.tenant_id),
+      await countOn(
+        to,
+        'SELECT count(*) AS n FROM tenant_imports_unrecorded WHERE tenant_id = ?',
+        s.tenant_id,
+      ),
     ).toBe(0);
 
     // Once the directory points at the target, the same file is refused and changes nothing.
@@ -396,7 +382,11 @@ describe('an import whose directory write failed after it went live', () => {
     const { s, text, to } = await exported('rekey-none');
     expect((await importHttp(to, text)).status).toBe(201);
     expect(
-      await count(to, 'SELECT count(*) AS n FROM tenant_imports_unrecorded WHERE tenant_id = ?', s.tenant_id),
+      await countOn(
+        to,
+        'SELECT count(*) AS n FROM tenant_imports_unrecorded WHERE tenant_id = ?',
+        s.tenant_id,
+      ),
     ).toBe(0);
     const port = tenantMovePort(env);
     expect(await port.beginRekey(to, s.tenant_id, sha256HexOfText(text), Date.now())).toBe('none');

@@ -17,37 +17,24 @@ import type { TenantMovePort } from '../../../src/services/ports.js';
 import { MAX_IMPORT_BYTES, exportTenantText } from '../../../src/services/tenant-moves.js';
 import {
   ADMIN_TOKEN,
-  BASE,
-  READ_INPUT,
   authorize,
+  BASE,
   call,
+  countOn,
   createRun,
-  exportTenant,
+  directoryShard,
+  tenantRowsOn,
+  READ_INPUT,
   seedTenant,
   shardD1,
   shardOf,
-  tenantRowsOn,
   workerFetch,
+  exportTenant,
 } from './harness.js';
 
 const encode = (text: string) => new TextEncoder().encode(text);
 const noLog = () => undefined;
 const OCTETS = { 'content-type': 'application/octet-stream' };
-
-async function count(shard: number, sqlText: string, ...args: unknown[]): Promise<number> {
-  const r = await shardD1(shard)
-    .prepare(sqlText)
-    .bind(...args)
-    .first<{ n: number }>();
-  return r?.n ?? 0;
-}
-
-const directoryShard = async (tenant_id: string) =>
-  (
-    await env.DB.prepare('SELECT shard FROM tenant_shards WHERE tenant_id = ?')
-      .bind(tenant_id)
-      .first<{ shard: number }>()
-  )?.shard;
 
 /** A tenant with three authorization receipts (and their signatures), exported frozen. */
 async function exportedTenant(prefix: string) {
@@ -116,9 +103,11 @@ function failingPort(failAt: number) {
 
 async function nothingWritten(to: number, tenant_id: string) {
   expect(await tenantRowsOn(to, tenant_id)).toBe(0);
-  expect(await count(to, 'SELECT count(*) AS n FROM tenant_imports WHERE tenant_id = ?', tenant_id)).toBe(0);
+  expect(await countOn(to, 'SELECT count(*) AS n FROM tenant_imports WHERE tenant_id = ?', tenant_id)).toBe(
+    0,
+  );
   expect(
-    await count(to, 'SELECT count(*) AS n FROM tenant_import_principals WHERE tenant_id = ?', tenant_id),
+    await countOn(to, 'SELECT count(*) AS n FROM tenant_import_principals WHERE tenant_id = ?', tenant_id),
   ).toBe(0);
 }
 
@@ -338,9 +327,11 @@ describe('an uploaded export is written in budgeted, resumable calls', () => {
       importUpload(failing.port, store, to, id, Date.now(), noLog, { chunk_rows }),
     ).rejects.toThrow(/injected failure/);
     expect(
-      await count(to, 'SELECT rows_done AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id),
+      await countOn(to, 'SELECT rows_done AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id),
     ).toBe(3);
-    expect(await count(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(0);
+    expect(await countOn(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(
+      0,
+    );
     expect(await directoryShard(s.tenant_id)).toBe(from);
     // A call with a budget of two chunks: resumes at row 3, writes two chunks, says so.
     const partial = await importUpload(tenantMovePort(env), store, to, id, Date.now(), noLog, {
@@ -355,14 +346,16 @@ describe('an uploaded export is written in budgeted, resumable calls', () => {
       rows_total: lines,
       chunks: 2,
     });
-    expect(await count(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(0);
+    expect(await countOn(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(
+      0,
+    );
     // Over HTTP, the default budget: finishes.
     const done = await importCall(id, to);
     expect(done.status).toBe(201);
     expect(await tenantRowsOn(to, s.tenant_id)).toBe(lines);
-    expect(await count(to, 'SELECT count(*) AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id)).toBe(
-      0,
-    );
+    expect(
+      await countOn(to, 'SELECT count(*) AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id),
+    ).toBe(0);
     const keys = done.body.keys as { principal_id: string; api_key: string }[];
     const admin = keys.find((k) => k.principal_id === s.admin.principal_id)?.api_key as string;
     for (const sha of receipts)
@@ -426,7 +419,9 @@ describe('an uploaded export is written in budgeted, resumable calls', () => {
     await env.BLOBS.put(`imports/uploads/${id}`, `${rows.join('\n')}\n`);
     const r = await importCall(id, to);
     expect(r.status).toBe(500);
-    expect(await count(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(0);
+    expect(await countOn(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(
+      0,
+    );
     expect(await directoryShard(s.tenant_id)).toBe(from);
     expect(await tenantRowsOn(to, 'ten-someone-else')).toBe(0);
   });

@@ -7,54 +7,33 @@
  */
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
-import { canonicalize, digestOf, sha256Hex } from '../../../src/core/canonical/canonical.js';
+import { canonicalize, sha256Hex } from '../../../src/core/canonical/canonical.js';
 import { apiKeyDigest } from '../../../src/core/identity/identity.js';
 import { decodeReceipt } from '../../../src/db/receipts.js';
 import { importUploadStore, tenantMovePort } from '../../../src/platform/bindings.js';
 import { IMPORT_PART_MIN_BYTES, importUpload } from '../../../src/services/import-uploads.js';
 import type { TenantMovePort } from '../../../src/services/ports.js';
 import { textSource, verifySource } from '../../../src/services/tenant-moves.js';
-import type { Seeded } from '../../../scripts/seed.js';
 import {
   ADMIN_TOKEN,
-  READ_INPUT,
   approvedApproval,
   authorize,
   call,
+  countOn,
   createRun,
-  exportTenant,
+  directoryShard,
+  leftOn,
+  tenantRowsOn,
+  READ_INPUT,
   seedTenant,
   shardD1,
   shardOf,
-  tenantRowsOn,
+  exportTenant,
 } from './harness.js';
+import { type Row, operation, reconciliation, toText } from './older-rows.js';
 
-type Row = Record<string, string | number | null>;
 const noLog = () => undefined;
 const encode = (text: string) => new TextEncoder().encode(text);
-
-async function count(shard: number, sqlText: string, ...args: unknown[]): Promise<number> {
-  const r = await shardD1(shard)
-    .prepare(sqlText)
-    .bind(...args)
-    .first<{ n: number }>();
-  return r?.n ?? 0;
-}
-
-const directoryShard = async (tenant_id: string) =>
-  (
-    await env.DB.prepare('SELECT shard FROM tenant_shards WHERE tenant_id = ?')
-      .bind(tenant_id)
-      .first<{ shard: number }>()
-  )?.shard;
-
-/** Everything of the tenant on `shard`: its rows, its staging, its quota row and its marks. */
-async function leftOn(shard: number, tenant_id: string): Promise<number> {
-  let n = await tenantRowsOn(shard, tenant_id);
-  for (const t of ['tenant_imports', 'tenant_import_principals', 'tenant_imports_unrecorded'])
-    n += await count(shard, `SELECT count(*) AS n FROM ${t} WHERE tenant_id = ?`, tenant_id);
-  return n;
-}
 
 const liveKeyDigests = async (shard: number, tenant_id: string) =>
   (
@@ -152,7 +131,7 @@ describe('an upload import stopped at its chunk budget, then aborted', () => {
     const again = await importUpload(tenantMovePort(env), store, to, id, Date.now(), noLog, step);
     expect(again).toMatchObject({ status: 'in_progress', rows_done: 6, rows_total: lines });
     expect(
-      await count(to, 'SELECT rows_done AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id),
+      await countOn(to, 'SELECT rows_done AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id),
     ).toBe(6);
     const done = await importCall(id, to);
     expect(done.status).toBe(201);
@@ -211,53 +190,6 @@ describe('an upload import stopped at its chunk budget, then aborted', () => {
 
 // ---------------------------------------------------------------------------------------------
 // An older export (as older-exports.test.ts builds it) imported from an upload in many calls
-
-function reconciliation(s: Seeded, operation_id: string, at: number, nonce: number): Row {
-  const body = {
-    kind: 'reconciliation',
-    operation_id,
-    tenant_id: s.tenant_id,
-    principal_id: s.executor.principal_id,
-    nonce,
-  };
-  return {
-    tenant_id: s.tenant_id,
-    sha256: digestOf(body),
-    kind: 'reconciliation',
-    receipt: canonicalize({ body, sha256: digestOf(body) }),
-    evidence: null,
-    outcome: 'succeeded',
-    principal_id: s.executor.principal_id,
-    created_at_unix_ms: at,
-    observation_id: null,
-    observation_raw_sha256: null,
-    observation_claim: null,
-    receipt_encoding: 1,
-    evidence_sha256: null,
-    evidence_bytes: null,
-  };
-}
-
-function operation(s: Seeded, operation_id: string, state: string, settled: string | null): Row {
-  return {
-    operation_id,
-    tenant_id: s.tenant_id,
-    tool_contract_sha256: s.rollback_contract_sha256,
-    idempotency_key: `key-${operation_id}`,
-    input_sha256: '0'.repeat(64),
-    state,
-    authorization_receipt_sha256: 'a'.repeat(64),
-    execution_receipt_sha256: null,
-    reconciliation_owner: null,
-    reconciliation_deadline_unix_ms: null,
-    escalated_at_unix_ms: null,
-    updated_at_unix_ms: 1_700_000_000_000,
-    reconciliation_receipt_sha256: settled,
-  };
-}
-
-const toText = (rows: readonly { table: string; row: Row }[]) =>
-  rows.map((r) => `${canonicalize({ row: r.row, table: r.table })}\n`).join('');
 
 /** The full rows (as after every migration), and the file without the migrations' columns. */
 async function olderExport(prefix: string) {
@@ -383,7 +315,7 @@ describe('an import begun from an upload and finished from a request body (stagi
     // The upload is deleted; its staged import is not (the abort route is the way to remove it).
     expect((await deleteUpload(id)).status).toBe(200);
     expect(
-      await count(to, 'SELECT rows_done AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id),
+      await countOn(to, 'SELECT rows_done AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id),
     ).toBe(firstOperation);
     const whole = await call('POST', `/v1/tenants/import?shard=${to}`, {
       key: ADMIN_TOKEN,
@@ -484,7 +416,7 @@ describe('an upload import whose directory write failed after it went live', () 
     const admin = keys.find((k) => k.principal_id === s.admin.principal_id)?.api_key as string;
     expect((await call('GET', '/v1/policy', { key: admin })).status).toBe(200);
     expect(
-      await count(
+      await countOn(
         from,
         'SELECT count(*) AS n FROM principals WHERE tenant_id = ? AND revoked_at_unix_ms IS NULL',
         s.tenant_id,
@@ -492,7 +424,11 @@ describe('an upload import whose directory write failed after it went live', () 
     ).toBe(0);
     expect((await call('GET', '/v1/policy', { key: s.admin.api_key })).status).toBe(401);
     expect(
-      await count(to, 'SELECT count(*) AS n FROM tenant_imports_unrecorded WHERE tenant_id = ?', s.tenant_id),
+      await countOn(
+        to,
+        'SELECT count(*) AS n FROM tenant_imports_unrecorded WHERE tenant_id = ?',
+        s.tenant_id,
+      ),
     ).toBe(0);
     // Recorded: the same upload again is refused and changes nothing.
     expect((await importCall(id, to)).status).toBe(409);
@@ -547,7 +483,9 @@ describe('an upload whose object is replaced after it was completed', () => {
     expect(during).toBe('refused');
     expect(after.status).toBe(500);
     expect(await directoryShard(s.tenant_id)).toBe(from);
-    expect(await count(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(0);
+    expect(await countOn(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(
+      0,
+    );
     // The way out: abort the staged import, delete the upload, upload the file again.
     expect((await abortHttp(s.tenant_id, to)).status).toBe(200);
     expect((await deleteUpload(id)).status).toBe(200);

@@ -8,12 +8,12 @@
 import { env } from 'cloudflare:workers';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { canonicalize, digestOf } from '../../../src/core/canonical/canonical.js';
+import { canonicalize } from '../../../src/core/canonical/canonical.js';
 import { decodeReceipt } from '../../../src/db/receipts.js';
 import { tenantMovePort } from '../../../src/platform/bindings.js';
 import type { TenantMovePort, TenantRow } from '../../../src/services/ports.js';
 import { MIGRATED_COLUMNS, importTenant, rowsToWrite } from '../../../src/services/tenant-moves.js';
-import type { Seeded } from '../../../scripts/seed.js';
+import { type Row, operation, reconciliation, toText } from './older-rows.js';
 import {
   READ_INPUT,
   approvedApproval,
@@ -25,61 +25,12 @@ import {
   shardOf,
 } from './harness.js';
 
-type Row = Record<string, string | number | null>;
 const noLog = () => undefined;
-const toText = (rows: readonly { table: string; row: Row }[]) =>
-  rows.map((r) => `${canonicalize({ row: r.row, table: r.table })}\n`).join('');
 const parse = (text: string) =>
   text
     .trimEnd()
     .split('\n')
     .map((l) => JSON.parse(l) as { table: string; row: Row });
-
-/** A stored reconciliation receipt row (encoding 1, `{sha256, body}`) for `operation_id`. */
-function reconciliation(s: Seeded, operation_id: unknown, at: number, nonce: number): Row {
-  const body = {
-    kind: 'reconciliation',
-    operation_id,
-    tenant_id: s.tenant_id,
-    principal_id: s.executor.principal_id,
-    nonce,
-  };
-  const sha256 = digestOf(body);
-  return {
-    tenant_id: s.tenant_id,
-    sha256,
-    kind: 'reconciliation',
-    receipt: canonicalize({ body, sha256 }),
-    evidence: null,
-    outcome: 'succeeded',
-    principal_id: s.executor.principal_id,
-    created_at_unix_ms: at,
-    observation_id: null,
-    observation_raw_sha256: null,
-    observation_claim: null,
-    receipt_encoding: 1,
-    evidence_sha256: null,
-    evidence_bytes: null,
-  };
-}
-
-function operation(s: Seeded, operation_id: string, state: string, settled: string | null): Row {
-  return {
-    operation_id,
-    tenant_id: s.tenant_id,
-    tool_contract_sha256: s.rollback_contract_sha256,
-    idempotency_key: `key-${operation_id}`,
-    input_sha256: '0'.repeat(64),
-    state,
-    authorization_receipt_sha256: 'a'.repeat(64),
-    execution_receipt_sha256: null,
-    reconciliation_owner: null,
-    reconciliation_deadline_unix_ms: null,
-    escalated_at_unix_ms: null,
-    updated_at_unix_ms: 1_700_000_000_000,
-    reconciliation_receipt_sha256: settled,
-  };
-}
 
 /**
  * A real tenant's export (receipts, signatures, an approval, runs), shaped as a database from

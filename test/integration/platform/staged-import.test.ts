@@ -15,31 +15,18 @@ import { importTenant } from '../../../src/services/tenant-moves.js';
 import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
 import {
   ADMIN_TOKEN,
-  READ_INPUT,
   authorize,
   call,
+  countOn,
   createRun,
-  exportTenant,
+  directoryShard,
+  tenantRowsOn,
+  READ_INPUT,
   seedTenant,
   shardD1,
   shardOf,
-  tenantRowsOn,
+  exportTenant,
 } from './harness.js';
-
-async function count(shard: number, sqlText: string, ...args: unknown[]): Promise<number> {
-  const r = await shardD1(shard)
-    .prepare(sqlText)
-    .bind(...args)
-    .first<{ n: number }>();
-  return r?.n ?? 0;
-}
-
-const directoryShard = async (tenant_id: string) =>
-  (
-    await env.DB.prepare('SELECT shard FROM tenant_shards WHERE tenant_id = ?')
-      .bind(tenant_id)
-      .first<{ shard: number }>()
-  )?.shard;
 
 /** A tenant with three runs and three authorization receipts (and their signatures). */
 async function biggerTenant(prefix: string) {
@@ -92,11 +79,15 @@ describe('an import larger than one batch', () => {
     expect(fields).toMatchObject({ chunks: seen.chunks, resumed_at_row: 0 });
     expect(await tenantRowsOn(to, s.tenant_id)).toBe(lines);
     // Nothing staged is left behind.
-    expect(await count(to, 'SELECT count(*) AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id)).toBe(
-      0,
-    );
     expect(
-      await count(to, 'SELECT count(*) AS n FROM tenant_import_principals WHERE tenant_id = ?', s.tenant_id),
+      await countOn(to, 'SELECT count(*) AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id),
+    ).toBe(0);
+    expect(
+      await countOn(
+        to,
+        'SELECT count(*) AS n FROM tenant_import_principals WHERE tenant_id = ?',
+        s.tenant_id,
+      ),
     ).toBe(0);
     const admin = imported.keys.find((k) => k.principal_id === s.admin.principal_id)?.api_key as string;
     for (const sha of receipts)
@@ -118,9 +109,11 @@ describe('an import larger than one batch', () => {
     // Invisible: the directory still names the old shard, no principal of it exists on the
     // target (so no key can authenticate there), and retention does not see it.
     expect(await directoryShard(s.tenant_id)).toBe(from);
-    expect(await count(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(0);
+    expect(await countOn(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(
+      0,
+    );
     expect(
-      await count(to, 'SELECT rows_done AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id),
+      await countOn(to, 'SELECT rows_done AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id),
     ).toBe((middle - 1) * chunk_rows);
     const windows = await d1PlatformStore(database({ DB: shardD1(to) })).retentionWindows(null, 10_000);
     expect(windows.map((w) => w.tenant_id)).not.toContain(s.tenant_id);
@@ -140,9 +133,9 @@ describe('an import larger than one batch', () => {
     });
     expect(retry.status).toBe(201);
     expect(await tenantRowsOn(to, s.tenant_id)).toBe(lines);
-    expect(await count(to, 'SELECT count(*) AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id)).toBe(
-      0,
-    );
+    expect(
+      await countOn(to, 'SELECT count(*) AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id),
+    ).toBe(0);
     const keys = retry.body.keys as { principal_id: string; api_key: string }[];
     const admin = keys.find((k) => k.principal_id === s.admin.principal_id)?.api_key as string;
     for (const sha of receipts)
@@ -192,7 +185,9 @@ describe('a staged batch commits only against the progress it was cut for', () =
       ]),
     ).toBe('moved');
     expect(await tenantRowsOn(to, s.tenant_id)).toBe(before);
-    expect(await count(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(0);
+    expect(await countOn(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(
+      0,
+    );
   });
 
   it('a flip with a live principal never keyed fails whole: nothing goes live', async () => {
@@ -216,10 +211,12 @@ describe('a staged batch commits only against the progress it was cut for', () =
     if (quota === undefined) throw new Error('no quota row');
     // The staged principals have no key digest: copying them into `principals` fails the batch.
     await expect(port.goLive(to, staged, quota, Date.now())).rejects.toThrow();
-    expect(await count(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(0);
-    expect(await count(to, 'SELECT count(*) AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id)).toBe(
-      1,
+    expect(await countOn(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(
+      0,
     );
+    expect(
+      await countOn(to, 'SELECT count(*) AS n FROM tenant_imports WHERE tenant_id = ?', s.tenant_id),
+    ).toBe(1);
     // The old keys do not reach the staged copy (they name the other shard, and were frozen).
     expect((await call('GET', '/v1/policy', { key: s.admin.api_key })).status).toBe(401);
   });

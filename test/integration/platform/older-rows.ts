@@ -1,0 +1,58 @@
+/**
+ * Rows of an older export for the tests of moving one (older-exports.test.ts,
+ * move-interactions.test.ts): a stored reconciliation receipt (encoding 1) and an operation row,
+ * as migrations/0009's back-fill reads them, and the file's text.
+ */
+import { canonicalize, digestOf } from '../../../src/core/canonical/canonical.js';
+import type { Seeded } from '../../../scripts/seed.js';
+
+export type Row = Record<string, string | number | null>;
+
+export const toText = (rows: readonly { table: string; row: Row }[]) =>
+  rows.map((r) => `${canonicalize({ row: r.row, table: r.table })}\n`).join('');
+
+/** A stored reconciliation receipt row (encoding 1, `{sha256, body}`) for `operation_id`. */
+export function reconciliation(s: Seeded, operation_id: unknown, at: number, nonce: number): Row {
+  const body = {
+    kind: 'reconciliation',
+    operation_id,
+    tenant_id: s.tenant_id,
+    principal_id: s.executor.principal_id,
+    nonce,
+  };
+  const sha256 = digestOf(body);
+  return {
+    tenant_id: s.tenant_id,
+    sha256,
+    kind: 'reconciliation',
+    receipt: canonicalize({ body, sha256 }),
+    evidence: null,
+    outcome: 'succeeded',
+    principal_id: s.executor.principal_id,
+    created_at_unix_ms: at,
+    observation_id: null,
+    observation_raw_sha256: null,
+    observation_claim: null,
+    receipt_encoding: 1,
+    evidence_sha256: null,
+    evidence_bytes: null,
+  };
+}
+
+export function operation(s: Seeded, operation_id: string, state: string, settled: string | null): Row {
+  return {
+    operation_id,
+    tenant_id: s.tenant_id,
+    tool_contract_sha256: s.rollback_contract_sha256,
+    idempotency_key: `key-${operation_id}`,
+    input_sha256: '0'.repeat(64),
+    state,
+    authorization_receipt_sha256: 'a'.repeat(64),
+    execution_receipt_sha256: null,
+    reconciliation_owner: null,
+    reconciliation_deadline_unix_ms: null,
+    escalated_at_unix_ms: null,
+    updated_at_unix_ms: 1_700_000_000_000,
+    reconciliation_receipt_sha256: settled,
+  };
+}
