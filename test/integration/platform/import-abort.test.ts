@@ -296,9 +296,7 @@ describe('the append-only tables', () => {
     await expect(
       shardD1(to).prepare('DELETE FROM receipts WHERE tenant_id = ?').bind(s.tenant_id).run(),
     ).rejects.toThrow(/receipt_immutable/);
-    expect(await countOn(to, 'SELECT count(*) AS n FROM receipts WHERE tenant_id = ?', s.tenant_id)).toBe(
-      n,
-    );
+    expect(await countOn(to, 'SELECT count(*) AS n FROM receipts WHERE tenant_id = ?', s.tenant_id)).toBe(n);
   });
 });
 
