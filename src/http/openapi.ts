@@ -339,6 +339,14 @@ const TenantImported = z.strictObject({
 const UploadId = z.string().regex(/^[0-9a-f]{32}$/);
 const Sha256Hex = z.string().regex(/^[0-9a-f]{64}$/);
 
+/** `?shard=N` of the import routes: the shard to write the tenant on. */
+const TargetShardQuery = z.strictObject({
+  shard: z
+    .string()
+    .regex(/^[0-9]+$/)
+    .describe('the target shard'),
+});
+
 export const ROUTES: readonly RouteDoc[] = [
   {
     method: 'get',
@@ -387,12 +395,7 @@ export const ROUTES: readonly RouteDoc[] = [
     path: '/v1/tenants/import',
     summary: 'import an exported tenant onto a shard, re-keyed (every receipt digest re-verified)',
     auth: 'platform_admin',
-    query: z.strictObject({
-      shard: z
-        .string()
-        .regex(/^[0-9]+$/)
-        .describe('the target shard'),
-    }),
+    query: TargetShardQuery,
     body: z.string().describe('the export: canonical JSON lines'),
     bodyMediaType: 'application/x-ndjson',
     responses: {
@@ -483,12 +486,7 @@ export const ROUTES: readonly RouteDoc[] = [
     path: '/v1/tenants/import-uploads/{upload_id}/import',
     summary: 'import an uploaded export onto a shard, verified whole first; call again until 201',
     auth: 'platform_admin',
-    query: z.strictObject({
-      shard: z
-        .string()
-        .regex(/^[0-9]+$/)
-        .describe('the target shard'),
-    }),
+    query: TargetShardQuery,
     body: z.strictObject({}),
     bodyOptional: true,
     responses: {

@@ -49,12 +49,8 @@ export interface AppendedBatch {
   readonly checkpointBody: string;
 }
 
-export interface SequencedBatch {
-  readonly state: LogState;
-  readonly leafHashes: readonly Uint8Array[];
-  /** Every tile whose content is new (full ones completed, partial ones of the new size). */
-  readonly tiles: readonly Tile[];
-  readonly bundles: readonly EntryBundle[];
+/** An appended batch with its checkpoint signed. */
+export interface SequencedBatch extends Omit<AppendedBatch, 'checkpointBody'> {
   /** The signed checkpoint (C2SP signed note) of the new size. */
   readonly checkpoint: string;
 }

@@ -200,6 +200,42 @@ export async function tenantRowsOn(shard: number, tenant_id: string): Promise<nu
   return n;
 }
 
+/** A seeded tenant with three authorized calls, exported frozen: the file, its receipts, its line count. */
+export async function exportedTenant(prefix: string) {
+  const s = await seedTenant(prefix);
+  const receipts: string[] = [];
+  for (let i = 0; i < 3; i++) {
+    const r = await authorize(s, {
+      tool_contract_sha256: s.read_contract_sha256,
+      input: READ_INPUT,
+      run_id: await createRun(s),
+    });
+    expect(r.status).toBe(200);
+    receipts.push(r.body.receipt.sha256 as string);
+  }
+  const { status, text } = await exportTenant(s.tenant_id, true);
+  expect(status).toBe(200);
+  return { s, receipts, text, lines: text.split('\n').length - 1 };
+}
+
+/**
+ * A move from `from` to `to` recorded: the old copy has no live principal (its admin's old key is a
+ * 401) and no re-keying window is left open on the target.
+ */
+export async function expectMoveRecorded(s: Seeded, from: number, to: number): Promise<void> {
+  expect(
+    await countOn(
+      from,
+      'SELECT count(*) AS n FROM principals WHERE tenant_id = ? AND revoked_at_unix_ms IS NULL',
+      s.tenant_id,
+    ),
+  ).toBe(0);
+  expect((await call('GET', '/v1/policy', { key: s.admin.api_key })).status).toBe(401);
+  expect(
+    await countOn(to, 'SELECT count(*) AS n FROM tenant_imports_unrecorded WHERE tenant_id = ?', s.tenant_id),
+  ).toBe(0);
+}
+
 /** `POST /v1/tenants/{id}/export` as the platform admin: the status and the JSON lines as text. */
 /** The number a `SELECT ... AS n` query answers on `shard` (0 when it returns no row). */
 export async function countOn(shard: number, sqlText: string, ...args: unknown[]): Promise<number> {

@@ -17,42 +17,22 @@ import type { TenantMovePort } from '../../../src/services/ports.js';
 import { MAX_IMPORT_BYTES, exportTenantText } from '../../../src/services/tenant-moves.js';
 import {
   ADMIN_TOKEN,
-  authorize,
   BASE,
   call,
   countOn,
-  createRun,
   directoryShard,
   tenantRowsOn,
-  READ_INPUT,
   seedTenant,
   shardD1,
   shardOf,
   workerFetch,
   exportTenant,
+  exportedTenant,
 } from './harness.js';
 
 const encode = (text: string) => new TextEncoder().encode(text);
 const noLog = () => undefined;
 const OCTETS = { 'content-type': 'application/octet-stream' };
-
-/** A tenant with three authorization receipts (and their signatures), exported frozen. */
-async function exportedTenant(prefix: string) {
-  const s = await seedTenant(prefix);
-  const receipts: string[] = [];
-  for (let i = 0; i < 3; i++) {
-    const r = await authorize(s, {
-      tool_contract_sha256: s.read_contract_sha256,
-      input: READ_INPUT,
-      run_id: await createRun(s),
-    });
-    expect(r.status).toBe(200);
-    receipts.push(r.body.receipt.sha256 as string);
-  }
-  const { status, text } = await exportTenant(s.tenant_id, true);
-  expect(status).toBe(200);
-  return { s, receipts, text, lines: text.split('\n').length - 1 };
-}
 
 const createUpload = async () => {
   const r = await call('POST', '/v1/tenants/import-uploads', { key: ADMIN_TOKEN });

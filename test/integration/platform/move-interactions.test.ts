@@ -9,7 +9,6 @@ import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { canonicalize, sha256Hex } from '../../../src/core/canonical/canonical.js';
 import { apiKeyDigest } from '../../../src/core/identity/identity.js';
-import { decodeReceipt } from '../../../src/db/receipts.js';
 import { importUploadStore, tenantMovePort } from '../../../src/platform/bindings.js';
 import { IMPORT_PART_MIN_BYTES, importUpload } from '../../../src/services/import-uploads.js';
 import type { TenantMovePort } from '../../../src/services/ports.js';
@@ -29,8 +28,9 @@ import {
   shardD1,
   shardOf,
   exportTenant,
+  expectMoveRecorded,
 } from './harness.js';
-import { type Row, operation, reconciliation, toText } from './older-rows.js';
+import { type Row, asStoredBefore0004, operation, reconciliation, toText } from './older-rows.js';
 
 const noLog = () => undefined;
 const encode = (text: string) => new TextEncoder().encode(text);
@@ -198,31 +198,7 @@ async function olderExport(prefix: string) {
     .trimEnd()
     .split('\n')
     .map((l) => JSON.parse(l) as { table: string; row: Row })
-    .map(({ table, row }) => {
-      if (table === 'receipts') {
-        const receipt = decodeReceipt({
-          tenant_id: String(row.tenant_id),
-          sha256: String(row.sha256),
-          principal_id: row.principal_id as string | null,
-          receipt: String(row.receipt),
-          receipt_encoding: Number(row.receipt_encoding),
-        });
-        return { table, row: { ...row, receipt: canonicalize(receipt), receipt_encoding: 1 } };
-      }
-      if (table === 'approvals')
-        return {
-          table,
-          row: {
-            ...row,
-            first_approved_by: null,
-            first_approved_at_unix_ms: null,
-            first_approval_lifetime_ms: null,
-            idempotency_key: null,
-          },
-        };
-      if (table === 'tenant_quotas') return { table, row: { ...row, receipt_retention_days: 90 } };
-      return { table, row };
-    });
+    .map(asStoredBefore0004);
   // Reconciliations spread over the receipts (so resumed calls start before, between and after
   // them): op-1 settled by the earlier of two, op-3 reconciled without one, op-2 not reconciled.
   const op = (n: number) => `${prefix}-op-${n}`;
@@ -415,21 +391,7 @@ describe('an upload import whose directory write failed after it went live', () 
     expect(keys.map((k) => apiKeyDigest(k.api_key)).sort()).toEqual([...now].sort());
     const admin = keys.find((k) => k.principal_id === s.admin.principal_id)?.api_key as string;
     expect((await call('GET', '/v1/policy', { key: admin })).status).toBe(200);
-    expect(
-      await countOn(
-        from,
-        'SELECT count(*) AS n FROM principals WHERE tenant_id = ? AND revoked_at_unix_ms IS NULL',
-        s.tenant_id,
-      ),
-    ).toBe(0);
-    expect((await call('GET', '/v1/policy', { key: s.admin.api_key })).status).toBe(401);
-    expect(
-      await countOn(
-        to,
-        'SELECT count(*) AS n FROM tenant_imports_unrecorded WHERE tenant_id = ?',
-        s.tenant_id,
-      ),
-    ).toBe(0);
+    await expectMoveRecorded(s, from, to);
     // Recorded: the same upload again is refused and changes nothing.
     expect((await importCall(id, to)).status).toBe(409);
     expect(await liveKeyDigests(to, s.tenant_id)).toEqual(now);

@@ -9,11 +9,10 @@ import { env } from 'cloudflare:workers';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalize } from '../../../src/core/canonical/canonical.js';
-import { decodeReceipt } from '../../../src/db/receipts.js';
 import { tenantMovePort } from '../../../src/platform/bindings.js';
 import type { TenantMovePort, TenantRow } from '../../../src/services/ports.js';
 import { MIGRATED_COLUMNS, importTenant, rowsToWrite } from '../../../src/services/tenant-moves.js';
-import { type Row, operation, reconciliation, toText } from './older-rows.js';
+import { type Row, asStoredBefore0004, operation, reconciliation, toText } from './older-rows.js';
 import {
   READ_INPUT,
   approvedApproval,
@@ -49,32 +48,9 @@ async function fullExport(prefix: string) {
   await approvedApproval(s);
   const e = await exportTenant(s.tenant_id, true);
   expect(e.status).toBe(200);
-  const rows = parse(e.text).map(({ table, row }) => {
-    if (table === 'receipts') {
-      const receipt = decodeReceipt({
-        tenant_id: String(row.tenant_id),
-        sha256: String(row.sha256),
-        principal_id: row.principal_id as string | null,
-        receipt: String(row.receipt),
-        receipt_encoding: Number(row.receipt_encoding),
-      });
-      expect(row.evidence_sha256).toBeNull();
-      return { table, row: { ...row, receipt: canonicalize(receipt), receipt_encoding: 1 } };
-    }
-    if (table === 'approvals')
-      return {
-        table,
-        row: {
-          ...row,
-          first_approved_by: null,
-          first_approved_at_unix_ms: null,
-          first_approval_lifetime_ms: null,
-          idempotency_key: null,
-        },
-      };
-    if (table === 'tenant_quotas') return { table, row: { ...row, receipt_retention_days: 90 } };
-    return { table, row };
-  });
+  const parsed = parse(e.text);
+  for (const { row } of parsed.filter((x) => x.table === 'receipts')) expect(row.evidence_sha256).toBeNull();
+  const rows = parsed.map(asStoredBefore0004);
   expect(rows.some((x) => x.table === 'approvals')).toBe(true);
   // Two reconciliations of op-1 (the earlier one settles it), none of op-3; op-2 is not reconciled.
   // Operation ids are unique across tenants (the tests import several tenants onto one shard).

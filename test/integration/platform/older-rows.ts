@@ -5,6 +5,7 @@
  */
 import { canonicalize, digestOf } from '../../../src/core/canonical/canonical.js';
 import type { Seeded } from '../../../scripts/seed.js';
+import { decodeReceipt } from '../../../src/db/receipts.js';
 
 export type Row = Record<string, string | number | null>;
 
@@ -55,4 +56,34 @@ export function operation(s: Seeded, operation_id: string, state: string, settle
     updated_at_unix_ms: 1_700_000_000_000,
     reconciliation_receipt_sha256: settled,
   };
+}
+
+/**
+ * A row of today's export as a database from before 0004 holds it after migrating: every receipt
+ * wrapped (encoding 1), the 0004/0007 columns at what those migrations wrote.
+ */
+export function asStoredBefore0004({ table, row }: { table: string; row: Row }): { table: string; row: Row } {
+  if (table === 'receipts') {
+    const receipt = decodeReceipt({
+      tenant_id: String(row.tenant_id),
+      sha256: String(row.sha256),
+      principal_id: row.principal_id as string | null,
+      receipt: String(row.receipt),
+      receipt_encoding: Number(row.receipt_encoding),
+    });
+    return { table, row: { ...row, receipt: canonicalize(receipt), receipt_encoding: 1 } };
+  }
+  if (table === 'approvals')
+    return {
+      table,
+      row: {
+        ...row,
+        first_approved_by: null,
+        first_approved_at_unix_ms: null,
+        first_approval_lifetime_ms: null,
+        idempotency_key: null,
+      },
+    };
+  if (table === 'tenant_quotas') return { table, row: { ...row, receipt_retention_days: 90 } };
+  return { table, row };
 }

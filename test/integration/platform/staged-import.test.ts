@@ -15,36 +15,14 @@ import { importTenant } from '../../../src/services/tenant-moves.js';
 import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
 import {
   ADMIN_TOKEN,
-  authorize,
   call,
   countOn,
-  createRun,
   directoryShard,
   tenantRowsOn,
-  READ_INPUT,
-  seedTenant,
   shardD1,
   shardOf,
-  exportTenant,
+  exportedTenant,
 } from './harness.js';
-
-/** A tenant with three runs and three authorization receipts (and their signatures). */
-async function biggerTenant(prefix: string) {
-  const s = await seedTenant(prefix);
-  const receipts: string[] = [];
-  for (let i = 0; i < 3; i++) {
-    const r = await authorize(s, {
-      tool_contract_sha256: s.read_contract_sha256,
-      input: READ_INPUT,
-      run_id: await createRun(s),
-    });
-    expect(r.status).toBe(200);
-    receipts.push(r.body.receipt.sha256 as string);
-  }
-  const { status, text } = await exportTenant(s.tenant_id, true);
-  expect(status).toBe(200);
-  return { s, receipts, text, lines: text.split('\n').length - 1 };
-}
 
 /** The real port, with every chunk call counted and chunk number `failAt` (1-based) failing. */
 function countingPort(failAt: number | null) {
@@ -67,7 +45,7 @@ const noLog = () => undefined;
 
 describe('an import larger than one batch', () => {
   it('is written in several chunks and goes live whole', async () => {
-    const { s, receipts, text, lines } = await biggerTenant('chunked');
+    const { s, receipts, text, lines } = await exportedTenant('chunked');
     const to = 1 - shardOf(s);
     const { port, seen } = countingPort(null);
     const fields: Record<string, unknown> = {};
@@ -96,7 +74,7 @@ describe('an import larger than one batch', () => {
   });
 
   it('that fails in the middle chunk leaves nothing visible, and the same file again finishes it', async () => {
-    const { s, receipts, text, lines } = await biggerTenant('failmid');
+    const { s, receipts, text, lines } = await exportedTenant('failmid');
     const from = shardOf(s);
     const to = 1 - from;
     const chunk_rows = 5;
@@ -151,7 +129,7 @@ describe('an import larger than one batch', () => {
 
 describe('a staged batch commits only against the progress it was cut for', () => {
   it('a chunk cut for stale progress, and a flip before every row is written, write nothing', async () => {
-    const { s, text, lines } = await biggerTenant('guard');
+    const { s, text, lines } = await exportedTenant('guard');
     const to = 1 - shardOf(s);
     const port = tenantMovePort(env);
     const staged = { tenant_id: s.tenant_id, file_sha256: sha256HexOfText(text), rows_total: lines };
@@ -191,7 +169,7 @@ describe('a staged batch commits only against the progress it was cut for', () =
   });
 
   it('a flip with a live principal never keyed fails whole: nothing goes live', async () => {
-    const { s, text, lines } = await biggerTenant('unkeyed');
+    const { s, text, lines } = await exportedTenant('unkeyed');
     const to = 1 - shardOf(s);
     const port = tenantMovePort(env);
     const staged = { tenant_id: s.tenant_id, file_sha256: sha256HexOfText(text), rows_total: lines };
