@@ -6,6 +6,11 @@
  * tiles and entry bundles to R2 (`LOG_TILES`, create-only), signs a checkpoint, and only then
  * commits its new state, leaves and cursor in one storage transaction.
  *
+ * The cursor is a `seq` of one shard's sequence, so it is stored with that shard: a move renumbers
+ * the tenant's rows on its new shard (src/db/tenant-rows.ts), where the old cursor means nothing.
+ * When the directory names another shard than the cursor's, the drain reads that shard's rows of
+ * the tenant from the first, skips those already leaves, and counts on that shard from then on.
+ *
  * Nothing is lost or repeated on eviction or restart: D1 is the queue and the cursor moves only in
  * the transaction that stores the leaves, so a drain cut short is redone from the same cursor, and
  * what it wrote to R2 is rewritten with the same bytes (paths are immutable; `putCreateOnly` checks
@@ -80,7 +85,18 @@ export interface DrainReport {
   readonly more: boolean;
 }
 
-const SCHEMA_VERSION = 1;
+/**
+ * 1: `meta`, `leaf`, `tile`. 2: `meta.shard`, the shard the cursor counts on; NULL in a row
+ * version 1 wrote, which the next drain treats as another shard's cursor (a rescan of the current
+ * shard: safe, and it repairs a log whose cursor a move had carried past unread rows).
+ */
+const SCHEMA_VERSION = 2;
+
+/** Where the drain is: the last `seq` it took on `shard` (null: not known, version 1's rows). */
+interface Position {
+  readonly shard: number | null;
+  readonly cursor: number;
+}
 
 export class LogSequencerObject extends DurableObject<Env> {
   readonly #sql: SqlStorage;
@@ -105,6 +121,16 @@ export class LogSequencerObject extends DurableObject<Env> {
     this.#sql.exec('CREATE TABLE IF NOT EXISTS schema_version (v INTEGER NOT NULL)');
     const v = this.#sql.exec<{ v: number }>('SELECT v FROM schema_version').toArray()[0]?.v ?? 0;
     if (v >= SCHEMA_VERSION) return;
+    // One transaction: an upgrade cut short is redone whole (ALTER TABLE is not repeatable).
+    this.ctx.storage.transactionSync(() => {
+      if (v < 1) this.#createV1();
+      if (v < 2) this.#sql.exec('ALTER TABLE meta ADD COLUMN shard INTEGER');
+      this.#sql.exec('DELETE FROM schema_version');
+      this.#sql.exec('INSERT INTO schema_version (v) VALUES (?)', SCHEMA_VERSION);
+    });
+  }
+
+  #createV1(): void {
     this.#sql.exec(`CREATE TABLE IF NOT EXISTS meta (
       singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
       tenant_id TEXT NOT NULL,
@@ -112,8 +138,8 @@ export class LogSequencerObject extends DurableObject<Env> {
       state BLOB NOT NULL,
       checkpoint TEXT
     )`);
-    // One row per leaf: its receipt (unique: a receipt is logged once), the D1 row it came from,
-    // and its entry bytes (the partial entry bundle is rebuilt from the last ones).
+    // One row per leaf: its receipt (unique: a receipt is logged once), the D1 row it came from
+    // (a `seq` of the shard then read), and its entry bytes (the partial entry bundle is rebuilt from the last ones).
     this.#sql.exec(`CREATE TABLE IF NOT EXISTS leaf (
       idx INTEGER PRIMARY KEY,
       receipt_sha256 TEXT NOT NULL UNIQUE,
@@ -127,8 +153,6 @@ export class LogSequencerObject extends DurableObject<Env> {
       hashes BLOB NOT NULL,
       PRIMARY KEY (level, idx)
     )`);
-    this.#sql.exec('DELETE FROM schema_version');
-    this.#sql.exec('INSERT INTO schema_version (v) VALUES (?)', SCHEMA_VERSION);
   }
 
   // -- RPC ------------------------------------------------------------------------------------
@@ -260,26 +284,34 @@ export class LogSequencerObject extends DurableObject<Env> {
     let appended = 0;
     for (let i = 0; i < batches; i++) {
       const n = await this.#drainOnce(tenant_id, batch);
-      appended += n;
-      if (n < batch) return { appended, size: this.#meta()?.state.size ?? 0, more: false };
+      appended += n.appended;
+      if (n.read < batch) return { appended, size: this.#meta()?.state.size ?? 0, more: false };
     }
     return { appended, size: this.#meta()?.state.size ?? 0, more: true };
   }
 
-  /** One batch: read after the cursor, write tiles and bundles, then commit. Returns the count. */
-  async #drainOnce(tenant_id: string, batch: number): Promise<number> {
+  /**
+   * One batch: read after the cursor, write tiles and bundles, then commit. Returns the rows read
+   * (a full batch: more may follow) and the leaves appended.
+   */
+  async #drainOnce(tenant_id: string, batch: number): Promise<{ read: number; appended: number }> {
     const m = this.#meta();
-    const cursor = m?.cursor ?? 0;
+    const at: Position | null = m === null ? null : { shard: m.shard, cursor: m.cursor };
     const state = m?.state ?? EMPTY_LOG_STATE;
     // The tenant's shard, from the directory at every batch (not cached: a moved tenant's rows
     // live on its new shard). Off the decision path: drains run after the commit.
     const shard = await tenantShard(this.env, tenant_id);
     if (shard === null) throw new Error('log drain: tenant is not in the shard directory');
-    const rows = await tenantStore(this.env, { tenant_id, shard }).signaturesAfter(cursor, batch);
-    if (rows.length === 0) return 0;
+    // A cursor counted on another shard (or on one version 1 did not record) is no position on
+    // this one: a move renumbers the tenant's rows, possibly below it. Read this shard's rows from
+    // the first; those already leaves are skipped below. Bounded like any drain: a batch a read.
+    const after = at !== null && at.shard === shard ? at.cursor : 0;
+    const rows = await tenantStore(this.env, { tenant_id, shard }).signaturesAfter(after, batch);
+    if (rows.length === 0) return { read: 0, appended: 0 };
     // D1's unique index makes a receipt appear once per shard; a receipt already a leaf (a moved
-    // tenant's rows are renumbered on the new shard, src/db/tenant-rows.ts) is skipped rather than
-    // logged twice, and the cursor still moves past it. One statement for the batch, not one a row.
+    // tenant's rows are renumbered on the new shard, src/db/tenant-rows.ts, and read again from
+    // the first) is skipped rather than logged twice, and the cursor still moves past it. One
+    // statement for the batch, not one a row.
     const logged = new Set(
       this.#sql
         .exec<{ receipt_sha256: string }>(
@@ -290,10 +322,10 @@ export class LogSequencerObject extends DurableObject<Env> {
         .map((r) => r.receipt_sha256),
     );
     const fresh = rows.filter((r) => !logged.has(r.receipt_sha256));
-    const lastSeq = rows[rows.length - 1]!.seq;
+    const next: Position = { shard, cursor: rows[rows.length - 1]!.seq };
     if (fresh.length === 0) {
-      this.#commit(tenant_id, cursor, lastSeq, state, m?.checkpoint ?? null, [], []);
-      return rows.length;
+      this.#commit(tenant_id, at, next, state, m?.checkpoint ?? null, [], []);
+      return { read: rows.length, appended: 0 };
     }
     const entries = fresh.map((r) => utf8Encode(r.envelope));
     const pending = this.#pendingEntries(state.size);
@@ -314,28 +346,30 @@ export class LogSequencerObject extends DurableObject<Env> {
     ]);
     const full = b.tiles.filter((t) => t.width === TILE_WIDTH);
     const leaves = fresh.map((r, i) => ({ idx: state.size + i, row: r, entry: entries[i]! }));
-    this.#commit(tenant_id, cursor, lastSeq, b.state, b.checkpoint, leaves, full);
+    this.#commit(tenant_id, at, next, b.state, b.checkpoint, leaves, full);
     const all = [...pending, ...entries];
     this.#pending = { size: b.state.size, entries: all.slice(all.length - (b.state.size % TILE_WIDTH)) };
     // The mutable checkpoint object for C2SP readers of the bucket; the routes use storage.
     await this.env.LOG_TILES.put(`${prefix}checkpoint`, b.checkpoint);
     await deleteSupersededPartials(this.env.LOG_TILES, prefix, supersededPartialPrefixes(b.tiles, b.bundles));
-    return rows.length;
+    return { read: rows.length, appended: fresh.length };
   }
 
   #commit(
     tenant_id: string,
-    expectedCursor: number,
-    cursor: number,
+    expected: Position | null,
+    next: Position,
     state: LogState,
     checkpoint: string | null,
     leaves: readonly { idx: number; row: { seq: number; receipt_sha256: string }; entry: Uint8Array }[],
     tiles: readonly Tile[],
   ): void {
     this.ctx.storage.transactionSync(() => {
-      // Another drain committed since this one read the cursor: abort rather than append twice.
-      const now = this.#cursor() ?? 0;
-      if (now !== expectedCursor) throw new Error('log cursor moved during a drain');
+      // Another drain committed since this one read the cursor (on any shard): abort rather than
+      // append twice.
+      const now = this.#position();
+      if (now?.shard !== expected?.shard || now?.cursor !== expected?.cursor)
+        throw new Error('log cursor moved during a drain');
       for (const l of leaves) {
         this.#sql.exec(
           'INSERT INTO leaf (idx, receipt_sha256, seq, entry) VALUES (?, ?, ?, ?)',
@@ -354,11 +388,12 @@ export class LogSequencerObject extends DurableObject<Env> {
         );
       }
       this.#sql.exec(
-        `INSERT INTO meta (singleton, tenant_id, cursor, state, checkpoint) VALUES (1, ?, ?, ?, ?)
-         ON CONFLICT (singleton) DO UPDATE SET cursor = excluded.cursor, state = excluded.state,
-           checkpoint = excluded.checkpoint`,
+        `INSERT INTO meta (singleton, tenant_id, shard, cursor, state, checkpoint) VALUES (1, ?, ?, ?, ?, ?)
+         ON CONFLICT (singleton) DO UPDATE SET shard = excluded.shard, cursor = excluded.cursor,
+           state = excluded.state, checkpoint = excluded.checkpoint`,
         tenant_id,
-        cursor,
+        next.shard,
+        next.cursor,
         encodeState(state),
         checkpoint,
       );
@@ -367,29 +402,41 @@ export class LogSequencerObject extends DurableObject<Env> {
 
   // -- Reading --------------------------------------------------------------------------------
 
-  /** The cursor alone (no state decoded): `null` before the first commit. */
-  #cursor(): number | null {
-    const row = this.#sql
-      .exec<{ cursor: number }>('SELECT cursor FROM meta WHERE singleton = 1')
-      .toArray()[0];
-    return row?.cursor ?? null;
+  /** The cursor and its shard alone (no state decoded): `null` before the first commit. */
+  #position(): Position | null {
+    return (
+      this.#sql
+        .exec<{ shard: number | null; cursor: number }>('SELECT shard, cursor FROM meta WHERE singleton = 1')
+        .toArray()[0] ?? null
+    );
   }
 
   #meta(): {
     tenant_id: string;
+    shard: number | null;
     cursor: number;
     state: LogState;
     checkpoint: string | null;
   } | null {
     const row = this.#sql
-      .exec<{ tenant_id: string; cursor: number; state: ArrayBuffer; checkpoint: string | null }>(
-        'SELECT tenant_id, cursor, state, checkpoint FROM meta WHERE singleton = 1',
-      )
+      .exec<{
+        tenant_id: string;
+        shard: number | null;
+        cursor: number;
+        state: ArrayBuffer;
+        checkpoint: string | null;
+      }>('SELECT tenant_id, shard, cursor, state, checkpoint FROM meta WHERE singleton = 1')
       .toArray()[0];
     if (row === undefined) return null;
     const state = decodeState(new Uint8Array(row.state));
     if (!state.ok) throw new Error(`stored log state is corrupt: ${state.error.message}`);
-    return { tenant_id: row.tenant_id, cursor: row.cursor, state: state.value, checkpoint: row.checkpoint };
+    return {
+      tenant_id: row.tenant_id,
+      shard: row.shard,
+      cursor: row.cursor,
+      state: state.value,
+      checkpoint: row.checkpoint,
+    };
   }
 
   #pendingEntries(size: number): readonly Uint8Array[] {
@@ -426,7 +473,7 @@ export class LogSequencerObject extends DurableObject<Env> {
       throw new Error('log request sent to another tenant’s object');
     }
     // The alarm needs the tenant before the first commit stores it in `meta`.
-    if (this.#cursor() === null) void this.ctx.storage.put('tenant_id', tenant_id);
+    if (this.#position() === null) void this.ctx.storage.put('tenant_id', tenant_id);
   }
 }
 

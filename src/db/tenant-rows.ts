@@ -323,10 +323,11 @@ async function runStaged<T extends string>(
  * the tenant's log sequencer takes signatures in ("after my cursor"); the exported values may
  * belong to other tenants on the target shard, so they cannot be kept. Each row instead gets one
  * more than the larger of the target's highest `seq` and the highest exported `seq`, in export
- * (= old `seq`) order. So the relative order is kept, and every moved row lies above the
- * sequencer's cursor (a `seq` of the old shard, at most the highest exported one): the sequencer
- * re-reads them once on the new shard, skips those already leaves (a receipt is a leaf once) and
- * appends the rest, then the tenant's new receipts, in commit order.
+ * (= old `seq`) order. So the relative order is kept. The new numbers may lie below the
+ * sequencer's cursor (a `seq` of the old shard, where a row the old copy took after a non-freezing
+ * export can be higher), so that cursor names its shard: on another shard the sequencer reads the
+ * tenant's rows from the first, skips those already leaves (a receipt is a leaf once) and appends
+ * the rest, then the tenant's new receipts, in commit order (durable-objects/log-sequencer.ts).
  */
 function insertSignatureRow(db: Db, row: TenantRow['row'], exportedMaxSeq: number) {
   return db.insert(receiptSignatures).select(

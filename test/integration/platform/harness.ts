@@ -274,6 +274,15 @@ export async function exportTenant(
   return { status: res.status, text: await res.text() };
 }
 
+/** `POST /v1/tenants/import?shard=N` of an export file, as the platform admin. */
+export function importTo(shard: number, text: string): Promise<Reply> {
+  return call('POST', `/v1/tenants/import?shard=${shard}`, {
+    key: ADMIN_TOKEN,
+    raw: text,
+    headers: { 'content-type': 'application/x-ndjson' },
+  });
+}
+
 /**
  * The console as a signed-in browser of the principal holding `key`: one cookie kept across
  * requests, no redirects followed. Returns a GET of a console path (status and HTML).

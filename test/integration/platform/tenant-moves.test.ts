@@ -12,24 +12,16 @@ import type { Seeded } from '../../../scripts/seed.js';
 import {
   ADMIN_TOKEN,
   READ_INPUT,
-  type Reply,
   authorize,
   call,
   createRun,
   exportTenant,
+  importTo,
   seedTenant,
   shardD1,
   shardOf,
   tenantRowsOn,
 } from './harness.js';
-
-async function importTo(shard: number, text: string): Promise<Reply> {
-  return call('POST', `/v1/tenants/import?shard=${shard}`, {
-    key: ADMIN_TOKEN,
-    raw: text,
-    headers: { 'content-type': 'application/x-ndjson' },
-  });
-}
 
 /** The receipts whose signatures `shard` holds for the tenant, in `seq` (log) order. */
 async function signatures(shard: number, tenant_id: string): Promise<string[]> {
