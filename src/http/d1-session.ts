@@ -1,8 +1,9 @@
 /**
  * One D1 session per request (read replication), and its bookmark in `Writ-D1-Bookmark`.
  *
- * `GET /v1/...` and `POST /v1/authorize` (and the doors' authorizations: MCP, AuthZEN's single
- * evaluation, Docker's `before`) start near the caller: their first read may be served
+ * `GET /v1/...` and `POST /v1/authorize` (and the doors' authorizations: MCP, AuthZEN's
+ * evaluation and batch, Docker's `before`; and Docker's `after`, which writes nothing to D1) start
+ * near the caller: their first read may be served
  * by the nearest replica, at least as fresh as the bookmark the client sent back, so a client
  * reads its own writes. Every other request starts at the primary. Writes always go to the
  * primary. Each response carries the newest bookmark of the request's sessions.
@@ -38,15 +39,22 @@ export const BOOKMARK_HEADER = 'writ-d1-bookmark';
 
 /**
  * The standard doors' authorizations (issue 12), read near the caller as `POST /v1/authorize` is:
- * the same service, the same guards at commit (src/services/tool-call.ts).
+ * the same service, the same guards at commit (src/services/tool-call.ts). AuthZEN's batch is a
+ * sequence of those authorizations, each guarded at its own commit. Docker's `after` writes
+ * nothing to D1 (it screens a result and answers): its key lookup is its only read, and a key
+ * revoked a moment ago that a lagging replica still shows can only have a result screened, as a
+ * `GET` can only read (SECURITY.md).
  */
-const DOOR_AUTHORIZE =
-  /^(?:\/mcp\/v1\/authorize|\/docker-mcp\/v1\/before|(?:\/t\/[^/]+)?\/access\/v1\/evaluation)$/;
+const DOOR_NEAR_CALLER =
+  /^(?:\/mcp\/v1\/authorize|\/docker-mcp\/v1\/(?:before|after)|(?:\/t\/[^/]+)?\/access\/v1\/evaluations?)$/;
 
-/** Routes whose reads may be served by a replica: reads, and authorize (guarded at commit). */
+/**
+ * Routes whose reads may be served by a replica: reads, authorize and the doors' authorizations
+ * (guarded at commit), and Docker's `after` (no D1 write).
+ */
 function readsNearCaller(method: string, path: string): boolean {
   if (method === 'GET') return path.startsWith('/v1/');
-  return method === 'POST' && (path === '/v1/authorize' || DOOR_AUTHORIZE.test(path));
+  return method === 'POST' && (path === '/v1/authorize' || DOOR_NEAR_CALLER.test(path));
 }
 
 export const d1Session = createMiddleware<AppEnv>(async (c, next) => {

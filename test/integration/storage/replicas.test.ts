@@ -168,6 +168,31 @@ describe('the standard doors cost what /v1/authorize costs', { timeout: SLOW_MS 
     }
   });
 
+  it("AuthZEN's batch: the key near the caller, then each evaluation's reads near it and one commit", async () => {
+    const s = await seedTenant('rt');
+    const run = await createRun(s);
+    const v1 = await send('POST', '/v1/authorize', s.agent.api_key, readBody(s, run));
+    expect(v1.status).toBe(200);
+    const item = doorReads(s, run).authzen.body;
+    const r = await send('POST', '/access/v1/evaluations', s.agent.api_key, {
+      evaluations: [item, item],
+    });
+    expect(r.status).toBe(200);
+    expect(r.body.evaluations.map((e: { decision: boolean }) => e.decision)).toEqual([true, true]);
+    // Measured, then pinned: the key lookup near the caller, then per evaluation two reads near
+    // the caller (the tool's binding, then the state: the key is known) and one primary commit.
+    expect(r.trips).toEqual({ primary: 2 * v1.trips.primary, replica: 1 + 2 * 2, stale: 0 });
+  });
+
+  it("Docker's after: the key lookup near the caller, nothing at the primary", async () => {
+    const s = await seedTenant('rt');
+    const r = await send('POST', '/docker-mcp/v1/after', s.agent.api_key, {
+      content: [{ type: 'text', text: 'deployment api/production is healthy' }],
+    });
+    expect([r.status, r.body]).toEqual([200, null]);
+    expect(r.trips).toEqual({ primary: 0, replica: 1, stale: 0 });
+  });
+
   it('an unknown tool name: one more read, at the primary, before it is refused; nothing written', async () => {
     const s = await seedTenant('rt');
     const run = await createRun(s);
@@ -354,6 +379,27 @@ describe('a stale replica read never outruns a change committed at the primary',
     expect(r.trips.stale).toBe(1);
     expect([401, 403]).toContain(r.status);
     expect(r.body.receipt?.body.decision ?? 'no receipt').not.toBe('authorized');
+  });
+
+  it("a revoked agent: never authorized by AuthZEN's batch either", async () => {
+    const s = await seedTenant('st');
+    const run = await createRun(s);
+    await snapshot(s);
+    await call('POST', `/v1/principals/${s.agent.principal_id}/revoke`, { key: s.admin.api_key });
+    const item = doorReads(s, run).authzen.body;
+    const r = await send(
+      'POST',
+      '/access/v1/evaluations',
+      s.agent.api_key,
+      { evaluations: [item, item] },
+      {
+        stale: true,
+      },
+    );
+    expect(r.trips.stale).toBeGreaterThanOrEqual(1);
+    if (r.status === 200) {
+      expect(r.body.evaluations.map((e: { decision: boolean }) => e.decision)).toEqual([false, false]);
+    } else expect([401, 403]).toContain(r.status);
   });
 
   it('a revoked approver', async () => {
