@@ -13,6 +13,11 @@ import {
   VERIFICATION_RULES,
   importUpload,
 } from '../../../src/services/import-uploads.js';
+import {
+  type KeptVerification,
+  openKept,
+  sealKept,
+} from '../../../src/services/import-verification-state.js';
 import type { TenantMovePort } from '../../../src/services/ports.js';
 import { MAX_IMPORT_BYTES, exportTenantText } from '../../../src/services/tenant-moves.js';
 import {
@@ -79,6 +84,18 @@ function failingPort(failAt: number) {
     },
   };
   return { port, seen };
+}
+
+/** The sealing key and what a kept verification of upload `id` must be bound to. */
+async function keptBinding(id: string) {
+  const store = importUploadStore(env);
+  const record = await store.record(id);
+  if (record?.status !== 'complete') throw new Error('not completed');
+  const { sha256, version } = record;
+  return {
+    key: await store.sealKey(),
+    binding: { upload_id: id, sha256, version, rules: VERIFICATION_RULES },
+  };
 }
 
 async function nothingWritten(to: number, tenant_id: string) {
@@ -320,6 +337,7 @@ describe('an uploaded export is written in budgeted, resumable calls', () => {
     });
     expect(partial).toEqual({
       status: 'in_progress',
+      phase: 'writing',
       tenant_id: s.tenant_id,
       shard: to,
       rows_done: 9,
@@ -356,23 +374,27 @@ describe('an uploaded export is written in budgeted, resumable calls', () => {
     const reads = { n: 0 };
     const store: typeof real = {
       ...real,
-      read: (upload_id, sha256, version) => {
+      read: (upload_id, sha256, version, offset) => {
         reads.n += 1;
-        return real.read(upload_id, sha256, version);
+        return real.read(upload_id, sha256, version, offset);
       },
     };
     const step = { chunk_rows: 2, max_chunks: 1 };
     const call1 = await importUpload(tenantMovePort(env), store, to, id, Date.now(), noLog, step);
-    expect(call1).toMatchObject({ status: 'in_progress', rows_done: 2 });
+    expect(call1).toMatchObject({ status: 'in_progress', phase: 'writing', rows_done: 2 });
     expect(reads.n).toBe(2); // one verifying read, one writing read
-    const kept = await real.verification(id);
-    expect(kept).toMatchObject({ tenant_id: s.tenant_id, rows_total: lines, rules: VERIFICATION_RULES });
+    const { key, binding } = await keptBinding(id);
+    const kept = await openKept(key, (await real.verification(id)) as string, binding);
+    expect(kept).toMatchObject({
+      kept: { phase: 'verified', found: { tenant_id: s.tenant_id, rows_total: lines } },
+    });
     reads.n = 0;
     const call2 = await importUpload(tenantMovePort(env), store, to, id, Date.now(), noLog, step);
     expect(call2).toMatchObject({ status: 'in_progress', rows_done: 4 });
     expect(reads.n).toBe(1); // the writing read only
     // A verification kept under other rules is not trusted: verified again.
-    await real.keepVerification(id, { ...(kept as NonNullable<typeof kept>), rules: 0 });
+    const found = (kept as { kept: KeptVerification }).kept;
+    await real.keepVerification(id, await sealKept(key, { ...binding, rules: 0 }, found));
     reads.n = 0;
     await importUpload(tenantMovePort(env), store, to, id, Date.now(), noLog, step);
     expect(reads.n).toBe(2);
@@ -381,7 +403,7 @@ describe('an uploaded export is written in budgeted, resumable calls', () => {
     expect((await call('POST', `/v1/tenants/import-uploads/${id}/abort`, { key: ADMIN_TOKEN })).status).toBe(
       200,
     );
-    expect(await env.BLOBS.head(`imports/uploads/${id}.verified.json`)).toBeNull();
+    expect(await env.BLOBS.head(`imports/uploads/${id}.verification`)).toBeNull();
   });
 
   it('a resumed call that finds the file changed since it was verified writes no row of it live', async () => {
