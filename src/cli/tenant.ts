@@ -7,7 +7,8 @@
  * answered, including each live principal's new key (shown once: hand them to their holders).
  * A file over one request (32 MiB) is uploaded in parts first, `writ tenant upload <file>` (it
  * prints the upload id), then imported with `writ tenant import --shard N --upload <id>`, which
- * calls again while the service answers that it is part-way (progress on stderr).
+ * calls again while the service answers that it is part-way, verifying or writing (progress on
+ * stderr).
  *
  * The export is written to stdout as it arrives, and an upload reads its file one part at a time
  * (`CliIo.openFile`), hashing it as it goes: neither holds the whole file.
@@ -26,8 +27,11 @@ export const TENANT_USAGE =
 
 /** Parts of an upload: every part but the last this size (R2: at least 5 MiB, all equal). */
 export const PART_BYTES = 16 * 1024 * 1024;
-/** Calls of one uploaded import before giving up (each writes up to 400 chunks). */
-const MAX_IMPORT_CALLS = 10_000;
+/**
+ * Calls of one uploaded import before giving up: each verifies up to 64 MiB of reads or writes up
+ * to 400 chunks, and a 10 GiB file whose references are checked in partitions reads it many times.
+ */
+const MAX_IMPORT_CALLS = 1_000_000;
 
 export async function runTenant(argv: readonly string[], io: CliIo): Promise<ExitCode> {
   const args = parseRemoteArgs(argv, ['--shard', '--upload']);
@@ -284,8 +288,12 @@ async function importUploaded(
       return EXIT.ok;
     }
     if (res.status !== 202) return failed(io, 'tenant import', res);
-    const p = (await res.json()) as { rows_done: number; rows_total: number };
-    io.stderr(`writ tenant import: ${p.rows_done} of ${p.rows_total} rows written, going on\n`);
+    const p = (await res.json()) as Record<string, unknown>;
+    io.stderr(
+      p.phase === 'verifying'
+        ? `writ tenant import: verifying, read ${p.read}: ${p.bytes_read} of ${p.bytes_total} bytes, ${p.rows_verified} rows checked, going on\n`
+        : `writ tenant import: ${p.rows_done} of ${p.rows_total} rows written, going on\n`,
+    );
   }
   io.stderr(`writ tenant import: not finished after ${MAX_IMPORT_CALLS} calls; run it again to go on\n`);
   return EXIT.invalid;

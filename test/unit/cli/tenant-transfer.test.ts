@@ -194,3 +194,56 @@ describe('writ tenant export', () => {
     );
   });
 });
+
+describe('writ tenant import --upload', () => {
+  it('calls again while the service is verifying, then writing, printing progress, and prints the keys', async () => {
+    const answers: [number, unknown][] = [
+      [
+        202,
+        {
+          status: 'in_progress',
+          phase: 'verifying',
+          read: 1,
+          rows_verified: 10,
+          bytes_read: 100,
+          bytes_total: 300,
+        },
+      ],
+      [
+        202,
+        {
+          status: 'in_progress',
+          phase: 'verifying',
+          read: 2,
+          rows_verified: 30,
+          bytes_read: 200,
+          bytes_total: 300,
+        },
+      ],
+      [202, { status: 'in_progress', phase: 'writing', rows_done: 20, rows_total: 30 }],
+      [201, { tenant_id: 'ten-a', keys: [] }],
+    ];
+    const err: string[] = [];
+    const out: string[] = [];
+    const urls: string[] = [];
+    const io: CliIo = {
+      readFile: () => Promise.reject(new Error('no files')),
+      stdout: (t) => out.push(t),
+      stderr: (t) => err.push(t),
+      env: ENV,
+      fetch: async (r) => {
+        urls.push(new URL(r.url).pathname + new URL(r.url).search);
+        const [status, body] = answers.shift() ?? [500, {}];
+        return Response.json(body, { status });
+      },
+    };
+    expect(await main(['tenant', 'import', '--shard', '1', '--upload', UPLOAD_ID], io)).toBe(0);
+    expect(urls).toEqual(Array(4).fill(`/v1/tenants/import-uploads/${UPLOAD_ID}/import?shard=1`));
+    expect(err).toEqual([
+      'writ tenant import: verifying, read 1: 100 of 300 bytes, 10 rows checked, going on\n',
+      'writ tenant import: verifying, read 2: 200 of 300 bytes, 30 rows checked, going on\n',
+      'writ tenant import: 20 of 30 rows written, going on\n',
+    ]);
+    expect(JSON.parse(out.join(''))).toEqual({ tenant_id: 'ten-a', keys: [] });
+  });
+});
