@@ -10,16 +10,21 @@
  * object version that was hashed (a call stopped by its budget never reads to the end, so the hash
  * alone would not cover the rows it wrote) and re-hashes it.
  * The import verifies the whole file (every line and every whole-file rule) before it writes
- * anything, holding state bounded independently of the file's size (`verifySource`): a line is at
- * most `MAX_LINE_BYTES`, the reference check holds at most `REFERENCE_CAPACITY` digests and reads
- * the file again per partition when there are more. It then writes the rows staged, at most
- * `IMPORT_CALL_CHUNKS` D1 batches per call, and answers how far it got; the same call again
- * resumes after the last chunk that committed (staging is keyed by the file's digest, so a file
- * begun in one request can be finished from an upload and the other way round), without verifying
- * the file again: the first call keeps what it found, and a resumed call checks each line it
- * writes, that it is of the verified tenant, and the digest of a read to the end before going live.
- * Never: writes a row before the whole file is verified, holds more than one part or one line in
- * memory, or uses an upload whose bytes do not hash to the digest it was completed with.
+ * anything, holding state bounded independently of the file's size (`Verification`): a line is
+ * at most `MAX_LINE_BYTES`, the reference check holds at most `REFERENCE_CAPACITY` digests and
+ * reads the file again per partition when there are more. A call verifies at most
+ * `VERIFY_CALL_BYTES` of reads and keeps its state, sealed and bound to the upload
+ * (src/services/import-verification-state.ts), for the next call to go on from the byte offset it
+ * reached: a file of any size is verified, in as many calls as it takes. It then writes the rows
+ * staged, at most `IMPORT_CALL_CHUNKS` D1 batches per call, and answers how far it got; the same
+ * call again resumes after the last chunk that committed (staging is keyed by the file's digest,
+ * so a file begun in one request can be finished from an upload and the other way round),
+ * without verifying the file again: the finished verification is kept, and a resumed call checks
+ * each line it writes, that it is of the verified tenant, and the digest of a read to the end
+ * before going live.
+ * Never: writes a row before the whole file is verified, resumes from kept state that does not
+ * open under its seal for this upload, digest and object version, holds more than one part or one
+ * line in memory, or uses an upload whose bytes do not hash to the digest it was completed with.
  */
 import { z } from 'zod';
 import { newUploadId } from '../db/ids.js';
