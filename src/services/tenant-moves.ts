@@ -23,8 +23,9 @@
  * tenant is invisible, one last batch that makes it live; all or nothing as seen from outside,
  * and a failed import is resumed by sending the same file again. A file is read line by line from
  * an `ExportSource` (the request body in memory, or an upload streamed from R2:
- * src/services/import-uploads.ts), verified by one function (`verifySource`) whose state does not
- * grow with the file, then read again to write. An API key names its shard (src/core/identity), so a move
+ * src/services/import-uploads.ts), verified by one set of checks (`verifySource`, or `Verification`
+ * for an upload verified over several calls from a kept state) whose state does not grow with
+ * the file, then read again to write. An API key names its shard (src/core/identity), so a move
  * re-keys the tenant: every principal that was live gets a new key naming the target shard,
  * returned once by the import; keys issued before the move keep failing (the old copy is frozen:
  * every principal revoked, by a freezing export or at the latest by the import).
@@ -359,7 +360,10 @@ export class Verification {
     return new Verification(port, b, checks);
   }
 
-  /** A verification from its saved state (which the caller has checked is this file's). */
+  /**
+   * A verification from its saved state (which the caller has checked is this file's), with the
+   * bounds it began with.
+   */
   static resume(port: Pick<TenantMovePort, 'columnsOf'>, saved: SavedVerification): Verification {
     const v = new Verification(
       port,
@@ -1272,8 +1276,6 @@ export interface SourceImportOptions extends ImportOptions {
    * file, and the tenant goes live only after a read to the end matched the digest.
    */
   readonly verified?: VerifiedFile | undefined;
-  /** Called once the whole file is verified, before anything is written (to keep the result). */
-  readonly onVerified?: ((v: VerifiedExport) => Promise<void>) | undefined;
 }
 
 /** `importTenant` for a file read from a source (an upload: src/services/import-uploads.ts). */
@@ -1292,12 +1294,7 @@ export async function importSource(
   const maxChunks = options.max_chunks ?? Number.POSITIVE_INFINITY;
   if (!(maxChunks >= 1)) throw new RangeError('max_chunks must be at least 1');
   // Every line, and every rule of the whole file, before anything is written.
-  let verified: VerifiedFile | undefined = options.verified;
-  if (verified === undefined) {
-    const found = await verifySource(port, source, options.verify);
-    await options.onVerified?.(found);
-    verified = found;
-  }
+  const verified: VerifiedFile = options.verified ?? (await verifySource(port, source, options.verify));
   const { tenant_id, name, rows_total, exported_max_seq } = verified;
   const previous = await port.shardOf(tenant_id);
   if (previous === shard)
