@@ -5,6 +5,12 @@
 export interface CliIo {
   /** The bytes of a file; rejects if it cannot be read. */
   readFile(path: string): Promise<Uint8Array>;
+  /**
+   * A file opened to be read from its start in pieces (`writ tenant upload`, whose file may be
+   * larger than memory); rejects if it cannot be opened. Absent, such a command reads the file
+   * whole with `readFile` (an embedder whose files are in memory already).
+   */
+  readonly openFile?: (path: string) => Promise<CliFileReader>;
   /** Write a text file (`writ conformance keygen`); absent where files cannot be written. */
   readonly writeFile?: (path: string, text: string) => Promise<void>;
   stdout(text: string): void;
@@ -17,6 +23,16 @@ export interface CliIo {
   readonly sleep?: (ms: number) => Promise<void>;
   /** Wall clock in Unix ms (default `Date.now`). */
   readonly now?: () => number;
+}
+
+/** A file being read in order, one piece at a time. */
+export interface CliFileReader {
+  /**
+   * Read the next bytes into `into` from its start: how many (fewer than its length is not the
+   * end; 0 is); rejects if the file cannot be read.
+   */
+  read(into: Uint8Array): Promise<number>;
+  close(): Promise<void>;
 }
 
 /** Exit codes of every subcommand. */

@@ -7,23 +7,31 @@
  * answered, including each live principal's new key (shown once: hand them to their holders).
  * A file over one request (32 MiB) is uploaded in parts first, `writ tenant upload <file>` (it
  * prints the upload id), then imported with `writ tenant import --shard N --upload <id>`, which
- * calls again while the service answers that it is part-way (progress on stderr).
+ * calls again while the service answers that it is part-way, verifying or writing (progress on
+ * stderr).
+ *
+ * The export is written to stdout as it arrives, and an upload reads its file one part at a time
+ * (`CliIo.openFile`), hashing it as it goes: neither holds the whole file.
  *
  * The platform admin token comes only from the environment (`WRIT_ADMIN_TOKEN`), never from an
  * argument (a process listing would show it), and is never printed.
  * Exit 0: done. Exit 1: the service refused (its message and request id on stderr). Exit 2: usage.
  */
-import { sha256Hex } from '../core/canonical/canonical.js';
-import { type CliIo, EXIT, type ExitCode } from './io.js';
+import { sha256 } from '@noble/hashes/sha2.js';
+import { bytesToHex } from '@noble/hashes/utils.js';
+import { type CliFileReader, type CliIo, EXIT, type ExitCode } from './io.js';
 import { parseRemoteArgs } from './remote.js';
 
 export const TENANT_USAGE =
   'usage: writ tenant export <tenant_id> [--freeze] [--url URL]\n       writ tenant import --shard N <file> [--url URL]\n       writ tenant upload <file> [--url URL]\n       writ tenant import --shard N --upload <upload_id> [--url URL]\n       writ tenant abort-import --shard N <tenant_id> [--url URL]\n(the platform admin token is read from WRIT_ADMIN_TOKEN)';
 
 /** Parts of an upload: every part but the last this size (R2: at least 5 MiB, all equal). */
-const PART_BYTES = 16 * 1024 * 1024;
-/** Calls of one uploaded import before giving up (each writes up to 400 chunks). */
-const MAX_IMPORT_CALLS = 10_000;
+export const PART_BYTES = 16 * 1024 * 1024;
+/**
+ * Calls of one uploaded import before giving up: each verifies up to 64 MiB of reads or writes up
+ * to 400 chunks, and a 10 GiB file whose references are checked in partitions reads it many times.
+ */
+const MAX_IMPORT_CALLS = 1_000_000;
 
 export async function runTenant(argv: readonly string[], io: CliIo): Promise<ExitCode> {
   const args = parseRemoteArgs(argv, ['--shard', '--upload']);
@@ -57,7 +65,11 @@ export async function runTenant(argv: readonly string[], io: CliIo): Promise<Exi
         }),
       );
       if (res.status !== 200) return failed(io, 'tenant export', res);
-      io.stdout(await res.text());
+      // Written as it arrives: neither the export nor a segment is held whole.
+      if (!(await copyOut(io, res))) {
+        io.stderr('writ tenant export: the answer was cut off; the output is not a whole export\n');
+        return EXIT.invalid;
+      }
       const next = res.headers.get('writ-export-next');
       if (res.headers.get('writ-export-complete') === 'true') return EXIT.ok;
       if (next === null) {
@@ -72,15 +84,19 @@ export async function runTenant(argv: readonly string[], io: CliIo): Promise<Exi
   if (sub === 'upload') {
     const [file, ...extra] = rest;
     if (file === undefined || extra.length > 0) return usage(io, 'upload takes one file');
-    let bytes: Uint8Array;
+    const cannotRead = `writ tenant upload: cannot read ${JSON.stringify(file.slice(0, 200))}`;
+    let reader: CliFileReader;
     try {
-      bytes = await io.readFile(file);
+      reader = await (io.openFile ?? ((p: string) => io.readFile(p).then(inMemory)))(file);
     } catch {
-      io.stderr(`writ tenant upload: cannot read ${JSON.stringify(file.slice(0, 200))}\n`);
+      io.stderr(`${cannotRead}\n`);
       return EXIT.invalid;
     }
-    if (bytes.byteLength === 0) return usage(io, 'the file is empty');
-    return upload(io, fetcher, base, token, bytes);
+    try {
+      return await upload(io, fetcher, base, token, reader, cannotRead);
+    } finally {
+      await reader.close().catch(() => undefined);
+    }
   }
   if (sub === 'import') {
     const shard = args.values.shard;
@@ -134,8 +150,27 @@ export async function runTenant(argv: readonly string[], io: CliIo): Promise<Exi
 
 type Fetcher = (r: Request) => Promise<Response>;
 
-/** Create an upload, put the file in parts, complete it with the file's SHA-256; print the answer. */
-async function upload(io: CliIo, fetcher: Fetcher, base: string, token: string, bytes: Uint8Array) {
+/**
+ * Create an upload, put the file in parts read one at a time (a part is the only piece of the
+ * file in memory; the file may be larger than memory), hashing the whole file as it goes, and
+ * complete it with that SHA-256; print the answer.
+ */
+async function upload(
+  io: CliIo,
+  fetcher: Fetcher,
+  base: string,
+  token: string,
+  reader: CliFileReader,
+  cannotRead: string,
+) {
+  let part: Uint8Array;
+  try {
+    part = await readPart(reader);
+  } catch {
+    io.stderr(`${cannotRead}\n`);
+    return EXIT.invalid;
+  }
+  if (part.byteLength === 0) return usage(io, 'the file is empty');
   const auth = { authorization: `Bearer ${token}` };
   const created = await fetcher(
     new Request(`${base}/v1/tenants/import-uploads`, {
@@ -146,28 +181,90 @@ async function upload(io: CliIo, fetcher: Fetcher, base: string, token: string, 
   );
   if (created.status !== 201) return failed(io, 'tenant upload', created);
   const { upload_id } = (await created.json()) as { upload_id: string };
+  const whole = sha256.create();
   const parts: { part_number: number; etag: string }[] = [];
-  for (let at = 0, n = 1; at < bytes.byteLength; at += PART_BYTES, n++) {
+  for (let n = 1; part.byteLength > 0; n++) {
+    whole.update(part);
     const res = await fetcher(
       new Request(`${base}/v1/tenants/import-uploads/${upload_id}/parts/${n}`, {
         method: 'PUT',
         headers: { ...auth, 'content-type': 'application/octet-stream' },
-        body: bytes.subarray(at, at + PART_BYTES),
+        body: part,
       }),
     );
     if (res.status !== 200) return failed(io, `tenant upload (part ${n} of upload ${upload_id})`, res);
     parts.push({ part_number: n, etag: ((await res.json()) as { etag: string }).etag });
+    // A part shorter than `PART_BYTES` was cut by the end of the file.
+    if (part.byteLength < PART_BYTES) break;
+    try {
+      part = await readPart(reader);
+    } catch {
+      io.stderr(`${cannotRead} (upload ${upload_id} is left open: abort it or upload again)\n`);
+      return EXIT.invalid;
+    }
   }
   const res = await fetcher(
     new Request(`${base}/v1/tenants/import-uploads/${upload_id}/complete`, {
       method: 'POST',
       headers: { ...auth, 'content-type': 'application/json' },
-      body: JSON.stringify({ parts, sha256: sha256Hex(bytes) }),
+      body: JSON.stringify({ parts, sha256: bytesToHex(whole.digest()) }),
     }),
   );
   if (res.status !== 200) return failed(io, `tenant upload (completing upload ${upload_id})`, res);
   io.stdout(`${JSON.stringify(await res.json(), null, 2)}\n`);
   return EXIT.ok;
+}
+
+/**
+ * The next part: `PART_BYTES` bytes, fewer only at the end of the file (a reader may answer
+ * short reads; R2 wants every part but the last the same size), none past it.
+ */
+async function readPart(reader: CliFileReader): Promise<Uint8Array> {
+  const part = new Uint8Array(PART_BYTES);
+  let filled = 0;
+  while (filled < PART_BYTES) {
+    const n = await reader.read(part.subarray(filled));
+    if (!Number.isSafeInteger(n) || n < 0 || n > PART_BYTES - filled)
+      throw new RangeError('the file reader answered an impossible length');
+    if (n === 0) break;
+    filled += n;
+  }
+  return part.subarray(0, filled);
+}
+
+/** A file already in memory, read as `openFile` reads one from disk. */
+function inMemory(bytes: Uint8Array): CliFileReader {
+  let at = 0;
+  return {
+    read: async (into) => {
+      const n = Math.min(into.byteLength, bytes.byteLength - at);
+      into.set(bytes.subarray(at, at + n));
+      at += n;
+      return n;
+    },
+    close: async () => undefined,
+  };
+}
+
+/** Write an answer's body to stdout as it arrives; false if it was cut off. */
+async function copyOut(io: CliIo, res: Response): Promise<boolean> {
+  if (res.body === null) return true;
+  // As `Response.text()` decodes (a malformed byte becomes U+FFFD), a piece at a time.
+  const decoder = new TextDecoder();
+  const reader = res.body.getReader();
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      const text = decoder.decode(value, { stream: true });
+      if (text !== '') io.stdout(text);
+    }
+  } catch {
+    return false;
+  }
+  const tail = decoder.decode();
+  if (tail !== '') io.stdout(tail);
+  return true;
 }
 
 /** Import an upload, calling again while the service answers it is part-way (202). */
@@ -191,8 +288,12 @@ async function importUploaded(
       return EXIT.ok;
     }
     if (res.status !== 202) return failed(io, 'tenant import', res);
-    const p = (await res.json()) as { rows_done: number; rows_total: number };
-    io.stderr(`writ tenant import: ${p.rows_done} of ${p.rows_total} rows written, going on\n`);
+    const p = (await res.json()) as Record<string, unknown>;
+    io.stderr(
+      p.phase === 'verifying'
+        ? `writ tenant import: verifying, read ${p.read}: ${p.bytes_read} of ${p.bytes_total} bytes, ${p.rows_verified} rows checked, going on\n`
+        : `writ tenant import: ${p.rows_done} of ${p.rows_total} rows written, going on\n`,
+    );
   }
   io.stderr(`writ tenant import: not finished after ${MAX_IMPORT_CALLS} calls; run it again to go on\n`);
   return EXIT.invalid;

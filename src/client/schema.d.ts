@@ -166,7 +166,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** import an uploaded export onto a shard, verified whole first; call again until 201 */
+        /** import an uploaded export onto a shard, verified whole first (over as many calls as it takes); call again until 201 */
         post: operations["postV1TenantsImportUploadsUpload_idImport"];
         delete?: never;
         options?: never;
@@ -1565,7 +1565,7 @@ export interface operations {
                     };
                 };
             };
-            /** @description verified, and written part-way within this call’s budget: call again to go on */
+            /** @description part-way within this call’s budget, nothing of the tenant visible: still verifying (nothing written yet), or verified and writing; call again to go on */
             202: {
                 headers: {
                     [name: string]: unknown;
@@ -1574,6 +1574,22 @@ export interface operations {
                     "application/json": {
                         /** @constant */
                         status: "in_progress";
+                        /** @constant */
+                        phase: "verifying";
+                        upload_id: string;
+                        shard: number;
+                        /** @description 1: every line checked; 2 and later: references checked again, one partition a read */
+                        read: number;
+                        /** @description lines checked by the first read */
+                        rows_verified: number;
+                        /** @description bytes of the file the read under way got through */
+                        bytes_read: number;
+                        bytes_total: number;
+                    } | {
+                        /** @constant */
+                        status: "in_progress";
+                        /** @constant */
+                        phase: "writing";
                         tenant_id: string;
                         shard: number;
                         rows_done: number;

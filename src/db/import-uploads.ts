@@ -4,9 +4,9 @@
  *
  * Keys: `imports/uploads/<upload_id>` is the file (an R2 multipart upload until completed), and
  * `imports/uploads/<upload_id>.json` the upload's record: the R2 upload id while it is open, then
- * the file's SHA-256 and size once completed and hashed; `imports/uploads/<upload_id>.verified.json`
- * what the import's verification of the file found (kept so a resumed import need not verify it
- * again). `upload_id` is 128 random bits in hex.
+ * the file's SHA-256 and size once completed and hashed; `imports/uploads/<upload_id>.verification`
+ * the import's verification of the file, part-way or finished, sealed by the service
+ * (src/services/import-verification-state.ts; this adapter stores the text and holds the key). `upload_id` is 128 random bits in hex.
  *
  * Guarantees: every read of a completed file is of the object version hashed at completion
  * (`UploadIntegrityError` before any byte otherwise: a write under the key, even of the same
@@ -19,12 +19,14 @@
  * `retired/sha256/`, so it never sees these), or holds more than one part in memory.
  */
 import { createHash } from 'node:crypto';
-import type { ImportUploadStore, KeptVerification, UploadRecord } from '../services/ports.js';
+import type { ImportUploadStore, UploadRecord } from '../services/ports.js';
 
 const PREFIX = 'imports/uploads/';
 const objectKey = (upload_id: string) => `${PREFIX}${upload_id}`;
 const recordKey = (upload_id: string) => `${PREFIX}${upload_id}.json`;
-const verificationKey = (upload_id: string) => `${PREFIX}${upload_id}.verified.json`;
+const verificationKey = (upload_id: string) => `${PREFIX}${upload_id}.verification`;
+/** Where an earlier version kept an unsealed verification: never read, deleted with the upload. */
+const unsealedKey = (upload_id: string) => `${PREFIX}${upload_id}.verified.json`;
 
 /** A completed upload's bytes no longer hash to the digest recorded when it was completed. */
 export class UploadIntegrityError extends Error {
@@ -34,7 +36,7 @@ export class UploadIntegrityError extends Error {
 /** R2's codes for a completion the operator can correct (R2 error messages end with `(code)`). */
 const FIXABLE = /\((10011|10024|10025|10048)\)/;
 
-export function r2ImportUploads(bucket: R2Bucket): ImportUploadStore {
+export function r2ImportUploads(bucket: R2Bucket, sealKey: () => Promise<CryptoKey>): ImportUploadStore {
   const writeRecord = (upload_id: string, record: UploadRecord) =>
     bucket.put(recordKey(upload_id), JSON.stringify(record), {
       httpMetadata: { contentType: 'application/json' },
@@ -83,45 +85,54 @@ export function r2ImportUploads(bucket: R2Bucket): ImportUploadStore {
     async completed(upload_id, record) {
       await writeRecord(upload_id, record);
     },
-    async *read(upload_id, sha256, version) {
-      const o = await bucket.get(objectKey(upload_id));
+    async *read(upload_id, sha256, version, offset = 0) {
+      const o = await bucket.get(objectKey(upload_id), offset > 0 ? { range: { offset } } : undefined);
       if (o === null) throw new UploadIntegrityError(`upload ${upload_id} has no object`);
       // Checked before any byte is used: the hash below is only known at the end, and a reader
-      // that stops early (a spent budget) would otherwise have used bytes no hash ever checked.
+      // that stops early (a spent budget), or starts at an offset, would otherwise have used bytes
+      // no hash ever checked.
       if (o.version !== version)
         throw new UploadIntegrityError(`upload ${upload_id} was replaced since it was completed`);
-      const hash = createHash('sha256');
+      const hash = offset === 0 ? createHash('sha256') : null;
       const reader = o.body.getReader();
       try {
         for (;;) {
           const { done, value } = await reader.read();
           if (done) break;
-          hash.update(value);
+          hash?.update(value);
           yield value;
         }
       } finally {
         // A reader that stops early (a refused line, a spent budget) releases the stream.
         await reader.cancel().catch(() => undefined);
       }
-      if (hash.digest('hex') !== sha256)
+      if (hash !== null && hash.digest('hex') !== sha256)
         throw new UploadIntegrityError(`upload ${upload_id} does not hash to its recorded digest`);
     },
     async verification(upload_id) {
       const o = await bucket.get(verificationKey(upload_id));
-      // Written only by `keepVerification`, from the typed value.
-      return o === null ? null : ((await o.json()) as KeptVerification);
+      return o === null ? null : o.text();
     },
-    async keepVerification(upload_id, v) {
-      await bucket.put(verificationKey(upload_id), JSON.stringify(v), {
-        httpMetadata: { contentType: 'application/json' },
+    async keepVerification(upload_id, sealed) {
+      await bucket.put(verificationKey(upload_id), sealed, {
+        httpMetadata: { contentType: 'text/plain' },
       });
     },
+    async forgetVerification(upload_id) {
+      await bucket.delete(verificationKey(upload_id));
+    },
+    sealKey,
     async remove(upload_id, record) {
       if (record.status === 'open') {
         // Frees the parts R2 holds (they are not objects, and cost storage until aborted).
         await bucket.resumeMultipartUpload(objectKey(upload_id), record.r2_upload_id).abort();
       }
-      await bucket.delete([objectKey(upload_id), recordKey(upload_id), verificationKey(upload_id)]);
+      await bucket.delete([
+        objectKey(upload_id),
+        recordKey(upload_id),
+        verificationKey(upload_id),
+        unsealedKey(upload_id),
+      ]);
     },
   };
 }

@@ -484,7 +484,8 @@ export const ROUTES: readonly RouteDoc[] = [
   {
     method: 'post',
     path: '/v1/tenants/import-uploads/{upload_id}/import',
-    summary: 'import an uploaded export onto a shard, verified whole first; call again until 201',
+    summary:
+      'import an uploaded export onto a shard, verified whole first (over as many calls as it takes); call again until 201',
     auth: 'platform_admin',
     query: TargetShardQuery,
     body: z.strictObject({}),
@@ -492,15 +493,32 @@ export const ROUTES: readonly RouteDoc[] = [
     responses: {
       201: { description: 'imported; each live principal’s new key, shown once', schema: TenantImported },
       202: {
-        description: 'verified, and written part-way within this call’s budget: call again to go on',
-        schema: z.strictObject({
-          status: z.literal('in_progress'),
-          tenant_id: Identifier,
-          shard: z.number().int(),
-          rows_done: z.number().int(),
-          rows_total: z.number().int(),
-          chunks: z.number().int().describe('D1 batches this call wrote'),
-        }),
+        description:
+          'part-way within this call’s budget, nothing of the tenant visible: still verifying (nothing written yet), or verified and writing; call again to go on',
+        schema: z.discriminatedUnion('phase', [
+          z.strictObject({
+            status: z.literal('in_progress'),
+            phase: z.literal('verifying'),
+            upload_id: z.string(),
+            shard: z.number().int(),
+            read: z
+              .number()
+              .int()
+              .describe('1: every line checked; 2 and later: references checked again, one partition a read'),
+            rows_verified: z.number().int().describe('lines checked by the first read'),
+            bytes_read: z.number().int().describe('bytes of the file the read under way got through'),
+            bytes_total: z.number().int(),
+          }),
+          z.strictObject({
+            status: z.literal('in_progress'),
+            phase: z.literal('writing'),
+            tenant_id: Identifier,
+            shard: z.number().int(),
+            rows_done: z.number().int(),
+            rows_total: z.number().int(),
+            chunks: z.number().int().describe('D1 batches this call wrote'),
+          }),
+        ]),
       },
     },
     errors: ['not_found', 'conflict'],

@@ -10,26 +10,35 @@
  * object version that was hashed (a call stopped by its budget never reads to the end, so the hash
  * alone would not cover the rows it wrote) and re-hashes it.
  * The import verifies the whole file (every line and every whole-file rule) before it writes
- * anything, holding state bounded independently of the file's size (`verifySource`): a line is at
- * most `MAX_LINE_BYTES`, the reference check holds at most `REFERENCE_CAPACITY` digests and reads
- * the file again per partition when there are more. It then writes the rows staged, at most
- * `IMPORT_CALL_CHUNKS` D1 batches per call, and answers how far it got; the same call again
- * resumes after the last chunk that committed (staging is keyed by the file's digest, so a file
- * begun in one request can be finished from an upload and the other way round), without verifying
- * the file again: the first call keeps what it found, and a resumed call checks each line it
- * writes, that it is of the verified tenant, and the digest of a read to the end before going live.
- * Never: writes a row before the whole file is verified, holds more than one part or one line in
- * memory, or uses an upload whose bytes do not hash to the digest it was completed with.
+ * anything, holding state bounded independently of the file's size (`Verification`): a line is
+ * at most `MAX_LINE_BYTES`, the reference check holds at most `REFERENCE_CAPACITY` digests and
+ * reads the file again per partition when there are more. A call verifies at most
+ * `VERIFY_CALL_BYTES` of reads and keeps its state, sealed and bound to the upload
+ * (src/services/import-verification-state.ts), for the next call to go on from the byte offset it
+ * reached: a file of any size is verified, in as many calls as it takes. It then writes the rows
+ * staged, at most `IMPORT_CALL_CHUNKS` D1 batches per call, and answers how far it got; the same
+ * call again resumes after the last chunk that committed (staging is keyed by the file's digest,
+ * so a file begun in one request can be finished from an upload and the other way round),
+ * without verifying the file again: the finished verification is kept, and a resumed call checks
+ * each line it writes, that it is of the verified tenant, and the digest of a read to the end
+ * before going live.
+ * Never: writes a row before the whole file is verified, resumes from kept state that does not
+ * open under its seal for this upload, digest and object version, holds more than one part or one
+ * line in memory, or uses an upload whose bytes do not hash to the digest it was completed with.
  */
 import { z } from 'zod';
 import { newUploadId } from '../db/ids.js';
 import type { LogFields } from './context.js';
 import { ServiceError, notFound } from './errors.js';
-import type { ImportUploadStore, TenantMovePort } from './ports.js';
+import { type KeptBinding, type KeptVerification, openKept, sealKept } from './import-verification-state.js';
+import type { ImportUploadStore, TenantMovePort, VerifiedFile } from './ports.js';
 import {
   type ExportSource,
+  type LinesFrom,
   type SourceImportOptions,
+  type SourceLine,
   MAX_LINE_BYTES,
+  Verification,
   importSource,
   refuse,
 } from './tenant-moves.js';
@@ -178,8 +187,36 @@ export async function abortImportUpload(
 }
 
 /**
- * Import a completed upload onto `shard` (`importSource`): the whole file verified as a stream,
- * then at most `max_chunks` (default `IMPORT_CALL_CHUNKS`) chunks written; the answer is the
+ * Bytes of the file one call verifies at most (every read counted: the first, checking read and
+ * the reference partitions' reads). Measured (docs/scaling.md): about 200 MiB of small rows
+ * verified in 30 s of CPU, so a third of that leaves the call room to write its chunks.
+ */
+export const VERIFY_CALL_BYTES = 64 * 1024 * 1024;
+
+/** How far the verification of an upload got when a call stopped at its budget: call again. */
+export interface ImportVerifying {
+  readonly status: 'in_progress';
+  readonly phase: 'verifying';
+  readonly upload_id: string;
+  readonly shard: number;
+  /** 1: every line checked; 2 and later: the references checked again, one partition per read. */
+  readonly read: number;
+  readonly rows_verified: number;
+  /** Bytes of the file the read under way got through, of `bytes_total`. */
+  readonly bytes_read: number;
+  readonly bytes_total: number;
+}
+
+export interface UploadImportOptions extends SourceImportOptions {
+  /** Bytes this call verifies at most (`VERIFY_CALL_BYTES`; tests lower it). */
+  readonly verify_call_bytes?: number | undefined;
+}
+
+/**
+ * Import a completed upload onto `shard` (`importSource`): the file verified as a stream, up to
+ * `verify_call_bytes` per call (the verification goes on in the next call from where it stopped,
+ * its state kept sealed in R2: src/services/import-verification-state.ts), then, once verified
+ * whole, at most `max_chunks` (default `IMPORT_CALL_CHUNKS`) chunks written. The answer is the
  * import's (new keys) once the tenant is live, else how far it got (call again to go on).
  */
 export async function importUpload(
@@ -189,30 +226,104 @@ export async function importUpload(
   upload_id: string,
   now: number,
   log: (fields: LogFields) => void,
-  options: SourceImportOptions = {},
+  options: UploadImportOptions = {},
 ) {
   const record = await uploadOf(store, upload_id);
   if (record.status !== 'complete')
     throw new ServiceError('conflict', 'the upload is not completed: complete it with its parts first');
-  const { sha256, version } = record;
+  if (!port.shardExists(shard)) throw new ServiceError('invalid_request', `shard ${shard} is not configured`);
+  const budget = options.verify_call_bytes ?? VERIFY_CALL_BYTES;
+  if (!(budget >= 1)) throw new RangeError('verify_call_bytes must be at least 1');
+  const { sha256, version, bytes } = record;
   const source: ExportSource = { sha256, lines: () => splitLines(store.read(upload_id, sha256, version)) };
-  // A call resuming the import of a file an earlier call verified whole skips verifying it again
-  // (the CPU of a call then no longer grows with the file); see `SourceImportOptions.verified`.
-  const kept = await store.verification(upload_id);
-  const verified =
-    kept !== null && kept.sha256 === sha256 && kept.rules === VERIFICATION_RULES ? kept : undefined;
-  log({ upload_id, verified_before: verified !== undefined });
+  // A read from the end of the file (a call that stopped at its last line) reads nothing.
+  const linesFrom: LinesFrom = (offset, first_line) =>
+    splitLinesFrom(
+      offset >= bytes ? none() : store.read(upload_id, sha256, version, offset),
+      offset,
+      first_line,
+    );
+  const key = await store.sealKey();
+  const binding = { upload_id, sha256, version, rules: VERIFICATION_RULES };
+  const kept = await keptVerification(store, key, binding, log);
+  let verified: VerifiedFile;
+  if (kept?.phase === 'verified') {
+    // A call resuming the writing skips verifying again (its CPU no longer grows with the file);
+    // see `SourceImportOptions.verified`.
+    verified = kept.found;
+  } else {
+    const run =
+      kept?.phase === 'verifying'
+        ? Verification.resume(port, kept.state)
+        : Verification.start(port, { max_rows: MAX_UPLOAD_IMPORT_ROWS, ...options.verify });
+    const r = await run.run(linesFrom, budget);
+    if ('stopped' in r) {
+      await store.keepVerification(
+        upload_id,
+        await sealKept(key, binding, { phase: 'verifying', state: run.save() }),
+      );
+      log({
+        upload_id,
+        verify_read: r.stopped.read,
+        verify_bytes_read: r.stopped.bytes_read,
+        resumed_verification: kept !== null,
+      });
+      const progress: ImportVerifying = {
+        status: 'in_progress',
+        phase: 'verifying',
+        upload_id,
+        shard,
+        ...r.stopped,
+        bytes_total: bytes,
+      };
+      return progress;
+    }
+    const { verification: stats, ...found } = r.done;
+    await store.keepVerification(upload_id, await sealKept(key, binding, { phase: 'verified', found }));
+    log({
+      upload_id,
+      verify_reads: stats.reads,
+      peak_references: stats.peak_references,
+      resumed_verification: kept !== null,
+    });
+    verified = found;
+  }
   return importSource(port, shard, source, now, log, {
     ...options,
     max_chunks: options.max_chunks ?? IMPORT_CALL_CHUNKS,
-    verify: { max_rows: MAX_UPLOAD_IMPORT_ROWS, ...options.verify },
     verified,
-    onVerified: async (v) => {
-      const { verification: _stats, ...found } = v;
-      await store.keepVerification(upload_id, { ...found, sha256, rules: VERIFICATION_RULES });
-    },
   });
 }
+
+/**
+ * The verification kept for the upload, if it is this upload's as this Worker sealed it; of other
+ * rules, none (verified again). Anything else is discarded, so the next call verifies from the
+ * start, and refused (nothing written): never resumed from state this Worker did not keep for
+ * these bytes.
+ */
+async function keptVerification(
+  store: ImportUploadStore,
+  key: CryptoKey,
+  binding: KeptBinding,
+  log: (fields: LogFields) => void,
+): Promise<KeptVerification | null> {
+  const text = await store.verification(binding.upload_id);
+  if (text === null) return null;
+  const opened = await openKept(key, text, binding);
+  if ('kept' in opened) return opened.kept;
+  await store.forgetVerification(binding.upload_id);
+  if ('stale' in opened) {
+    log({ upload_id: binding.upload_id, kept_verification: 'stale' });
+    return null;
+  }
+  log({ upload_id: binding.upload_id, kept_verification: 'refused' });
+  throw new ServiceError(
+    'conflict',
+    `the kept verification of upload ${binding.upload_id} ${opened.refused}: it is discarded and nothing was written; import again to verify the file from its start`,
+  );
+}
+
+async function* none(): AsyncGenerator<Uint8Array> {}
 
 /**
  * The lines of a byte stream, as `text.split('\n')` gives them for the single-request import (one
@@ -223,10 +334,24 @@ export async function* splitLines(
   chunks: AsyncIterable<Uint8Array>,
   maxLineBytes: number = MAX_LINE_BYTES,
 ): AsyncGenerator<string> {
+  for await (const l of splitLinesFrom(chunks, 0, 1, maxLineBytes)) yield l.text;
+}
+
+/**
+ * `splitLines` of the bytes from `offset` of a file (the start of line `first_line`), each line
+ * with the offset in the file just after it (after its `\n`, or the end of the file).
+ */
+export async function* splitLinesFrom(
+  chunks: AsyncIterable<Uint8Array>,
+  offset: number,
+  first_line: number,
+  maxLineBytes: number = MAX_LINE_BYTES,
+): AsyncGenerator<SourceLine> {
   const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
   let pending: Uint8Array[] = [];
   let pendingBytes = 0;
-  let n = 0;
+  let n = first_line - 1;
+  let at = offset;
   const line = (tail: Uint8Array): string => {
     n += 1;
     const size = pendingBytes + tail.byteLength;
@@ -235,12 +360,12 @@ export async function* splitLines(
     let bytes = tail;
     if (pending.length > 0) {
       bytes = new Uint8Array(size);
-      let at = 0;
+      let k = 0;
       for (const p of pending) {
-        bytes.set(p, at);
-        at += p.byteLength;
+        bytes.set(p, k);
+        k += p.byteLength;
       }
-      bytes.set(tail, at);
+      bytes.set(tail, k);
       pending = [];
       pendingBytes = 0;
     }
@@ -254,7 +379,9 @@ export async function* splitLines(
     let start = 0;
     // A 0x0A byte is always a line feed in UTF-8 (never inside a multi-byte character).
     for (let nl = chunk.indexOf(10, start); nl !== -1; nl = chunk.indexOf(10, start)) {
-      yield line(chunk.subarray(start, nl));
+      const text = line(chunk.subarray(start, nl));
+      at += nl + 1 - start;
+      yield { text, end: at };
       start = nl + 1;
     }
     if (start < chunk.byteLength) {
@@ -263,7 +390,8 @@ export async function* splitLines(
       if (pendingBytes + rest.byteLength > maxLineBytes) throw refuse(n + 1, 'not json (too_large)');
       pending.push(rest);
       pendingBytes += rest.byteLength;
+      at += rest.byteLength;
     }
   }
-  if (pendingBytes > 0) yield line(new Uint8Array(0));
+  if (pendingBytes > 0) yield { text: line(new Uint8Array(0)), end: at };
 }

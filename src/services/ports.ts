@@ -903,14 +903,6 @@ export interface VerifiedFile {
   readonly quota: TenantRow;
 }
 
-/** A verification kept with an upload, for the calls that resume its import. */
-export interface KeptVerification extends VerifiedFile {
-  /** The file it is of. */
-  readonly sha256: string;
-  /** The verifier's rules it passed (`VERIFICATION_RULES`). */
-  readonly rules: number;
-}
-
 /** Export files in the bucket, uploaded in numbered parts. */
 export interface ImportUploadStore {
   /** Start an R2 multipart upload for `upload_id` and record it open. */
@@ -937,13 +929,18 @@ export interface ImportUploadStore {
   /** Record the upload completed (its digest checked by the caller). */
   completed(upload_id: string, record: UploadRecord & { readonly status: 'complete' }): Promise<void>;
   /**
-   * The completed file's bytes: throws before the first chunk if the object is not `version`
-   * (replaced since it was completed), and after the last chunk if they do not hash to `sha256`.
+   * The completed file's bytes from byte `offset` (0 by default): throws before the first chunk
+   * if the object is not `version` (replaced since it was completed); read from the start, after
+   * the last chunk if they do not hash to `sha256` (a read from an offset cannot be re-hashed:
+   * the version is what pins its bytes).
    */
-  read(upload_id: string, sha256: string, version: string): AsyncIterable<Uint8Array>;
-  /** The verification kept for the upload's import, if any. */
-  verification(upload_id: string): Promise<KeptVerification | null>;
-  keepVerification(upload_id: string, v: KeptVerification): Promise<void>;
+  read(upload_id: string, sha256: string, version: string, offset?: number): AsyncIterable<Uint8Array>;
+  /** The import's verification kept for the upload, sealed (src/services/import-verification-state.ts). */
+  verification(upload_id: string): Promise<string | null>;
+  keepVerification(upload_id: string, sealed: string): Promise<void>;
+  forgetVerification(upload_id: string): Promise<void>;
+  /** The key that seals the kept verification (derived from a Worker secret). */
+  sealKey(): Promise<CryptoKey>;
   /** Abort an open upload (R2 drops its parts) or delete a completed file; and its records. */
   remove(upload_id: string, record: UploadRecord): Promise<void>;
 }

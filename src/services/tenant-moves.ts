@@ -23,8 +23,9 @@
  * tenant is invisible, one last batch that makes it live; all or nothing as seen from outside,
  * and a failed import is resumed by sending the same file again. A file is read line by line from
  * an `ExportSource` (the request body in memory, or an upload streamed from R2:
- * src/services/import-uploads.ts), verified by one function (`verifySource`) whose state does not
- * grow with the file, then read again to write. An API key names its shard (src/core/identity), so a move
+ * src/services/import-uploads.ts), verified by one set of checks (`verifySource`, or `Verification`
+ * for an upload verified over several calls from a kept state) whose state does not grow with
+ * the file, then read again to write. An API key names its shard (src/core/identity), so a move
  * re-keys the tenant: every principal that was live gets a new key naming the target shard,
  * returned once by the import; keys issued before the move keep failing (the old copy is frozen:
  * every principal revoked, by a freezing export or at the latest by the import).
@@ -240,72 +241,284 @@ export interface VerifiedExport extends VerifiedFile {
  * archive of the file) are checked in that read when they fit in `reference_capacity`, otherwise
  * in further reads, each holding only the digests of one partition (by their leading bits).
  * Throws (nothing written) on the first problem. The single-request import reads its file from
- * memory through the same function: one set of rules.
+ * memory through the same function: one set of rules. (`Verification` is the same, run in
+ * several calls: an uploaded file, src/services/import-uploads.ts.)
  */
 export async function verifySource(
   port: Pick<TenantMovePort, 'columnsOf'>,
   source: ExportSource,
   bounds: VerifyBounds = {},
 ): Promise<VerifiedExport> {
-  const maxRows = bounds.max_rows ?? MAX_IMPORT_ROWS;
-  const capacity = bounds.reference_capacity ?? REFERENCE_CAPACITY;
-  if (!Number.isSafeInteger(capacity) || capacity < 2)
-    throw new RangeError('reference_capacity must be at least 2');
   // A file whose size is known is refused for its size before any line is read.
+  const maxRows = bounds.max_rows ?? MAX_IMPORT_ROWS;
   if (source.lines_known !== undefined && source.lines_known > maxRows)
     throw refuse(maxRows + 1, `more than ${maxRows} rows`);
-  const check = new LineChecks(
-    port,
-    new ReferenceCheck(0, 1, capacity),
-    new OlderExportFill(bounds.backfill_capacity ?? BACKFILL_CAPACITY),
+  const run = await Verification.start(port, bounds).run(
+    // Never stopped (no budget), so where a line ends is never asked for.
+    async function* (offset) {
+      if (offset !== 0) throw new Error('an unbudgeted verification reads from the start');
+      for await (const text of source.lines()) yield { text, end: -1 };
+    },
+    Number.POSITIVE_INFINITY,
   );
-  let n = 0;
-  for await (const line of source.lines()) {
-    n += 1;
-    if (n > maxRows) throw refuse(maxRows + 1, `more than ${maxRows} rows`);
-    check.line(line);
+  if (!('done' in run)) throw new Error('an unbudgeted verification stopped part-way');
+  return run.done;
+}
+
+/** A line of a file read from a byte offset: its text and the offset just after its `\n`. */
+export interface SourceLine {
+  readonly text: string;
+  readonly end: number;
+}
+
+/**
+ * The lines of the file from byte `offset` (always the start of a line), `first_line` being the
+ * number of the first one (for the errors a read names lines by).
+ */
+export type LinesFrom = (offset: number, first_line: number) => AsyncIterable<SourceLine>;
+
+/** How far a verification stopped by its budget got (`Verification.save` keeps the rest). */
+export interface VerificationProgress {
+  /** The read under way: 1 checks every line, 2 and later check references by partition. */
+  readonly read: number;
+  /** Lines checked by the first read (all of them once it is done). */
+  readonly rows_verified: number;
+  /** Bytes of the file the read under way has got through. */
+  readonly bytes_read: number;
+}
+
+/**
+ * The state of a verification between two calls: plain JSON, bounded as `VerifyBounds` says
+ * (digests of the reference check, reconciliations of the back-fill, the live principals).
+ * Whoever keeps it must make sure it comes back unchanged and for the same file: it is what the
+ * rules found so far, and lines before `offset` are not read again.
+ */
+export interface SavedVerification {
+  readonly bounds: {
+    readonly max_rows: number;
+    readonly reference_capacity: number;
+    readonly backfill_capacity: number;
+  };
+  readonly read: number;
+  readonly offset: number;
+  readonly line: number;
+  /** The first read's checks (while it is under way). */
+  readonly checks: SavedLineChecks | null;
+  /** After the first read: what it found, and the reference partitions left to read. */
+  readonly after: {
+    readonly found: ReturnType<LineChecks['finish']>;
+    readonly rows_total: number;
+    readonly failure: Failure | null;
+    readonly peak: number;
+    readonly queue: readonly (readonly [number, number])[];
+    readonly current: SavedReferences | null;
+  } | null;
+}
+
+interface AfterFirstRead {
+  readonly found: ReturnType<LineChecks['finish']>;
+  readonly rows_total: number;
+  failure: Failure | null;
+  peak: number;
+  readonly queue: [number, number][];
+  current: ReferenceCheck | null;
+}
+
+/**
+ * `verifySource` as a value that can stop after a budget of bytes read and go on later, in
+ * another invocation, from `save()`: the same checks in the same order, so a file verified in any
+ * number of calls is refused at the same line, or found the same, as in one.
+ */
+export class Verification {
+  #read = 1;
+  #offset = 0;
+  #line = 0;
+  #checks: LineChecks | null;
+  #after: AfterFirstRead | null = null;
+
+  private constructor(
+    readonly port: Pick<TenantMovePort, 'columnsOf'>,
+    readonly bounds: SavedVerification['bounds'],
+    checks: LineChecks | null,
+  ) {
+    this.#checks = checks;
   }
-  if (n === 0) throw refuse(0, 'the export is empty');
-  const found = check.finish();
-  let failure = check.refs.firstFailure(check.seqFailure);
-  let reads = 1;
-  let peak = check.refs.peak;
-  if (check.refs.overflowed) {
-    // Partitions of the digests, each checked in a read of its own: expected to hold half the
-    // capacity; one that still overflows (digests chosen to share their leading bits) is split.
-    const queue: [number, number][] = [];
-    const parts = nextPowerOfTwo(Math.ceil((2 * check.refs.seen) / capacity));
-    for (let k = 0; k < parts; k++) queue.push([k, parts]);
-    for (let next = queue.shift(); next !== undefined; next = queue.shift()) {
-      const [k, p] = next;
-      if (p > MAX_PARTITIONS)
-        throw refuse(
-          n,
-          `more than ${capacity} digests share their leading bits; references cannot be checked`,
-        );
-      const refs = new ReferenceCheck(k, p, capacity);
-      reads += 1;
-      let line = 0;
-      for await (const text of source.lines()) {
-        line += 1;
+
+  static start(port: Pick<TenantMovePort, 'columnsOf'>, bounds: VerifyBounds = {}): Verification {
+    const b = {
+      max_rows: bounds.max_rows ?? MAX_IMPORT_ROWS,
+      reference_capacity: bounds.reference_capacity ?? REFERENCE_CAPACITY,
+      backfill_capacity: bounds.backfill_capacity ?? BACKFILL_CAPACITY,
+    };
+    if (!Number.isSafeInteger(b.reference_capacity) || b.reference_capacity < 2)
+      throw new RangeError('reference_capacity must be at least 2');
+    const checks = new LineChecks(
+      port,
+      new ReferenceCheck(0, 1, b.reference_capacity),
+      new OlderExportFill(b.backfill_capacity),
+    );
+    return new Verification(port, b, checks);
+  }
+
+  /**
+   * A verification from its saved state (which the caller has checked is this file's), with the
+   * bounds it began with.
+   */
+  static resume(port: Pick<TenantMovePort, 'columnsOf'>, saved: SavedVerification): Verification {
+    const v = new Verification(
+      port,
+      saved.bounds,
+      saved.checks === null ? null : LineChecks.restore(port, saved.checks),
+    );
+    v.#read = saved.read;
+    v.#offset = saved.offset;
+    v.#line = saved.line;
+    if (saved.after !== null) {
+      const a = saved.after;
+      v.#after = {
+        found: a.found,
+        rows_total: a.rows_total,
+        failure: a.failure,
+        peak: a.peak,
+        queue: a.queue.map(([k, p]) => [k, p]),
+        current: a.current === null ? null : ReferenceCheck.restore(a.current),
+      };
+    }
+    return v;
+  }
+
+  save(): SavedVerification {
+    const a = this.#after;
+    return {
+      bounds: this.bounds,
+      read: this.#read,
+      offset: this.#offset,
+      line: this.#line,
+      checks: this.#checks === null ? null : this.#checks.save(),
+      after:
+        a === null
+          ? null
+          : {
+              found: a.found,
+              rows_total: a.rows_total,
+              failure: a.failure,
+              peak: a.peak,
+              queue: a.queue,
+              current: a.current === null ? null : a.current.save(),
+            },
+    };
+  }
+
+  progress(): VerificationProgress {
+    return {
+      read: this.#read,
+      rows_verified: this.#after === null ? this.#line : this.#after.rows_total,
+      bytes_read: this.#offset,
+    };
+  }
+
+  /**
+   * Go on reading from where it stopped, until the file is verified (`done`) or `budget` bytes
+   * were read in this call (`stopped`: at a line boundary, after at least one line). Throws
+   * (`refuse`) on the first problem, as `verifySource` does.
+   */
+  async run(
+    linesFrom: LinesFrom,
+    budget: number,
+  ): Promise<{ readonly done: VerifiedExport } | { readonly stopped: VerificationProgress }> {
+    const maxRows = this.bounds.max_rows;
+    const capacity = this.bounds.reference_capacity;
+    let used = 0;
+    const spent = (end: number) => {
+      used += end - this.#offset;
+      this.#offset = end;
+      return used >= budget;
+    };
+    for (;;) {
+      const checks = this.#checks;
+      if (checks !== null) {
+        // The first read: every line and the whole-file rules.
+        for await (const { text, end } of linesFrom(this.#offset, this.#line + 1)) {
+          this.#line += 1;
+          if (this.#line > maxRows) throw refuse(maxRows + 1, `more than ${maxRows} rows`);
+          checks.line(text);
+          if (spent(end)) return { stopped: this.progress() };
+        }
+        const n = this.#line;
+        if (n === 0) throw refuse(0, 'the export is empty');
+        const found = checks.finish();
+        const queue: [number, number][] = [];
+        if (checks.refs.overflowed) {
+          // Partitions of the digests, each checked in a read of its own: expected to hold half
+          // the capacity; one that still overflows (digests chosen to share their leading bits)
+          // is split.
+          const parts = nextPowerOfTwo(Math.ceil((2 * checks.refs.seen) / capacity));
+          for (let k = 0; k < parts; k++) queue.push([k, parts]);
+        }
+        this.#after = {
+          found,
+          rows_total: n,
+          failure: checks.refs.firstFailure(checks.seqFailure),
+          peak: checks.refs.peak,
+          queue,
+          current: null,
+        };
+        this.#checks = null;
+        this.#offset = 0;
+        this.#line = 0;
+      }
+      const a = this.#after as AfterFirstRead;
+      if (a.current === null) {
+        const next = a.queue.shift();
+        if (next === undefined) break;
+        const [k, p] = next;
+        if (p > MAX_PARTITIONS)
+          throw refuse(
+            a.rows_total,
+            `more than ${capacity} digests share their leading bits; references cannot be checked`,
+          );
+        a.current = new ReferenceCheck(k, p, capacity);
+        this.#read += 1;
+        this.#offset = 0;
+        this.#line = 0;
+      }
+      const refs = a.current;
+      let stopped = false;
+      for await (const { text, end } of linesFrom(this.#offset, this.#line + 1)) {
+        this.#line += 1;
         // Every line passed the first read's checks (and the read re-hashes the file), so the
         // line is canonical JSON of a known table, `"table"` its last key: rows of tables without
         // references are skipped unparsed, and only the digest columns of the others are read.
-        if (!REFERENCE_TABLES.some((suffix) => text.endsWith(suffix))) continue;
-        const v = JSON.parse(text) as { table: string; row: Record<string, unknown> };
-        refs.row(v.table, v.row, line);
-        if (refs.overflowed) break;
+        if (REFERENCE_TABLES.some((suffix) => text.endsWith(suffix))) {
+          const v = JSON.parse(text) as { table: string; row: Record<string, unknown> };
+          refs.row(v.table, v.row, this.#line);
+          if (refs.overflowed) break;
+        }
+        if (spent(end)) {
+          stopped = true;
+          break;
+        }
       }
       if (refs.overflowed) {
-        queue.push([k, 2 * p], [k + p, 2 * p]);
+        a.queue.push([refs.part, 2 * refs.parts], [refs.part + refs.parts, 2 * refs.parts]);
+        a.current = null;
         continue;
       }
-      peak = Math.max(peak, refs.peak);
-      failure = refs.firstFailure(failure);
+      if (stopped) return { stopped: this.progress() };
+      a.peak = Math.max(a.peak, refs.peak);
+      a.failure = refs.firstFailure(a.failure);
+      a.current = null;
     }
+    const a = this.#after as AfterFirstRead;
+    if (a.failure !== null) throw refuse(a.failure.line, a.failure.message);
+    return {
+      done: {
+        ...a.found,
+        rows_total: a.rows_total,
+        verification: { reads: this.#read, peak_references: a.peak },
+      },
+    };
   }
-  if (failure !== null) throw refuse(failure.line, failure.message);
-  return { ...found, rows_total: n, verification: { reads, peak_references: peak } };
 }
 
 const REFERENCE_TABLES = [
@@ -324,7 +537,7 @@ const nextPowerOfTwo = (x: number) => {
   return p;
 };
 
-interface Failure {
+export interface Failure {
   readonly line: number;
   readonly message: string;
   /** Two problems on one line: the missing reference is named first (as it always was). */
@@ -333,6 +546,20 @@ interface Failure {
 
 const earlier = (a: Failure | null, b: Failure | null): Failure | null =>
   a === null ? b : b === null ? a : b.line < a.line || (b.line === a.line && b.rank < a.rank) ? b : a;
+
+/** A `ReferenceCheck` between two calls (`Verification.save`). */
+export interface SavedReferences {
+  readonly part: number;
+  readonly parts: number;
+  readonly capacity: number;
+  readonly receipts: readonly string[];
+  readonly archives: readonly string[];
+  readonly wanted: readonly (readonly [string, number])[];
+  readonly malformed: Failure | null;
+  readonly overflowed: boolean;
+  readonly seen: number;
+  readonly peak: number;
+}
 
 /**
  * The references between rows of one partition of the digests (all of them when `parts` is 1):
@@ -356,6 +583,33 @@ class ReferenceCheck {
     readonly parts: number,
     readonly capacity: number,
   ) {}
+
+  save(): SavedReferences {
+    return {
+      part: this.part,
+      parts: this.parts,
+      capacity: this.capacity,
+      receipts: [...this.#receipts],
+      archives: [...this.#archives],
+      wanted: [...this.#wanted],
+      malformed: this.#malformed,
+      overflowed: this.overflowed,
+      seen: this.seen,
+      peak: this.peak,
+    };
+  }
+
+  static restore(s: SavedReferences): ReferenceCheck {
+    const r = new ReferenceCheck(s.part, s.parts, s.capacity);
+    for (const k of s.receipts) r.#receipts.add(k);
+    for (const k of s.archives) r.#archives.add(k);
+    for (const [k, line] of s.wanted) r.#wanted.set(k, line);
+    r.#malformed = s.malformed;
+    r.overflowed = s.overflowed;
+    r.seen = s.seen;
+    r.peak = s.peak;
+    return r;
+  }
 
   #mine(digest: string): boolean {
     return this.parts === 1 || parseInt(digest.slice(0, 12), 16) % this.parts === this.part;
@@ -426,6 +680,26 @@ const missing = (kind: 'r' | 'a', digest: unknown, line: number): Failure =>
         message: `archive entry of archive ${quoted(String(digest))}, which the file does not hold`,
       };
 
+/** `LineChecks` between two calls (`Verification.save`). */
+export interface SavedLineChecks {
+  readonly n: number;
+  readonly tenant: {
+    readonly tenant_id: string;
+    readonly name: string;
+    readonly created_at_unix_ms: number;
+  } | null;
+  readonly quota: TenantRow | null;
+  readonly quotas: number;
+  readonly first: string | null;
+  readonly first_foreign: number | null;
+  readonly last_seq: number;
+  readonly max_seq: number;
+  readonly principals: readonly TenantRow[];
+  readonly seq_failure: Failure | null;
+  readonly refs: SavedReferences;
+  readonly older: SavedOlderFill;
+}
+
 /**
  * The checks of one line, in file order, and the whole-file rules kept as bounded state: the
  * tenant, the quota row, the first row of another tenant, the signatures' `seq` order.
@@ -448,6 +722,38 @@ class LineChecks {
     /** Columns of an older export, filled as their migrations did (bounded: `BACKFILL_CAPACITY`). */
     readonly older: OlderExportFill,
   ) {}
+
+  save(): SavedLineChecks {
+    return {
+      n: this.#n,
+      tenant: this.#tenant,
+      quota: this.#quota,
+      quotas: this.#quotas,
+      first: this.#first,
+      first_foreign: this.#firstForeign,
+      last_seq: this.#lastSeq,
+      max_seq: this.#maxSeq,
+      principals: this.#principals,
+      seq_failure: this.seqFailure,
+      refs: this.refs.save(),
+      older: this.older.save(),
+    };
+  }
+
+  static restore(port: Pick<TenantMovePort, 'columnsOf'>, s: SavedLineChecks): LineChecks {
+    const c = new LineChecks(port, ReferenceCheck.restore(s.refs), OlderExportFill.restore(s.older));
+    c.#n = s.n;
+    c.#tenant = s.tenant;
+    c.#quota = s.quota;
+    c.#quotas = s.quotas;
+    c.#first = s.first;
+    c.#firstForeign = s.first_foreign;
+    c.#lastSeq = s.last_seq;
+    c.#maxSeq = s.max_seq;
+    c.#principals.push(...s.principals);
+    c.seqFailure = s.seq_failure;
+    return c;
+  }
 
   line(line: string): TenantRow {
     const n = (this.#n += 1);
@@ -602,6 +908,16 @@ export const MIGRATED_COLUMNS: readonly {
 
 const RECONCILED = new Set(['reconciled_succeeded', 'reconciled_no_effect']);
 
+/** `OlderExportFill` between two calls (`Verification.save`). */
+export interface SavedOlderFill {
+  readonly capacity: number;
+  readonly lacking: readonly (readonly [string, string])[];
+  readonly reconciliations: readonly (readonly [string, { readonly at: number; readonly sha256: string }])[];
+  readonly untextual: boolean;
+  readonly overflowed: boolean;
+  readonly backfilled: boolean;
+}
+
 /**
  * The state one file's fill needs, line by line (rows arrive in export order: receipts before
  * operations). Refuses, rather than guesses: a column not in `MIGRATED_COLUMNS`; rows of one
@@ -620,6 +936,27 @@ class OlderExportFill {
   #backfilled = false;
 
   constructor(readonly capacity: number = BACKFILL_CAPACITY) {}
+
+  save(): SavedOlderFill {
+    return {
+      capacity: this.capacity,
+      lacking: [...this.#lacking],
+      reconciliations: [...this.#reconciliations],
+      untextual: this.#untextualReconciliation,
+      overflowed: this.#overflowed,
+      backfilled: this.#backfilled,
+    };
+  }
+
+  static restore(s: SavedOlderFill): OlderExportFill {
+    const f = new OlderExportFill(s.capacity);
+    for (const [table, key] of s.lacking) f.#lacking.set(table, key);
+    for (const [id, r] of s.reconciliations) f.#reconciliations.set(id, r);
+    f.#untextualReconciliation = s.untextual;
+    f.#overflowed = s.overflowed;
+    f.#backfilled = s.backfilled;
+    return f;
+  }
 
   missing(n: number, table: string, absent: readonly string[]): ReadonlySet<string> {
     for (const c of absent) {
@@ -917,6 +1254,8 @@ export async function importTenant(
 /** How far an import got when it stopped at its chunk budget: call again to go on. */
 export interface ImportInProgress {
   readonly status: 'in_progress';
+  /** Verified whole; writing (an upload's import answers `verifying` before: import-uploads.ts). */
+  readonly phase: 'writing';
   readonly tenant_id: string;
   readonly shard: number;
   readonly rows_done: number;
@@ -937,8 +1276,6 @@ export interface SourceImportOptions extends ImportOptions {
    * file, and the tenant goes live only after a read to the end matched the digest.
    */
   readonly verified?: VerifiedFile | undefined;
-  /** Called once the whole file is verified, before anything is written (to keep the result). */
-  readonly onVerified?: ((v: VerifiedExport) => Promise<void>) | undefined;
 }
 
 /** `importTenant` for a file read from a source (an upload: src/services/import-uploads.ts). */
@@ -957,12 +1294,7 @@ export async function importSource(
   const maxChunks = options.max_chunks ?? Number.POSITIVE_INFINITY;
   if (!(maxChunks >= 1)) throw new RangeError('max_chunks must be at least 1');
   // Every line, and every rule of the whole file, before anything is written.
-  let verified: VerifiedFile | undefined = options.verified;
-  if (verified === undefined) {
-    const found = await verifySource(port, source, options.verify);
-    await options.onVerified?.(found);
-    verified = found;
-  }
+  const verified: VerifiedFile = options.verified ?? (await verifySource(port, source, options.verify));
   const { tenant_id, name, rows_total, exported_max_seq } = verified;
   const previous = await port.shardOf(tenant_id);
   if (previous === shard)
@@ -989,6 +1321,7 @@ export async function importSource(
       log({ tenant_id, shard, rows: rows_total, resumed_at_row: begun.rows_done, rows_done: from, chunks });
       const progress: ImportInProgress = {
         status: 'in_progress',
+        phase: 'writing',
         tenant_id,
         shard,
         rows_done: from,

@@ -13,8 +13,18 @@ import {
   VERIFICATION_RULES,
   importUpload,
 } from '../../../src/services/import-uploads.js';
+import {
+  type KeptVerification,
+  openKept,
+  sealKept,
+} from '../../../src/services/import-verification-state.js';
 import type { TenantMovePort } from '../../../src/services/ports.js';
-import { MAX_IMPORT_BYTES, exportTenantText } from '../../../src/services/tenant-moves.js';
+import {
+  MAX_IMPORT_BYTES,
+  exportTenantText,
+  textSource,
+  verifySource,
+} from '../../../src/services/tenant-moves.js';
 import {
   ADMIN_TOKEN,
   BASE,
@@ -79,6 +89,18 @@ function failingPort(failAt: number) {
     },
   };
   return { port, seen };
+}
+
+/** The sealing key and what a kept verification of upload `id` must be bound to. */
+async function keptBinding(id: string) {
+  const store = importUploadStore(env);
+  const record = await store.record(id);
+  if (record?.status !== 'complete') throw new Error('not completed');
+  const { sha256, version } = record;
+  return {
+    key: await store.sealKey(),
+    binding: { upload_id: id, sha256, version, rules: VERIFICATION_RULES },
+  };
 }
 
 async function nothingWritten(to: number, tenant_id: string) {
@@ -320,6 +342,7 @@ describe('an uploaded export is written in budgeted, resumable calls', () => {
     });
     expect(partial).toEqual({
       status: 'in_progress',
+      phase: 'writing',
       tenant_id: s.tenant_id,
       shard: to,
       rows_done: 9,
@@ -356,23 +379,27 @@ describe('an uploaded export is written in budgeted, resumable calls', () => {
     const reads = { n: 0 };
     const store: typeof real = {
       ...real,
-      read: (upload_id, sha256, version) => {
+      read: (upload_id, sha256, version, offset) => {
         reads.n += 1;
-        return real.read(upload_id, sha256, version);
+        return real.read(upload_id, sha256, version, offset);
       },
     };
     const step = { chunk_rows: 2, max_chunks: 1 };
     const call1 = await importUpload(tenantMovePort(env), store, to, id, Date.now(), noLog, step);
-    expect(call1).toMatchObject({ status: 'in_progress', rows_done: 2 });
+    expect(call1).toMatchObject({ status: 'in_progress', phase: 'writing', rows_done: 2 });
     expect(reads.n).toBe(2); // one verifying read, one writing read
-    const kept = await real.verification(id);
-    expect(kept).toMatchObject({ tenant_id: s.tenant_id, rows_total: lines, rules: VERIFICATION_RULES });
+    const { key, binding } = await keptBinding(id);
+    const kept = await openKept(key, (await real.verification(id)) as string, binding);
+    expect(kept).toMatchObject({
+      kept: { phase: 'verified', found: { tenant_id: s.tenant_id, rows_total: lines } },
+    });
     reads.n = 0;
     const call2 = await importUpload(tenantMovePort(env), store, to, id, Date.now(), noLog, step);
     expect(call2).toMatchObject({ status: 'in_progress', rows_done: 4 });
     expect(reads.n).toBe(1); // the writing read only
     // A verification kept under other rules is not trusted: verified again.
-    await real.keepVerification(id, { ...(kept as NonNullable<typeof kept>), rules: 0 });
+    const found = (kept as { kept: KeptVerification }).kept;
+    await real.keepVerification(id, await sealKept(key, { ...binding, rules: 0 }, found));
     reads.n = 0;
     await importUpload(tenantMovePort(env), store, to, id, Date.now(), noLog, step);
     expect(reads.n).toBe(2);
@@ -381,7 +408,7 @@ describe('an uploaded export is written in budgeted, resumable calls', () => {
     expect((await call('POST', `/v1/tenants/import-uploads/${id}/abort`, { key: ADMIN_TOKEN })).status).toBe(
       200,
     );
-    expect(await env.BLOBS.head(`imports/uploads/${id}.verified.json`)).toBeNull();
+    expect(await env.BLOBS.head(`imports/uploads/${id}.verification`)).toBeNull();
   });
 
   it('a resumed call that finds the file changed since it was verified writes no row of it live', async () => {
@@ -426,6 +453,158 @@ describe('an uploaded export is written in budgeted, resumable calls', () => {
     );
     expect(partial).toMatchObject({ status: 'in_progress', rows_done: 1, rows_total: lines });
     expect((await importCall(id, to)).status).toBe(201);
+  });
+});
+
+describe('an uploaded export verified in budgeted, resumable calls', () => {
+  /** Calls with a verification budget of `bytes` until one is past verifying: their answers. */
+  async function verifyInCalls(id: string, to: number, options: Parameters<typeof importUpload>[6]) {
+    const answers: Awaited<ReturnType<typeof importUpload>>[] = [];
+    for (let i = 0; i < 1000; i++) {
+      const r = await importUpload(
+        tenantMovePort(env),
+        importUploadStore(env),
+        to,
+        id,
+        Date.now(),
+        noLog,
+        options,
+      );
+      answers.push(r);
+      if (!('phase' in r) || r.phase !== 'verifying') return answers;
+    }
+    throw new Error('the verification never finished');
+  }
+
+  it('several calls find what one call finds, write nothing while verifying, then import', async () => {
+    const { s, text, lines } = await exportedTenant('upl-vcalls');
+    const to = 1 - shardOf(s);
+    const { id } = await upload(encode(text));
+    const options = {
+      verify_call_bytes: 400,
+      verify: { reference_capacity: 2 },
+      chunk_rows: 2,
+      max_chunks: 1,
+    };
+    const answers = await verifyInCalls(id, to, options);
+    const verifying = answers.slice(0, -1);
+    // Spread over calls, through the first read and the reference partitions' reads.
+    expect(verifying.length).toBeGreaterThan(Math.ceil(encode(text).byteLength / 400));
+    expect(verifying[0]).toMatchObject({ status: 'in_progress', phase: 'verifying', upload_id: id, read: 1 });
+    expect(verifying.some((a) => 'read' in a && a.read > 1)).toBe(true);
+    for (const a of verifying) expect(a).toMatchObject({ bytes_total: encode(text).byteLength });
+    expect(answers.at(-1)).toMatchObject({ status: 'in_progress', phase: 'writing', rows_done: 2 });
+    // What the calls kept is what verifying the file in one call finds.
+    const { key, binding } = await keptBinding(id);
+    const opened = await openKept(key, (await importUploadStore(env).verification(id)) as string, binding);
+    const one = await verifySource(tenantMovePort(env), textSource(text), { reference_capacity: 2 });
+    const { verification: _stats, ...found } = one;
+    expect(opened).toEqual({ kept: { phase: 'verified', found } });
+    const done = await importCall(id, to);
+    expect(done.status).toBe(201);
+    expect(await tenantRowsOn(to, s.tenant_id)).toBe(lines);
+  });
+
+  it('a bad line found by a later call is refused as one call refuses it, nothing written', async () => {
+    const { s, text, lines } = await exportedTenant('upl-vbad');
+    const to = 1 - shardOf(s);
+    const rows = text.trimEnd().split('\n');
+    const bad = `${[...rows.slice(0, -1), (rows.at(-1) as string).replace('{', '{ ')].join('\n')}\n`;
+    const { id } = await upload(encode(bad));
+    const first = await importUpload(tenantMovePort(env), importUploadStore(env), to, id, Date.now(), noLog, {
+      verify_call_bytes: 300,
+    });
+    expect(first).toMatchObject({ phase: 'verifying' });
+    const error = await verifyInCalls(id, to, { verify_call_bytes: 300 }).then(
+      () => null,
+      (e: Error) => e.message,
+    );
+    expect(error).toBe(`import refused, nothing written: line ${lines}: not in canonical form (RFC 8785)`);
+    await nothingWritten(to, s.tenant_id);
+  });
+
+  /** An upload whose verification stopped part-way after one call: its kept state. */
+  async function stoppedPartWay(prefix: string) {
+    const { s, text } = await exportedTenant(prefix);
+    const to = 1 - shardOf(s);
+    const { id } = await upload(encode(text));
+    const first = await importUpload(tenantMovePort(env), importUploadStore(env), to, id, Date.now(), noLog, {
+      verify_call_bytes: 300,
+    });
+    expect(first).toMatchObject({ phase: 'verifying', read: 1 });
+    const sealed = (await importUploadStore(env).verification(id)) as string;
+    return { s, text, to, id, first, sealed };
+  }
+
+  const next = (id: string, to: number) =>
+    importUpload(tenantMovePort(env), importUploadStore(env), to, id, Date.now(), noLog, {
+      verify_call_bytes: 300,
+    });
+  const refusal = (p: Promise<unknown>) =>
+    p.then(
+      () => null,
+      (e: Error) => ({ name: e.name, message: e.message }),
+    );
+
+  it('a tampered kept state is refused (409), discarded, nothing written; the next call starts over', async () => {
+    const { s, to, id, first, sealed } = await stoppedPartWay('upl-vtamper');
+    // The offset moved past lines never checked: a resumed call would skip them.
+    const tampered = sealed.replace(/"offset":([0-9]+)/, (_m, n: string) => `"offset":${Number(n) + 600}`);
+    expect(tampered).not.toBe(sealed);
+    await env.BLOBS.put(`imports/uploads/${id}.verification`, tampered);
+    const r = await importCall(id, to);
+    expect(r.status).toBe(409);
+    expect(r.body.error.message).toBe(
+      `the kept verification of upload ${id} does not match its seal: it is discarded and nothing was written; import again to verify the file from its start`,
+    );
+    expect(await env.BLOBS.head(`imports/uploads/${id}.verification`)).toBeNull();
+    await nothingWritten(to, s.tenant_id);
+    // From zero, not from the tampered offset.
+    expect(await next(id, to)).toEqual(first);
+  });
+
+  it("another upload's kept state copied over this one's is refused, discarded, nothing written", async () => {
+    const a = await stoppedPartWay('upl-vcopy');
+    // The same file uploaded again: same digest, another upload id and object version.
+    const { id } = await upload(encode(a.text));
+    await env.BLOBS.put(`imports/uploads/${id}.verification`, a.sealed);
+    const error = await refusal(next(id, a.to));
+    expect(error?.message).toMatch(/^the kept verification of upload [0-9a-f]{32} is of another upload:/);
+    expect(await env.BLOBS.head(`imports/uploads/${id}.verification`)).toBeNull();
+    await nothingWritten(a.to, a.s.tenant_id);
+    // The upload it came from goes on from where it stopped.
+    expect(await next(a.id, a.to)).toMatchObject({ phase: 'verifying', read: 1 });
+  });
+
+  it('a state sealed by this Worker for another digest or object version of this upload is refused', async () => {
+    const { s, to, id } = await stoppedPartWay('upl-vbind');
+    const { key, binding } = await keptBinding(id);
+    const { kept } = (await openKept(
+      key,
+      (await importUploadStore(env).verification(id)) as string,
+      binding,
+    )) as { kept: KeptVerification };
+    for (const [b, reason] of [
+      [{ sha256: 'b'.repeat(64) }, 'is of another file digest'],
+      [{ version: 'another-version' }, 'is of another object version'],
+    ] as const) {
+      await importUploadStore(env).keepVerification(id, await sealKept(key, { ...binding, ...b }, kept));
+      expect((await refusal(next(id, to)))?.message).toContain(`upload ${id} ${reason}:`);
+      await nothingWritten(to, s.tenant_id);
+    }
+  });
+
+  it('the object replaced between two verifying calls (even by the same bytes) fails the next call, nothing written', async () => {
+    const { s, text, to, id } = await stoppedPartWay('upl-vswap');
+    // Read from an offset, the bytes cannot be re-hashed: the pinned version is what refuses them.
+    await env.BLOBS.put(`imports/uploads/${id}`, text);
+    const error = await refusal(next(id, to));
+    expect(error).toEqual({
+      name: 'UploadIntegrityError',
+      message: `upload ${id} was replaced since it was completed`,
+    });
+    expect((await importCall(id, to)).status).toBe(500);
+    await nothingWritten(to, s.tenant_id);
   });
 });
 

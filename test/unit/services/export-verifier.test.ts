@@ -9,8 +9,14 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalize, sha256HexOfText } from '../../../src/core/canonical/canonical.js';
 import { tenantTableColumns } from '../../../src/db/tenant-rows.js';
-import { splitLines } from '../../../src/services/import-uploads.js';
-import { type ExportSource, textSource, verifySource } from '../../../src/services/tenant-moves.js';
+import { splitLines, splitLinesFrom } from '../../../src/services/import-uploads.js';
+import {
+  type ExportSource,
+  type SavedVerification,
+  Verification,
+  textSource,
+  verifySource,
+} from '../../../src/services/tenant-moves.js';
 
 const port = { columnsOf: tenantTableColumns };
 const T = 'ten-verifier';
@@ -125,6 +131,91 @@ describe('the reference check in bounded memory', () => {
   it('a file with no reference problem is accepted at any capacity', async () => {
     const text = file(120, [hex(1), hex(2), hex(119)]);
     expect(await outcome(text, 2)).toEqual({ ok: true, rows: 126 });
+  });
+});
+
+/**
+ * `text` verified in calls of at most `budget` bytes each, the state between two calls only what
+ * `save` gave, through JSON (as it is kept in R2), each call reading from the offset it names.
+ */
+async function inCalls(text: string, budget: number, capacity?: number) {
+  const bytes = new TextEncoder().encode(text);
+  const from = (offset: number, first: number) =>
+    splitLinesFrom(chunked(bytes.subarray(offset), [7, 50]), offset, first);
+  let saved: SavedVerification | null = null;
+  let calls = 0;
+  try {
+    for (;;) {
+      calls += 1;
+      const v: Verification =
+        saved === null
+          ? Verification.start(port, { reference_capacity: capacity })
+          : Verification.resume(port, saved);
+      const r = await v.run(from, budget);
+      if ('done' in r) return { calls, outcome: { ok: true, found: r.done } };
+      saved = JSON.parse(JSON.stringify(v.save())) as SavedVerification;
+    }
+  } catch (e) {
+    return { calls, outcome: { ok: false, message: (e as Error).message } };
+  }
+}
+
+const whole = async (text: string, capacity?: number) => {
+  try {
+    return { ok: true, found: await verifySource(port, textSource(text), { reference_capacity: capacity }) };
+  } catch (e) {
+    return { ok: false, message: (e as Error).message };
+  }
+};
+
+describe('a verification in several calls', () => {
+  it('property: any budget per call gives the outcome of one call (what it found, or the same refusal)', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 0, max: 40 }),
+        fc.array(fc.integer({ min: 0, max: 50 }), { maxLength: 8 }),
+        fc.boolean(),
+        fc.option(fc.integer({ min: 2, max: 10 }), { nil: undefined }),
+        fc.integer({ min: 1, max: 3000 }),
+        async (entries, signedAt, archiveOk, capacity, budget) => {
+          const text = file(
+            entries,
+            signedAt.map((i) => hex(i)),
+            archiveOk ? hex(0, 'archive') : hex(0, 'elsewhere'),
+          );
+          const { outcome } = await inCalls(text, budget, capacity);
+          expect(outcome).toEqual(await whole(text, capacity));
+        },
+      ),
+      { numRuns: 60 },
+    );
+  });
+
+  it('stops at its budget and goes on, through the first read and the partitions', async () => {
+    const text = file(60, [hex(1), hex(59)]);
+    const one = await inCalls(text, Number.POSITIVE_INFINITY, 4);
+    expect(one.calls).toBe(1);
+    const many = await inCalls(text, 500, 4);
+    // Each call reads at most its budget and one line more; every read (the first and one per
+    // partition) is spread over calls.
+    expect(many.calls).toBeGreaterThan(Math.ceil(text.length / 500));
+    expect(many.outcome).toEqual(one.outcome);
+    expect(many.outcome).toMatchObject({ ok: true, found: { rows_total: 65 } });
+  });
+
+  it('a line refused in a later call is named by its line in the file', async () => {
+    const rows = file(30, [hex(2)])
+      .trimEnd()
+      .split('\n');
+    rows[20] = (rows[20] as string).replace('{', '{ ');
+    const text = `${rows.join('\n')}\n`;
+    const many = await inCalls(text, 300);
+    expect(many.calls).toBeGreaterThan(1);
+    expect(many.outcome).toEqual({
+      ok: false,
+      message: 'import refused, nothing written: line 21: not in canonical form (RFC 8785)',
+    });
+    expect(many.outcome).toEqual(await whole(text));
   });
 });
 
