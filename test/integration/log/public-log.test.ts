@@ -276,6 +276,28 @@ describe('the public log path', () => {
     expect(read.body.events).toHaveLength(2);
   });
 
+  it('without a usable key ring publishing is refused before anything changes (no keys to tell witnesses)', async () => {
+    const s = await seedTenant('pub-nokeys');
+    await logReceipts(s, 0, 1);
+    const res = await app.fetch(
+      new Request(`${BASE}/v1/log/publication`, {
+        method: 'PUT',
+        headers: { authorization: `Bearer ${s.admin.api_key}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ published: true }),
+      }),
+      { ...env, WRIT_RECEIPT_KEYS: '' },
+    );
+    expect(res.status).toBe(503);
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe('signing_unavailable');
+    // The sequencer (which has its own bindings) was never asked.
+    expect(await logSequencerStub(env, s.tenant_id).publication(s.tenant_id)).toEqual({
+      published: false,
+      events: [],
+    });
+    expect(await env.LOG_TILES.head(publicationMarkerKey(s.tenant_id))).toBeNull();
+    expect((await anonymous(`/log/${s.tenant_id}/checkpoint`)).status).toBe(404);
+  });
+
   it('a sequencer created at schema version 1 gains the publication table at its next start, its log intact', async () => {
     const s = await seedTenant('pub-schema');
     await logReceipts(s, 0, 2);
