@@ -46,16 +46,21 @@ describe('parsePublicLogPath', () => {
     expect(parsePublicLogPath('/log/' + 'a/'.repeat(100_000))).toBeNull();
   });
 
-  it('every tile and bundle path the sequencer writes parses back to itself (one spelling)', () => {
+  it('every tile and bundle path the sequencer writes, for any minted-style tenant id, parses back to itself', () => {
     fc.assert(
       fc.property(
+        fc.stringMatching(/^[A-Za-z0-9][A-Za-z0-9._:@=-]{0,127}$/),
         fc.integer({ min: 0, max: 63 }),
         fc.integer({ min: 0, max: Number.MAX_SAFE_INTEGER }),
         fc.integer({ min: 1, max: 256 }),
         fc.boolean(),
-        (level, index, width, entries) => {
+        (tenant_id, level, index, width, entries) => {
           const path = entries ? entryBundlePath(index, width) : tilePath({ level, index, width });
-          expect(parsePublicLogPath(`/log/${T}/${path}`)).toEqual({ tenant_id: T, kind: 'tile', path });
+          expect(parsePublicLogPath(`/log/${tenant_id}/${path}`)).toEqual({ tenant_id, kind: 'tile', path });
+          expect(parsePublicLogPath(`/log/${tenant_id}/checkpoint`)).toEqual({
+            tenant_id,
+            kind: 'checkpoint',
+          });
         },
       ),
     );
