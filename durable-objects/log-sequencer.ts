@@ -221,10 +221,11 @@ export class LogSequencerObject extends DurableObject<Env> {
   /**
    * Publish or unpublish the log (a tenant admin's request; the route checked the role). Runs in
    * the drain chain, so the checkpoint it writes is never older than one a drain wrote.
-   * Publish: record the change, write the latest checkpoint to R2 (the empty log's, signed now,
-   * before any receipt; it also repairs a copy a crash left behind), then the marker. Unpublish:
-   * delete the marker, then record. A failure part-way leaves the log not public or the request
-   * failed; either call is idempotent, so repeating it completes it. Only a change is recorded.
+   * Publish: sign or read the latest checkpoint, record the change, write that checkpoint to R2
+   * (the empty log's before any receipt; it also repairs a copy a crash left behind), then the
+   * marker. Unpublish: delete the marker, then record. A failure part-way leaves the log not
+   * public or the request failed; either call is idempotent, so repeating it completes it. Only a
+   * change is recorded.
    */
   async setPublication(
     tenant_id: string,
@@ -248,8 +249,9 @@ export class LogSequencerObject extends DurableObject<Env> {
       };
       const marker = publicationMarkerKey(tenant_id);
       if (published) {
-        record();
+        // Signed first (the empty log's needs the key ring): a refusal here records nothing.
         const { checkpoint } = await this.checkpoint(tenant_id);
+        record();
         await this.env.LOG_TILES.put(`${logPrefix(tenant_id)}checkpoint`, checkpoint);
         await this.env.LOG_TILES.put(
           marker,

@@ -298,6 +298,60 @@ describe('the public log path', () => {
     expect((await anonymous(`/log/${s.tenant_id}/checkpoint`)).status).toBe(404);
   });
 
+  it('the sequencer records a publish only once its checkpoint is signed: without its key ring, nothing', async () => {
+    const s = await seedTenant('pub-do-nokeys');
+    const log = logSequencerStub(env, s.tenant_id);
+    // The empty log's checkpoint is signed at publication; the object's own key ring is missing.
+    const refused = await runInDurableObject(log, async (o) => {
+      const own = Reflect.get(o, 'env') as Env;
+      Reflect.set(o, 'env', { ...own, WRIT_RECEIPT_KEYS: '' });
+      try {
+        return await o.setPublication(s.tenant_id, true, s.admin.principal_id, Date.now()).then(
+          () => 'published',
+          (e: unknown) => (e instanceof Error ? e.message : String(e)),
+        );
+      } finally {
+        Reflect.set(o, 'env', own);
+      }
+    });
+    expect(refused).toMatch(/signing is not configured/);
+    expect(await log.publication(s.tenant_id)).toEqual({ published: false, events: [] });
+    expect(await env.LOG_TILES.head(publicationMarkerKey(s.tenant_id))).toBeNull();
+    // With it, the same request publishes.
+    expect((await publish(s, true)).body).toMatchObject({ changed: true, published: true });
+  });
+
+  it('an unpublish whose marker delete fails records nothing: the state never says unpublished while the log is served', async () => {
+    const s = await seedTenant('pub-do-r2down');
+    expect((await publish(s, true)).body.published).toBe(true);
+    const log = logSequencerStub(env, s.tenant_id);
+    const failed = await runInDurableObject(log, async (o) => {
+      const own = Reflect.get(o, 'env') as Env;
+      const bucket = new Proxy(own.LOG_TILES, {
+        get(target, prop) {
+          if (prop === 'delete') return () => Promise.reject(new Error('r2 unavailable'));
+          const v: unknown = Reflect.get(target, prop);
+          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+      Reflect.set(o, 'env', { ...own, LOG_TILES: bucket });
+      try {
+        return await o.setPublication(s.tenant_id, false, s.admin.principal_id, Date.now()).then(
+          () => 'unpublished',
+          (e: unknown) => (e instanceof Error ? e.message : String(e)),
+        );
+      } finally {
+        Reflect.set(o, 'env', own);
+      }
+    });
+    expect(failed).toBe('r2 unavailable');
+    expect((await log.publication(s.tenant_id)).published).toBe(true);
+    expect((await anonymous(`/log/${s.tenant_id}/checkpoint`)).status).toBe(200);
+    // Repeating the request completes it.
+    expect((await publish(s, false)).body).toMatchObject({ changed: true, published: false });
+    expect((await anonymous(`/log/${s.tenant_id}/checkpoint`)).status).toBe(404);
+  });
+
   it('a sequencer created at schema version 1 gains the publication table at its next start, its log intact', async () => {
     const s = await seedTenant('pub-schema');
     await logReceipts(s, 0, 2);
