@@ -19,8 +19,9 @@
  * commit re-checks the cursor it read, so even two overlapping drains could not append twice.
  *
  * RPC surface: `kick` (schedule a drain: the Worker's `waitUntil` after a commit), `drain` (drain
- * now, bounded), `checkpoint`, `inclusion`, `consistency`. The alarm drains and re-arms itself
- * while a backlog remains or after a failure.
+ * now, bounded), `checkpoint`, `inclusion`, `consistency`, `publication` and `setPublication` (the
+ * opt-in public read path: the object writes the R2 marker the public routes read). The alarm
+ * drains and re-arms itself while a backlog remains or after a failure.
  */
 import { DurableObject } from 'cloudflare:workers';
 import { digestOf } from '../src/core/canonical/canonical.js';
@@ -49,7 +50,12 @@ import { attachCheckpointSignature } from '../src/core/log/checkpoint.js';
 import { Identifier } from '../src/core/schema.js';
 import { type LogKey, logKey } from '../src/platform/receipt-keys.js';
 import { tenantShard, tenantStore } from '../src/platform/bindings.js';
-import type { ConsistencyAnswer, InclusionAnswer } from '../src/services/ports.js';
+import type {
+  ConsistencyAnswer,
+  InclusionAnswer,
+  PublicationChange,
+  PublicationState,
+} from '../src/services/ports.js';
 
 /** Leaves appended per batch: one D1 read, one R2 write per changed tile, one signature. */
 export const DRAIN_BATCH = 1024;
@@ -76,6 +82,19 @@ export function logPrefix(tenant_id: string): string {
   return `log/${tenant_id}/`;
 }
 
+/**
+ * The R2 key whose presence makes a tenant's log public (docs/transparency-log.md, "Public logs").
+ * Outside `log/<tenant_id>/`, so serving that prefix from a bucket never serves it. Only this object
+ * writes or deletes it, after (publish) or before (unpublish) recording the change in its storage:
+ * the marker is present only while the stored state says published.
+ */
+export function publicationMarkerKey(tenant_id: string): string {
+  return `log-published/${tenant_id}`;
+}
+
+/** Publication changes returned with the state, newest first (all are kept in the object). */
+export const PUBLICATION_EVENTS_SHOWN = 20;
+
 export interface DrainReport {
   /** Leaves appended by this call. */
   readonly appended: number;
@@ -89,8 +108,9 @@ export interface DrainReport {
  * 1: `meta`, `leaf`, `tile`. 2: `meta.shard`, the shard the cursor counts on; NULL in a row
  * version 1 wrote, which the next drain treats as another shard's cursor (a rescan of the current
  * shard: safe, and it repairs a log whose cursor a move had carried past unread rows).
+ * 3: `publication` (the public read path's opt-in and its history).
  */
-const SCHEMA_VERSION = 2;
+const SCHEMA_VERSION = 3;
 
 /** Where the drain is: the last `seq` it took on `shard` (null: not known, version 1's rows). */
 interface Position {
@@ -125,6 +145,16 @@ export class LogSequencerObject extends DurableObject<Env> {
     this.ctx.storage.transactionSync(() => {
       if (v < 1) this.#createV1();
       if (v < 2) this.#sql.exec('ALTER TABLE meta ADD COLUMN shard INTEGER');
+      // Every change of the log's publication, who made it and when (the audit record); the
+      // latest row is the state, and no row means not published.
+      if (v < 3) {
+        this.#sql.exec(`CREATE TABLE IF NOT EXISTS publication (
+          seq INTEGER PRIMARY KEY AUTOINCREMENT,
+          published INTEGER NOT NULL CHECK (published IN (0, 1)),
+          principal_id TEXT NOT NULL,
+          at_unix_ms INTEGER NOT NULL
+        )`);
+      }
       this.#sql.exec('DELETE FROM schema_version');
       this.#sql.exec('INSERT INTO schema_version (v) VALUES (?)', SCHEMA_VERSION);
     });
@@ -206,6 +236,62 @@ export class LogSequencerObject extends DurableObject<Env> {
     const cp = attachCheckpointSignature(body.value, await signatureOf(key, body.value));
     if (!cp.ok) throw new Error(cp.error.message);
     return { size: m?.state.size ?? 0, checkpoint: cp.value };
+  }
+
+  /** Whether the log is public, and its latest publication changes. */
+  async publication(tenant_id: string): Promise<PublicationState> {
+    this.#checkTenant(tenant_id);
+    return this.#publication();
+  }
+
+  /**
+   * Publish or unpublish the log (a tenant admin's request; the route checked the role). Runs in
+   * the drain chain, so the checkpoint it writes is never older than one a drain wrote.
+   * Publish: sign or read the latest checkpoint, record the change, write that checkpoint to R2
+   * (the empty log's before any receipt; it also repairs a copy a crash left behind), then the
+   * marker. Unpublish: delete the marker, then record. A failure part-way leaves the log not
+   * public or the request failed; either call is idempotent, so repeating it completes it. Only a
+   * change is recorded.
+   */
+  async setPublication(
+    tenant_id: string,
+    published: boolean,
+    principal_id: string,
+    at_unix_ms: number,
+  ): Promise<PublicationChange> {
+    this.#checkTenant(tenant_id);
+    if (!Identifier.safeParse(principal_id).success) throw new Error('invalid principal id');
+    if (!Number.isSafeInteger(at_unix_ms) || at_unix_ms < 0) throw new Error('invalid time');
+    const run = this.#drainChain.then(async () => {
+      const changed = this.#publication().published !== published;
+      const record = () => {
+        if (!changed) return;
+        this.#sql.exec(
+          'INSERT INTO publication (published, principal_id, at_unix_ms) VALUES (?, ?, ?)',
+          published ? 1 : 0,
+          principal_id,
+          at_unix_ms,
+        );
+      };
+      const marker = publicationMarkerKey(tenant_id);
+      if (published) {
+        // Signed first (the empty log's needs the key ring): a refusal here records nothing.
+        const { checkpoint } = await this.checkpoint(tenant_id);
+        record();
+        await this.env.LOG_TILES.put(`${logPrefix(tenant_id)}checkpoint`, checkpoint);
+        await this.env.LOG_TILES.put(
+          marker,
+          JSON.stringify({ tenant_id, published_by: principal_id, published_at_unix_ms: at_unix_ms }),
+          { httpMetadata: { contentType: 'application/json' } },
+        );
+      } else {
+        await this.env.LOG_TILES.delete(marker);
+        record();
+      }
+      return { changed, state: this.#publication() };
+    });
+    this.#drainChain = run.catch(() => undefined);
+    return run;
   }
 
   /** The inclusion proof of a receipt against the latest checkpoint, or `not_logged`. */
@@ -437,6 +523,17 @@ export class LogSequencerObject extends DurableObject<Env> {
       state: state.value,
       checkpoint: row.checkpoint,
     };
+  }
+
+  #publication(): PublicationState {
+    const events = this.#sql
+      .exec<{ published: number; principal_id: string; at_unix_ms: number }>(
+        'SELECT published, principal_id, at_unix_ms FROM publication ORDER BY seq DESC LIMIT ?',
+        PUBLICATION_EVENTS_SHOWN,
+      )
+      .toArray()
+      .map((r) => ({ published: r.published === 1, principal_id: r.principal_id, at_unix_ms: r.at_unix_ms }));
+    return { published: events[0]?.published ?? false, events };
   }
 
   #pendingEntries(size: number): readonly Uint8Array[] {

@@ -584,6 +584,24 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/log/publication": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** whether the tenant’s log is public at /log/{tenant_id}/, its origin and verifier keys */
+        get: operations["getV1LogPublication"];
+        /** publish or unpublish the tenant’s log for witnesses and monitors (idempotent) */
+        put: operations["putV1LogPublication"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/log/consistency": {
         parameters: {
             query?: never;
@@ -5956,6 +5974,190 @@ export interface operations {
             };
             /** @description error: unauthenticated */
             401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: internal */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: signing_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1LogPublication: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the publication */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description whether /log/<tenant_id>/ serves the log without a key */
+                        published: boolean;
+                        /** @description the checkpoint origin and note key name: <issuer>/log/<tenant_id> */
+                        origin: string;
+                        /** @description the C2SP tlog-tiles URL prefix’s path on this host */
+                        prefix_path: string;
+                        /** @description one per key of /.well-known/writ-keys */
+                        verifier_keys: {
+                            key_id: string;
+                            /** @description C2SP signed-note verifier key: <origin>+<key ID>+<base64(0x01 || key)> */
+                            vkey: string;
+                        }[];
+                        /** @description the latest publication changes, newest first */
+                        events: {
+                            published: boolean;
+                            principal_id: string;
+                            at_unix_ms: number;
+                        }[];
+                    };
+                };
+            };
+            /** @description error: unauthenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: internal */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: signing_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    putV1LogPublication: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    published: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description the publication after the request */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description whether /log/<tenant_id>/ serves the log without a key */
+                        published: boolean;
+                        /** @description the checkpoint origin and note key name: <issuer>/log/<tenant_id> */
+                        origin: string;
+                        /** @description the C2SP tlog-tiles URL prefix’s path on this host */
+                        prefix_path: string;
+                        /** @description one per key of /.well-known/writ-keys */
+                        verifier_keys: {
+                            key_id: string;
+                            /** @description C2SP signed-note verifier key: <origin>+<key ID>+<base64(0x01 || key)> */
+                            vkey: string;
+                        }[];
+                        /** @description the latest publication changes, newest first */
+                        events: {
+                            published: boolean;
+                            principal_id: string;
+                            at_unix_ms: number;
+                        }[];
+                        changed: boolean;
+                    };
+                };
+            };
+            /** @description error: invalid_request, malformed_json */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: unauthenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: forbidden_role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: unsupported_media_type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: quota_exceeded, rate_limited */
+            429: {
                 headers: {
                     [name: string]: unknown;
                 };

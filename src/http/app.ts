@@ -37,6 +37,7 @@ import { usageRoutes } from './routes/usage.js';
 import { consoleRoutes } from './console/routes.js';
 import { webhookRoutes, webhookSecretRoutes } from './routes/webhooks.js';
 import { logRoutes } from './routes/log.js';
+import { publicLogRoutes } from './routes/public-log.js';
 import { wellKnownRoutes } from './routes/well-known.js';
 
 export function createApp(): Hono<AppEnv> {
@@ -103,6 +104,8 @@ export function createApp(): Hono<AppEnv> {
   app.route('/v1', v1);
   // Issue 11: the issuer's public keys (public).
   app.route('/', wellKnownRoutes);
+  // Issue 11: the logs their tenants published, as C2SP tlog-tiles at /log/<tenant_id>/ (public).
+  app.route('/', publicLogRoutes);
   // The approval console: its own session cookie instead of a bearer key (src/http/console).
   app.route('/console', consoleRoutes);
   app.route('/', authzenRoutes);

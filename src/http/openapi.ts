@@ -52,6 +52,7 @@ import { ClaimBody, OperationListQuery, ReconcileBody, ReportBody } from '../ser
 import { ObservationBody } from '../services/observations.js';
 import { CreateRunRequest } from '../services/runs.js';
 import { RotateWebhookSecretRequest } from '../services/webhooks.js';
+import { SetPublicationRequest } from '../services/log.js';
 import { ReceiptBundle } from '../verify/bundle.js';
 import { wireError } from './errors.js';
 
@@ -74,6 +75,23 @@ const ConsistencyView = z.strictObject({
   to: z.number().int(),
   tree_size: z.number().int(),
   proof: z.array(z.string()).describe('RFC 9162 §2.1.4 consistency proof, base64 hashes'),
+});
+
+const PublicationView = z.strictObject({
+  published: z.boolean().describe('whether /log/<tenant_id>/ serves the log without a key'),
+  origin: z.string().describe('the checkpoint origin and note key name: <issuer>/log/<tenant_id>'),
+  prefix_path: z.string().describe('the C2SP tlog-tiles URL prefix’s path on this host'),
+  verifier_keys: z
+    .array(
+      z.strictObject({
+        key_id: z.string(),
+        vkey: z.string().describe('C2SP signed-note verifier key: <origin>+<key ID>+<base64(0x01 || key)>'),
+      }),
+    )
+    .describe('one per key of /.well-known/writ-keys'),
+  events: z
+    .array(z.strictObject({ published: z.boolean(), principal_id: Identifier, at_unix_ms: UnixMs }))
+    .describe('the latest publication changes, newest first'),
 });
 
 const Json = z.unknown().describe('any JSON value');
@@ -776,6 +794,28 @@ export const ROUTES: readonly RouteDoc[] = [
       'the latest checkpoint of the tenant’s log (text/plain: a C2SP signed note); tiles at /v1/log/tile/…',
     auth: 'any_principal',
     responses: { 200: { description: 'the signed checkpoint note, as text', schema: z.string() } },
+    errors: ['signing_unavailable'],
+  },
+  {
+    method: 'get',
+    path: '/v1/log/publication',
+    summary: 'whether the tenant’s log is public at /log/{tenant_id}/, its origin and verifier keys',
+    auth: 'any_principal',
+    responses: { 200: { description: 'the publication', schema: PublicationView } },
+    errors: ['signing_unavailable'],
+  },
+  {
+    method: 'put',
+    path: '/v1/log/publication',
+    summary: 'publish or unpublish the tenant’s log for witnesses and monitors (idempotent)',
+    auth: ROLES_FOR.admin,
+    body: SetPublicationRequest,
+    responses: {
+      200: {
+        description: 'the publication after the request',
+        schema: PublicationView.extend({ changed: z.boolean() }),
+      },
+    },
     errors: ['signing_unavailable'],
   },
   {

@@ -10,7 +10,12 @@
  */
 import { waitUntil } from 'cloudflare:workers';
 import { operationStub } from '../../durable-objects/idempotency.js';
-import { kickLog, logPrefix, logSequencerStub } from '../../durable-objects/log-sequencer.js';
+import {
+  kickLog,
+  logPrefix,
+  logSequencerStub,
+  publicationMarkerKey,
+} from '../../durable-objects/log-sequencer.js';
 import { rateLimiterStub } from '../../durable-objects/rate-limiter.js';
 import { d1PlatformStore } from '../db/platform-store.js';
 import { d1TenantStore } from '../db/tenant-store.js';
@@ -30,6 +35,7 @@ import type {
   KeysPort,
   OperationsPort,
   PlatformStore,
+  PublicLogPort,
   RateLimitPort,
   ReceiptLogPort,
   TenantMovePort,
@@ -340,6 +346,27 @@ export function receiptLogPort(env: Env, tenant_id: string): ReceiptLogPort {
     object: async (path) => {
       const o = await env.LOG_TILES.get(logPrefix(tenant_id) + path);
       return o === null ? null : new Uint8Array(await o.arrayBuffer());
+    },
+    publication: () => stub().publication(tenant_id),
+    setPublication: (published, principal_id, now) =>
+      stub().setPublication(tenant_id, published, principal_id, now),
+  };
+}
+
+/** The public read path: the marker and objects the sequencers write to `LOG_TILES`, nothing else. */
+export function publicLogPort(env: Env): PublicLogPort {
+  return {
+    published: async (tenant_id) => (await env.LOG_TILES.head(publicationMarkerKey(tenant_id))) !== null,
+    read: async (tenant_id, path, withBody) => {
+      const key = logPrefix(tenant_id) + path;
+      if (!withBody) {
+        const h = await env.LOG_TILES.head(key);
+        return h === null ? null : { size: h.size, bytes: null };
+      }
+      const o = await env.LOG_TILES.get(key);
+      if (o === null) return null;
+      const bytes = new Uint8Array(await o.arrayBuffer());
+      return { size: bytes.length, bytes };
     },
   };
 }

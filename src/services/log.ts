@@ -3,22 +3,37 @@
  * keys, the latest checkpoint, tiles, a receipt's inclusion proof, consistency proofs, and the
  * offline bundle `writ verify` checks (formats: docs/receipts.md, docs/transparency-log.md).
  *
- * Guarantees: every answer is about the caller's own tenant (its store, its log object); a proof
- * is asked of the log only for a receipt the tenant's store holds; a receipt not yet logged is
- * drained into the log on demand before the proof is refused (`log_pending`, 503). Never: signs
- * anything (signing happens where receipts are written), or reads another tenant's log.
+ * Also the opt-in public read path: a tenant admin publishes the log, after which its checkpoint,
+ * tiles and entry bundles are served at `/log/<tenant_id>/...` without a key.
+ *
+ * Guarantees: every authenticated answer is about the caller's own tenant (its store, its log
+ * object); the public path serves only the objects of a log its tenant published, and answers one
+ * 404 for everything else; a proof is asked of the log only for a receipt the tenant's store
+ * holds; a receipt not yet logged is drained into the log on demand before the proof is refused
+ * (`log_pending`, 503). Never: signs anything (signing happens where receipts are written), or
+ * reads another tenant's log.
  */
+import { z } from 'zod';
 import { decodeJsonText } from '../core/canonical/json.js';
 import { ReconciliationReceipt } from '../core/execution/reconciliation.js';
 import { ExecutionReceipt } from '../core/model.js';
-import type { PublicKeySet } from '../core/receipts/keys.js';
+import { type PublicKeySet, parsePublicKeySet } from '../core/receipts/keys.js';
 import { SignatureEnvelope } from '../core/receipts/signing.js';
 import { Sha256 } from '../core/schema.js';
+import { parsePublicLogPath } from '../core/log/public-path.js';
 import { parseTilePath } from '../core/log/tiles.js';
 import { BUNDLE_VERSION, BundleInputs, type ReceiptBundle } from '../verify/bundle.js';
-import type { TenantContext } from './context.js';
+import { logOrigin, logVerifierKeys } from '../verify/log.js';
+import { ROLES_FOR, type TenantContext, requireRole } from './context.js';
 import { notFound, ServiceError } from './errors.js';
-import type { KeysPort, ReceiptLogPort, StoredReceipt, TenantStore } from './ports.js';
+import type {
+  KeysPort,
+  PublicLogObject,
+  PublicLogPort,
+  ReceiptLogPort,
+  StoredReceipt,
+  TenantStore,
+} from './ports.js';
 import { authorizationInputs } from './receipts.js';
 
 /** Seconds a client should wait before asking again for a receipt the log has not taken yet. */
@@ -43,6 +58,75 @@ export async function logTile(_ctx: TenantContext, log: ReceiptLogPort, path: st
   const bytes = await log.object(path);
   if (bytes === null) throw notFound('tile');
   return bytes;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The public read path (docs/transparency-log.md, "Public logs")
+
+/** `PUT /v1/log/publication`. */
+export const SetPublicationRequest = z.strictObject({ published: z.boolean() });
+export type SetPublicationRequest = z.infer<typeof SetPublicationRequest>;
+
+/** `GET /v1/log/publication`: whether the log is public, where, and the keys a witness configures. */
+export async function logPublication(ctx: TenantContext, log: ReceiptLogPort, keys: KeysPort) {
+  const where = publicationKeys(ctx, keys);
+  const state = await log.publication();
+  return { published: state.published, ...where, events: state.events };
+}
+
+/**
+ * `PUT /v1/log/publication` (tenant admin): publish or unpublish the tenant's log. Idempotent; a
+ * change is recorded in the sequencer with who made it and when (the audit record `GET` shows),
+ * and in the request's log line.
+ */
+export async function setLogPublication(
+  ctx: TenantContext,
+  log: ReceiptLogPort,
+  keys: KeysPort,
+  body: SetPublicationRequest,
+) {
+  requireRole(ctx.caller, ROLES_FOR.admin);
+  // Before any change (503 without a key ring): a published log whose keys cannot be told to
+  // witnesses would be unverifiable.
+  const where = publicationKeys(ctx, keys);
+  const r = await log.setPublication(body.published, ctx.caller.principal_id, ctx.now);
+  ctx.log({ log_published: r.state.published, log_publication_changed: r.changed });
+  return { changed: r.changed, published: r.state.published, ...where, events: r.state.events };
+}
+
+/** The log's origin, its public prefix on this host, and its note verifier keys. */
+function publicationKeys(ctx: TenantContext, keys: KeysPort) {
+  const set = parsePublicKeySet(keys.publicKeys(ctx.now));
+  if (!set.ok) throw new Error(`published key set does not parse: ${set.error.reason}`);
+  const tenant_id = ctx.caller.tenant_id;
+  return {
+    origin: logOrigin(set.value.issuer, tenant_id),
+    prefix_path: `/log/${tenant_id}/`,
+    verifier_keys: logVerifierKeys(set.value, tenant_id),
+  };
+}
+
+/** The one answer for anything the public path does not serve: no hint whether a tenant exists. */
+const noSuchLogResource = () => new ServiceError('not_found', 'no such log resource');
+
+/**
+ * A resource of a published log, by the request's raw path (`/log/<tenant_id>/checkpoint`,
+ * `/log/<tenant_id>/tile/...`). Unauthenticated. The path is parsed before any storage is read; a
+ * malformed path, a tenant that does not exist or has not published, and a missing tile are the
+ * same 404. `withBody: false` (HEAD) reads the object's size only.
+ */
+export async function publicLogResource(
+  port: PublicLogPort,
+  pathname: string,
+  withBody: boolean,
+): Promise<{ readonly kind: 'checkpoint' | 'tile'; readonly object: PublicLogObject }> {
+  const r = parsePublicLogPath(pathname);
+  if (r === null) throw noSuchLogResource();
+  // Opt-in: without the tenant's marker nothing of its log is served, whatever the bucket holds.
+  if (!(await port.published(r.tenant_id))) throw noSuchLogResource();
+  const object = await port.read(r.tenant_id, r.kind === 'checkpoint' ? 'checkpoint' : r.path, withBody);
+  if (object === null) throw noSuchLogResource();
+  return { kind: r.kind, object };
 }
 
 /** The receipt's inclusion proof (C2SP tlog-proof, checkpoint included). */

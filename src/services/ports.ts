@@ -626,6 +626,25 @@ export type ConsistencyAnswer =
   | { readonly ok: true; readonly size: number; readonly proof: readonly string[] }
   | { readonly ok: false; readonly reason: 'out_of_range' | 'missing_node'; readonly message: string };
 
+/** One change of a log's publication: the audit record the sequencer keeps. */
+export interface PublicationEvent {
+  readonly published: boolean;
+  readonly principal_id: string;
+  readonly at_unix_ms: number;
+}
+
+export interface PublicationState {
+  readonly published: boolean;
+  /** The latest changes, newest first (bounded; every change is kept in the sequencer). */
+  readonly events: readonly PublicationEvent[];
+}
+
+export interface PublicationChange {
+  /** False when the log already was in the requested state (nothing recorded). */
+  readonly changed: boolean;
+  readonly state: PublicationState;
+}
+
 export interface ReceiptLogPort {
   /** The latest signed checkpoint of the tenant's log and its size. */
   checkpoint(): Promise<{ readonly size: number; readonly checkpoint: string }>;
@@ -636,6 +655,28 @@ export interface ReceiptLogPort {
   consistency(from: number, to: number): Promise<ConsistencyAnswer>;
   /** A published tile, entry bundle (path already validated), or null. */
   object(path: string): Promise<Uint8Array | null>;
+  /** Whether the log is public (docs/transparency-log.md, "Public logs"), with its history. */
+  publication(): Promise<PublicationState>;
+  /** Publish or unpublish the log; idempotent, and only a change is recorded. */
+  setPublication(published: boolean, principal_id: string, now: number): Promise<PublicationChange>;
+}
+
+/** One object of a public log: its bytes (null when only its size was asked, for HEAD). */
+export interface PublicLogObject {
+  readonly size: number;
+  readonly bytes: Uint8Array | null;
+}
+
+/**
+ * The public, unauthenticated read path of tenants' logs. Reads only the bucket the sequencers
+ * write (never D1 or a Durable Object), so an anonymous request costs storage reads and nothing
+ * a tenant's own traffic waits on. Adapter: src/platform/bindings.ts `publicLogPort`.
+ */
+export interface PublicLogPort {
+  /** True only while the tenant's sequencer has published its log (its marker exists). */
+  published(tenant_id: string): Promise<boolean>;
+  /** A resource below `log/<tenant_id>/` (path already validated), or null. */
+  read(tenant_id: string, path: string, withBody: boolean): Promise<PublicLogObject | null>;
 }
 
 /** The issuer's published receipt keys; throws `signing_unavailable` without a usable key ring. */

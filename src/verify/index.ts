@@ -37,4 +37,4 @@ export {
   type VerificationKey,
 } from '../core/receipts/keys.js';
 export { SignatureEnvelope, type SignatureFailureReason } from '../core/receipts/signing.js';
-export { logOrigin, logVerifiers, receiptLogVerifier, verifyLogConsistency } from './log.js';
+export { logOrigin, logVerifierKeys, logVerifiers, receiptLogVerifier, verifyLogConsistency } from './log.js';

@@ -11,7 +11,7 @@
  * Never: fetches anything, reads a clock, or accepts a proof whose checkpoint differs from the one
  * the bundle shows.
  */
-import { ed25519Verifier, type NoteVerifier } from '../core/log/note.js';
+import { ed25519Verifier, type NoteVerifier, verifierKey } from '../core/log/note.js';
 import { decodeBase64 } from '../core/log/encoding.js';
 import { parseTlogProof, verifyCheckpointConsistency, verifyTlogProof } from '../core/log/proof.js';
 import type { TrustedKeys } from '../core/receipts/keys.js';
@@ -31,6 +31,23 @@ export function logVerifiers(keys: TrustedKeys, origin: string): NoteVerifier[] 
     if (v.ok) out.push(v.value);
   }
   return out;
+}
+
+/**
+ * The C2SP signed-note verifier keys (`<origin>+<key ID>+<base64(0x01 || public key)>`, the
+ * golang.org/x/mod/sumdb/note form witnesses and `note.NewVerifier` read) of a tenant's log: one
+ * per key of the issuer's published set (`GET /.well-known/writ-keys`), by key id. A witness or
+ * monitor configures these for the origin `<issuer>/log/<tenant_id>`; a key rotation adds one.
+ */
+export function logVerifierKeys(
+  keys: TrustedKeys,
+  tenant_id: string,
+): { readonly key_id: string; readonly vkey: string }[] {
+  const origin = logOrigin(keys.issuer, tenant_id);
+  return [...keys.keys.values()].map((k) => ({
+    key_id: k.key_id,
+    vkey: verifierKey({ name: origin, publicKey: k.public_key }),
+  }));
 }
 
 const failure = (reason: string, message: string): Result<never, LogFailure> => err({ reason, message });

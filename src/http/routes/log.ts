@@ -5,10 +5,25 @@
  * `GET /v1/receipts/{sha256}/proof` (C2SP tlog-proof with its checkpoint) and
  * `GET /v1/receipts/{sha256}/bundle` (the offline bundle `writ verify` reads). Any authenticated
  * principal of the tenant may read them, as it may read the tenant's receipts.
+ *
+ * `GET /v1/log/publication` (any principal) and `PUT /v1/log/publication` (tenant admin): whether
+ * the log is also served without a key at `/log/<tenant_id>/` (src/http/routes/public-log.ts).
  */
 import { Hono } from 'hono';
 import { keysPort, receiptLogPort } from '../../platform/bindings.js';
-import { logCheckpoint, logConsistency, logTile, receiptBundle, receiptProof } from '../../services/log.js';
+import { ROLES_FOR } from '../../services/context.js';
+import {
+  SetPublicationRequest,
+  logCheckpoint,
+  logConsistency,
+  logPublication,
+  logTile,
+  receiptBundle,
+  receiptProof,
+  setLogPublication,
+} from '../../services/log.js';
+import { requireRole } from '../auth.js';
+import { readJson } from '../body.js';
 import type { AppEnv } from '../env.js';
 
 export const logRoutes = new Hono<AppEnv>();
@@ -58,6 +73,23 @@ logRoutes.get('/receipts/:sha256/bundle', async (c) =>
       receiptLogPort(c.env, c.var.tenant.caller.tenant_id),
       keysPort(c.env),
       c.req.param('sha256'),
+    ),
+  ),
+);
+
+logRoutes.get('/log/publication', async (c) =>
+  c.json(
+    await logPublication(c.var.tenant, receiptLogPort(c.env, c.var.tenant.caller.tenant_id), keysPort(c.env)),
+  ),
+);
+
+logRoutes.put('/log/publication', requireRole(ROLES_FOR.admin), async (c) =>
+  c.json(
+    await setLogPublication(
+      c.var.tenant,
+      receiptLogPort(c.env, c.var.tenant.caller.tenant_id),
+      keysPort(c.env),
+      await readJson(c, SetPublicationRequest),
     ),
   ),
 );

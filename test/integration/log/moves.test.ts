@@ -230,7 +230,7 @@ describe('the log cursor names the shard it counts on', () => {
         .exec<{ shard: number | null; cursor: number }>('SELECT shard, cursor FROM meta')
         .one(),
     }));
-    expect(meta).toEqual({ v: 2, meta: { shard, cursor: past } });
+    expect(meta).toEqual({ v: 3, meta: { shard, cursor: past } });
     expect((await log.drain(s.tenant_id)).appended).toBe(0);
   });
 });
