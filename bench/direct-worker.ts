@@ -34,6 +34,8 @@ export async function startDirectWorker(o: {
   readonly entrypoint?: string;
   /** Plain-text bindings over wrangler.toml's vars and .dev.vars. */
   readonly vars?: Readonly<Record<string, string>>;
+  /** Build-time constants (what `wrangler dev --define NAME:VALUE` sets). */
+  readonly define?: Readonly<Record<string, string>>;
 }): Promise<DirectWorker> {
   // Every shard wrangler.toml declares.
   applyMigrations(['--local', '--persist-to', o.state]);
@@ -49,6 +51,7 @@ export async function startDirectWorker(o: {
   const worker = await devEnv.startWorker({
     config: path.join(ROOT, 'wrangler.toml'),
     ...(o.entrypoint === undefined ? {} : { entrypoint: o.entrypoint }),
+    ...(o.define === undefined ? {} : { build: { define: { ...o.define } } }),
     bindings: Object.fromEntries(
       Object.entries(o.vars ?? {}).map(([k, value]) => [k, { type: 'plain_text' as const, value }]),
     ),

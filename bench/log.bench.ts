@@ -5,22 +5,25 @@
  *    now carries (the only work the log adds inside a request, besides one more statement in the
  *    receipt's D1 batch), and the sequencer's appends per second for one tenant at several batch
  *    sizes (leaf hashes, tiles, entry bundles and one signed checkpoint per batch).
- * 2. Over HTTP (`wrangler dev`, local D1, Durable Objects and R2): `POST /v1/authorize` under load
+ * 2. Over HTTP (the Worker in local workerd, requests sent to workerd directly as in bench:edge
+ *    and bench:tenants, bench/direct-worker.ts; local D1, Durable Objects and R2): `POST /v1/authorize` under load
  *    with the log live (every receipt signed, kicked into its tenant's sequencer with `waitUntil`,
  *    drained from D1 by the alarm) beside `GET /v1/healthz`; then how long after the last response
  *    the log's checkpoint covers every receipt (the inclusion delay), and the appends per second
  *    the sequencer sustained end to end.
- * 3. Paired (issue 11, "no added latency beyond noise"): a second `wrangler dev` built with
- *    `--define WRIT_BENCH_LOG_OFF:true` (no Ed25519 signature, no log kick, so no draining; the
+ * 3. Paired (issue 11, "no added latency beyond noise"): a second Worker built with
+ *    `WRIT_BENCH_LOG_OFF` defined (no Ed25519 signature, no log kick, so no draining; the
  *    signature row is still written with an empty signature, src/platform/bindings.ts) beside
- *    the log-on one, both seeded alike. Concurrent loops send `POST /v1/authorize` to both in
+ *    the log-on one, both seeded alike, each in its own workerd process. Concurrent loops send `POST /v1/authorize` to both in
  *    turn, alternating which goes first, for BENCH_PAIRED_S seconds: p50 / p99 of each, their
  *    ratio, the median paired difference, a sign test over the pairs (the typical request), and a
  *    95% bootstrap interval of the p99 ratio (the tail).
  *
  * Environment: BENCH_DURATION_S (default 10, max 60), BENCH_CONNECTIONS (default 8),
- * BENCH_PAIRED_S (default 40, max 60: the tail needs samples), BENCH_PAIRED_LOOPS (default 4).
- * Not part of `npm test`: numbers depend on the machine, and wrangler dev is not production.
+ * BENCH_PAIRED_S (default 40, max 60: the tail needs samples), BENCH_PAIRED_LOOPS (default 4),
+ * BENCH_OFF=drain (a diagnosis: the log-off build still signs, so the pairs differ only by the log's
+ * kicks and drains), BENCH_VIA_PROXY=1 (through wrangler's dev proxy, as before 2026-12-01).
+ * Not part of `npm test`: numbers depend on the machine, and local workerd is not production.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -35,7 +38,8 @@ import { signReceipt } from '../src/core/receipts/signing.js';
 import { utf8Encode } from '../src/core/canonical/json.js';
 import { canonicalize } from '../src/core/canonical/canonical.js';
 import { receiptSigner } from '../src/platform/receipt-keys.js';
-import { ensureDevVars, freePort, startLocalWorker } from '../scripts/dev.js';
+import { ensureDevVars } from '../scripts/dev.js';
+import { type DirectWorker, startDirectWorker } from './direct-worker.js';
 import { type AutocannonResult, autocannon, seedAuthorizeTarget } from './local-authorize.js';
 
 const DURATION_S = Math.min(60, Math.max(1, Number(process.env.BENCH_DURATION_S ?? 10)));
@@ -44,6 +48,8 @@ const CONNECTIONS = Math.min(64, Math.max(1, Number(process.env.BENCH_CONNECTION
 const CATCH_UP_LIMIT_MS = 60_000;
 const PAIRED_S = Math.min(60, Math.max(1, Number(process.env.BENCH_PAIRED_S ?? 40)));
 const PAIRED_LOOPS = Math.min(16, Math.max(1, Number(process.env.BENCH_PAIRED_LOOPS ?? 4)));
+/** `BENCH_OFF=drain`: the log-off build still signs every receipt; only the log is left out. */
+const OFF_KEEPS_SIGNING = process.env.BENCH_OFF === 'drain';
 
 async function inProcess(): Promise<void> {
   const doc = generateKeyRing(new Uint8Array(32).fill(1), 'writ.bench', 0);
@@ -115,49 +121,48 @@ async function seeded(baseUrl: string, adminToken: string): Promise<Target> {
 
 async function overHttp(): Promise<void> {
   const adminToken = ensureDevVars();
-  const [port, portOff] = [await freePort(), await freePort()];
   const state = mkdtempSync(path.join(os.tmpdir(), 'writ-bench-log-'));
   const stateOff = mkdtempSync(path.join(os.tmpdir(), 'writ-bench-log-off-'));
-  console.log(`\nstarting wrangler dev on 127.0.0.1:${port} (log on) and :${portOff} (log off) ...`);
-  const quiet = { inheritOutput: false, logLevel: 'error' } as const;
+  console.log('\nstarting two Workers in workerd (log on, log off) ...');
   // The bench measures the log, not the write limits: both workers admit every request (a 429
   // would be counted as a failure and end the paired comparison early).
-  const unlimited = [
-    ...['WRIT_RATE_LIMIT_PER_SECOND', 'WRIT_RATE_LIMIT_BURST'],
-    ...['WRIT_TENANT_RATE_LIMIT_PER_SECOND', 'WRIT_TENANT_RATE_LIMIT_BURST'],
-  ].flatMap((name) => ['--var', `${name}:1000000`]);
-  // Both at once: wrangler's start-up is most of the bench's wall time. If one fails, the other
-  // is stopped before the error propagates (nothing outlives the bench).
-  const started = await Promise.allSettled([
-    startLocalWorker({ port, persistTo: state, ...quiet, extraArgs: unlimited }),
-    startLocalWorker({
-      port: portOff,
-      persistTo: stateOff,
-      ...quiet,
-      extraArgs: [...unlimited, '--define', 'WRIT_BENCH_LOG_OFF:true'],
-    }),
-  ]);
-  const [a, b] = started;
-  if (a?.status !== 'fulfilled' || b?.status !== 'fulfilled') {
-    for (const r of started) if (r.status === 'fulfilled') await r.value.stop();
+  const unlimited = Object.fromEntries(
+    [
+      ...['WRIT_RATE_LIMIT_PER_SECOND', 'WRIT_RATE_LIMIT_BURST'],
+      ...['WRIT_TENANT_RATE_LIMIT_PER_SECOND', 'WRIT_TENANT_RATE_LIMIT_BURST'],
+    ].map((name) => [name, '1000000']),
+  );
+  const vars = { WRIT_ADMIN_TOKEN: adminToken, ...unlimited };
+  // One after the other: two DevEnvs starting at once in one process share wrangler's state.
+  // Each is disposed before the error propagates (nothing outlives the bench).
+  const worker = await startDirectWorker({ state, vars });
+  let off: DirectWorker;
+  try {
+    off = await startDirectWorker({
+      state: stateOff,
+      vars,
+      define: { WRIT_BENCH_LOG_OFF: 'true', ...(OFF_KEEPS_SIGNING ? { WRIT_BENCH_LOG_SIGNED: 'true' } : {}) },
+    });
+  } catch (e) {
+    await worker.dispose();
     rmSync(state, { recursive: true, force: true });
     rmSync(stateOff, { recursive: true, force: true });
-    throw a?.status === 'rejected' ? a.reason : b?.status === 'rejected' ? b.reason : new Error('start');
+    throw e;
   }
-  const [worker, off] = [a.value, b.value];
+  console.log(`requests go to ${worker.base} and ${off.base} (${worker.route})`);
   try {
-    const on = await seeded(worker.baseUrl, adminToken);
-    const logOff = await seeded(off.baseUrl, adminToken);
+    const on = await seeded(worker.base, adminToken);
+    const logOff = await seeded(off.base, adminToken);
     const { agent, body } = on;
     const size = on.logSize;
 
     const common = { connections: CONNECTIONS, duration: DURATION_S };
-    await autocannon({ ...common, duration: 2, url: `${worker.baseUrl}/v1/healthz` });
-    const trivial = await autocannon({ ...common, url: `${worker.baseUrl}/v1/healthz` });
+    await autocannon({ ...common, duration: 2, url: `${worker.base}/v1/healthz` });
+    const trivial = await autocannon({ ...common, url: `${worker.base}/v1/healthz` });
     const loadStart = performance.now();
     const authz = await autocannon({
       ...common,
-      url: `${worker.baseUrl}/v1/authorize`,
+      url: `${worker.base}/v1/authorize`,
       method: 'POST',
       headers: agent,
       body,
@@ -181,7 +186,7 @@ async function overHttp(): Promise<void> {
         String(r.non2xx + r.errors + r.timeouts).padStart(8),
       ].join('  ');
     console.log(
-      `\nwrangler dev (local), ${CONNECTIONS} connections, ${DURATION_S} s per route, ${os.cpus().length} cores`,
+      `\nworkerd (local), ${CONNECTIONS} connections, ${DURATION_S} s per route, ${os.cpus().length} cores`,
     );
     console.log(
       [
@@ -211,8 +216,8 @@ async function overHttp(): Promise<void> {
         : `log-off build NOT confirmed: its log holds ${offLogged} receipts`,
     );
   } finally {
-    await off.stop();
-    await worker.stop();
+    await off.dispose();
+    await worker.dispose();
     rmSync(state, { recursive: true, force: true });
     rmSync(stateOff, { recursive: true, force: true });
   }
@@ -296,7 +301,7 @@ async function pairedAuthorize(on: Target, off: Target): Promise<{ failed: numbe
   const z = n === 0 ? 0 : (slower - n / 2) / Math.sqrt(n / 4);
   const fmt = (x: number) => x.toFixed(1).padStart(9);
   console.log(
-    `\npaired POST /v1/authorize, log on vs off: ${pairs.length} pairs, ${PAIRED_LOOPS} loops, ${PAIRED_S} s, ${failed} failed`,
+    `\npaired POST /v1/authorize, log on vs off${OFF_KEEPS_SIGNING ? ' (off still signs: BENCH_OFF=drain)' : ''}: ${pairs.length} pairs, ${PAIRED_LOOPS} loops, ${PAIRED_S} s, ${failed} failed`,
   );
   console.log(['build'.padEnd(22), 'p50 ms'.padStart(9), 'p99 ms'.padStart(9)].join('  '));
   console.log(
