@@ -13,10 +13,11 @@
  *
  * Nothing is lost or repeated on eviction or restart: D1 is the queue and the cursor moves only in
  * the transaction that stores the leaves, so a drain cut short is redone from the same cursor, and
- * what it wrote to R2 is rewritten with the same bytes (paths are immutable; `putCreateOnly` checks
- * an existing object has the expected size). Once a full tile or entry bundle exists, the partial
- * ones it supersedes are deleted (C2SP tlog-tiles allows it), after the commit. One drain runs at a time (`#drainChain`), and the
- * commit re-checks the cursor it read, so even two overlapping drains could not append twice.
+ * what it wrote to R2 is rewritten (paths are immutable once a checkpoint names them;
+ * `putCreateOnly` accepts the same bytes and replaces a cut-short drain's other ones, which no
+ * checkpoint named). Once a full tile or entry bundle exists, the partial ones it supersedes are
+ * deleted (C2SP tlog-tiles allows it), after the commit. One drain runs at a time (`#drainChain`),
+ * and the commit re-checks the cursor it read, so even two overlapping drains could not append twice.
  *
  * RPC surface: `kick` (schedule a drain: the Worker's `waitUntil` after a commit), `drain` (drain
  * now, bounded), `checkpoint`, `inclusion`, `consistency`, `publication` and `setPublication` (the
@@ -424,11 +425,11 @@ export class LogSequencerObject extends DurableObject<Env> {
     // Tiles and bundles before the checkpoint is published: a checkpoint never names a size
     // whose tiles are missing (C2SP tlog-tiles).
     const prefix = logPrefix(tenant_id);
+    const put = (path: string, bytes: Uint8Array) =>
+      putCreateOnly(this.env.LOG_TILES, prefix, path, bytes, state.size);
     await Promise.all([
-      ...b.tiles.map((t) => putCreateOnly(this.env.LOG_TILES, prefix + tilePath(t), t.hashes)),
-      ...b.bundles.map((e) =>
-        putCreateOnly(this.env.LOG_TILES, prefix + entryBundlePath(e.index, e.width), e.bytes),
-      ),
+      ...b.tiles.map((t) => put(tilePath(t), t.hashes)),
+      ...b.bundles.map((e) => put(entryBundlePath(e.index, e.width), e.bytes)),
     ]);
     const full = b.tiles.filter((t) => t.width === TILE_WIDTH);
     const leaves = fresh.map((r, i) => ({ idx: state.size + i, row: r, entry: entries[i]! }));
@@ -600,22 +601,51 @@ async function deleteSupersededPartials(
 
 /**
  * Write an immutable object once, in one R2 operation: a conditional put (`If-None-Match: *`) that
- * writes only where no object exists, so a published tile or bundle is never overwritten. Only when
- * one exists (a drain redone after a crash between its R2 writes and its commit) is it read: it
- * must have the same length (the same path always carries the same bytes; a different length means
- * the log state is corrupt). The common case, a new path, costs one operation instead of a `head`
- * and a `put`.
+ * writes only where no object exists, so a published tile or bundle is never overwritten. The
+ * common case, a new path, costs one operation instead of a `head` and a `put`.
+ *
+ * Only when one exists (a drain redone after it was cut short between its R2 writes and its
+ * commit) is it read. The same bytes: done. Other bytes are a cut-short drain's of other entries
+ * at this size: a move can leave a row it read behind on the old shard, so the redo appends
+ * another one there (docs/transparency-log.md, "The cursor names its shard"). Every object a drain
+ * writes lies beyond the committed size (`committed`), which no checkpoint written to R2 exceeds
+ * (it is written after the commit), so no checkpoint has named it: it is replaced, or the
+ * checkpoint of this size would name tiles that lie. If R2's checkpoint is beyond the committed
+ * size, the object's storage went back (a restore) and the object may be published: nothing is
+ * replaced, the drain fails.
  */
-async function putCreateOnly(bucket: R2Bucket, key: string, bytes: Uint8Array): Promise<void> {
-  const put = await bucket.put(key, bytes, {
-    httpMetadata: { contentType: 'application/octet-stream' },
-    onlyIf: { etagDoesNotMatch: '*' },
-  });
-  if (put !== null) return;
-  const existing = await bucket.head(key);
+async function putCreateOnly(
+  bucket: R2Bucket,
+  prefix: string,
+  path: string,
+  bytes: Uint8Array,
+  committed: number,
+): Promise<void> {
+  const key = prefix + path;
+  const options = { httpMetadata: { contentType: 'application/octet-stream' } };
+  if ((await bucket.put(key, bytes, { ...options, onlyIf: { etagDoesNotMatch: '*' } })) !== null) return;
+  const existing = await bucket.get(key);
   // Gone since the put was refused: only a concurrent delete could do it; the drain is retried.
   if (existing === null) throw new Error(`log object ${key} changed during a write`);
-  if (existing.size !== bytes.length) throw new Error(`log object ${key} exists with another size`);
+  if (sameBytes(new Uint8Array(await existing.arrayBuffer()), bytes)) return;
+  const published = await publishedSize(bucket, prefix);
+  if (published === null || published > committed) {
+    throw new Error(`log object ${key} differs and may be published: refusing to replace it`);
+  }
+  const replaced = await bucket.put(key, bytes, { ...options, onlyIf: { etagMatches: existing.etag } });
+  if (replaced === null) throw new Error(`log object ${key} changed during a write`);
+}
+
+/** The size R2's checkpoint names (0 without one); null when it does not parse. */
+async function publishedSize(bucket: R2Bucket, prefix: string): Promise<number | null> {
+  const o = await bucket.get(`${prefix}checkpoint`);
+  if (o === null) return 0;
+  const size = (await o.text()).split('\n')[1] ?? '';
+  return /^(0|[1-9][0-9]{0,15})$/.test(size) && Number.isSafeInteger(Number(size)) ? Number(size) : null;
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
 /** The log key's signature over a checkpoint body, as a note signature line's parts. */
