@@ -75,6 +75,12 @@ export const DRAIN_MAX_BATCHES = 8;
 export const KICK_COALESCE_MS = 2_000;
 /** Storage key: the latest drain time a kick was told (a Worker may skip kicks until then). */
 const PROMISED_KEY = 'promised_drain_at';
+/**
+ * Storage key: the tree size of the checkpoint last written to R2 (`log/<tenant_id>/checkpoint`).
+ * That write follows the commit, so it can fail (or the object stop) after it: a drain that ends
+ * with nothing left to read compares this with the committed size and writes the copy again.
+ */
+const R2_CHECKPOINT_KEY = 'r2_checkpoint_size';
 /** Delay before the alarm retries a drain that failed (D1, R2 or the key ring unavailable). */
 export const RETRY_MS = 5_000;
 
@@ -277,9 +283,9 @@ export class LogSequencerObject extends DurableObject<Env> {
       const marker = publicationMarkerKey(tenant_id);
       if (published) {
         // Signed first (the empty log's needs the key ring): a refusal here records nothing.
-        const { checkpoint } = await this.checkpoint(tenant_id);
+        const { size, checkpoint } = await this.checkpoint(tenant_id);
         record();
-        await this.env.LOG_TILES.put(`${logPrefix(tenant_id)}checkpoint`, checkpoint);
+        await this.#writeR2Checkpoint(tenant_id, size, checkpoint);
         await this.env.LOG_TILES.put(
           marker,
           JSON.stringify({ tenant_id, published_by: principal_id, published_at_unix_ms: at_unix_ms }),
@@ -372,7 +378,10 @@ export class LogSequencerObject extends DurableObject<Env> {
     for (let i = 0; i < batches; i++) {
       const n = await this.#drainOnce(tenant_id, batch);
       appended += n.appended;
-      if (n.read < batch) return { appended, size: this.#meta()?.state.size ?? 0, more: false };
+      if (n.read < batch) {
+        await this.#catchUpR2Checkpoint(tenant_id);
+        return { appended, size: this.#meta()?.state.size ?? 0, more: false };
+      }
     }
     return { appended, size: this.#meta()?.state.size ?? 0, more: true };
   }
@@ -437,9 +446,27 @@ export class LogSequencerObject extends DurableObject<Env> {
     const all = [...pending, ...entries];
     this.#pending = { size: b.state.size, entries: all.slice(all.length - (b.state.size % TILE_WIDTH)) };
     // The mutable checkpoint object for C2SP readers of the bucket; the routes use storage.
-    await this.env.LOG_TILES.put(`${prefix}checkpoint`, b.checkpoint);
+    await this.#writeR2Checkpoint(tenant_id, b.state.size, b.checkpoint);
     await deleteSupersededPartials(this.env.LOG_TILES, prefix, supersededPartialPrefixes(b.tiles, b.bundles));
     return { read: rows.length, appended: fresh.length };
+  }
+
+  /** Write R2's copy of the checkpoint, then remember its size (`R2_CHECKPOINT_KEY`). */
+  async #writeR2Checkpoint(tenant_id: string, size: number, checkpoint: string): Promise<void> {
+    await this.env.LOG_TILES.put(`${logPrefix(tenant_id)}checkpoint`, checkpoint);
+    await this.ctx.storage.put(R2_CHECKPOINT_KEY, size);
+  }
+
+  /**
+   * R2's copy of the checkpoint is the committed one: a drain whose write of it failed after its
+   * commit left an older one there (still valid: its tiles exist), and a retry reads no row, so
+   * nothing else would write it until the tenant's next receipt.
+   */
+  async #catchUpR2Checkpoint(tenant_id: string): Promise<void> {
+    const m = this.#meta();
+    if (m === null || m.checkpoint === null) return;
+    if ((await this.ctx.storage.get<number>(R2_CHECKPOINT_KEY)) === m.state.size) return;
+    await this.#writeR2Checkpoint(tenant_id, m.state.size, m.checkpoint);
   }
 
   #commit(

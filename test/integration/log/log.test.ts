@@ -294,6 +294,50 @@ describe('signed receipts and the tenant log', () => {
     expect(tile).toEqual(new Uint8Array(entries.flatMap((e) => [...leafHash(e)])));
   });
 
+  it('a drain whose R2 checkpoint write fails after its commit: the next drain, with nothing to read, writes it', async () => {
+    const s = await seedTenant('log-cpwrite');
+    const store = d1TenantStore(shardDb(env, shardOf(s)), s.tenant_id, {
+      sign: receiptSigner(env),
+      committed: () => {},
+    });
+    for (let i = 0; i < 3; i++) await store.insertReceipt(row(s.tenant_id, i));
+    const log = logSequencerStub(env, s.tenant_id);
+    const cpKey = logPrefix(s.tenant_id) + 'checkpoint';
+    // R2 refuses the checkpoint write alone: the batch is committed (size 3), its tiles written.
+    const failed = await runInDurableObject(log, async (o) => {
+      const own = Reflect.get(o, 'env') as Env;
+      const bucket = new Proxy(own.LOG_TILES, {
+        get(target, prop) {
+          if (prop === 'put')
+            return (key: string, ...rest: unknown[]) =>
+              key === cpKey
+                ? Promise.reject(new Error('r2 unavailable'))
+                : (target.put as (...a: unknown[]) => unknown).call(target, key, ...rest);
+          const v: unknown = Reflect.get(target, prop);
+          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+      Reflect.set(o, 'env', { ...own, LOG_TILES: bucket });
+      try {
+        return await o.drain(s.tenant_id).then(
+          () => 'drained',
+          (e: unknown) => (e instanceof Error ? e.message : String(e)),
+        );
+      } finally {
+        Reflect.set(o, 'env', own);
+      }
+    });
+    expect(failed).toBe('r2 unavailable');
+    const committed = await log.checkpoint(s.tenant_id);
+    expect(committed.size).toBe(3);
+    expect(await env.LOG_TILES.head(cpKey)).toBeNull();
+    // The retry (the alarm's, or the next kick's) finds no row to read; the public copy still
+    // catches up with the committed checkpoint, also after an eviction.
+    await evictDurableObject(log);
+    expect(await log.drain(s.tenant_id)).toEqual({ appended: 0, size: 3, more: false });
+    expect(await (await env.LOG_TILES.get(cpKey))?.text()).toBe(committed.checkpoint);
+  });
+
   it('a kick answers the drain time it armed and the sequencer keeps it: a drain that ran early re-arms it, across an eviction', async () => {
     // A tenant with no commit yet: nothing has kicked its sequencer.
     const s = await seedTenant('log-kick');
