@@ -393,6 +393,10 @@ describe('the public log path', () => {
       '/log/ten+x/checkpoint',
       `/log/${'a'.repeat(129)}/checkpoint`,
       `/log/${t}/tile/0/${'x001/'.repeat(400)}000`,
+      // A query is a second cache key for the same object (C2SP clients send none).
+      `/log/${t}/checkpoint?`,
+      `/log/${t}/checkpoint?v=1`,
+      `/log/${t}/checkpoint/?`,
     ]) {
       const touched: string[] = [];
       const res = await anonymous(path, 'GET', { LOG_TILES: spy(touched) });
