@@ -151,7 +151,9 @@ export class LogSequencerObject extends DurableObject<Env> {
     // One transaction: an upgrade cut short is redone whole (ALTER TABLE is not repeatable).
     this.ctx.storage.transactionSync(() => {
       if (v < 1) this.#createV1();
-      if (v < 2) this.#sql.exec('ALTER TABLE meta ADD COLUMN shard INTEGER');
+      // By the column, not the version alone: before the merge that numbered this schema, the
+      // publiclog branch's version 2 was `publication`, so an object it stored is at 2 without it.
+      if (!this.#hasColumn('meta', 'shard')) this.#sql.exec('ALTER TABLE meta ADD COLUMN shard INTEGER');
       // Every change of the log's publication, who made it and when (the audit record); the
       // latest row is the state, and no row means not published.
       if (v < 3) {
@@ -165,6 +167,14 @@ export class LogSequencerObject extends DurableObject<Env> {
       this.#sql.exec('DELETE FROM schema_version');
       this.#sql.exec('INSERT INTO schema_version (v) VALUES (?)', SCHEMA_VERSION);
     });
+  }
+
+  #hasColumn(table: string, column: string): boolean {
+    return (
+      this.#sql
+        .exec<{ n: number }>('SELECT count(*) AS n FROM pragma_table_info(?) WHERE name = ?', table, column)
+        .one().n > 0
+    );
   }
 
   #createV1(): void {
