@@ -13,10 +13,11 @@
  *
  * Nothing is lost or repeated on eviction or restart: D1 is the queue and the cursor moves only in
  * the transaction that stores the leaves, so a drain cut short is redone from the same cursor, and
- * what it wrote to R2 is rewritten with the same bytes (paths are immutable; `putCreateOnly` checks
- * an existing object has the expected size). Once a full tile or entry bundle exists, the partial
- * ones it supersedes are deleted (C2SP tlog-tiles allows it), after the commit. One drain runs at a time (`#drainChain`), and the
- * commit re-checks the cursor it read, so even two overlapping drains could not append twice.
+ * what it wrote to R2 is rewritten (paths are immutable once a checkpoint names them;
+ * `putCreateOnly` accepts the same bytes and replaces a cut-short drain's other ones, which no
+ * checkpoint named). Once a full tile or entry bundle exists, the partial ones it supersedes are
+ * deleted (C2SP tlog-tiles allows it), after the commit. One drain runs at a time (`#drainChain`),
+ * and the commit re-checks the cursor it read, so even two overlapping drains could not append twice.
  *
  * RPC surface: `kick` (schedule a drain: the Worker's `waitUntil` after a commit), `drain` (drain
  * now, bounded), `checkpoint`, `inclusion`, `consistency`, `publication` and `setPublication` (the
@@ -74,6 +75,12 @@ export const DRAIN_MAX_BATCHES = 8;
 export const KICK_COALESCE_MS = 2_000;
 /** Storage key: the latest drain time a kick was told (a Worker may skip kicks until then). */
 const PROMISED_KEY = 'promised_drain_at';
+/**
+ * Storage key: the tree size of the checkpoint last written to R2 (`log/<tenant_id>/checkpoint`).
+ * That write follows the commit, so it can fail (or the object stop) after it: a drain that ends
+ * with nothing left to read compares this with the committed size and writes the copy again.
+ */
+const R2_CHECKPOINT_KEY = 'r2_checkpoint_size';
 /** Delay before the alarm retries a drain that failed (D1, R2 or the key ring unavailable). */
 export const RETRY_MS = 5_000;
 
@@ -144,7 +151,9 @@ export class LogSequencerObject extends DurableObject<Env> {
     // One transaction: an upgrade cut short is redone whole (ALTER TABLE is not repeatable).
     this.ctx.storage.transactionSync(() => {
       if (v < 1) this.#createV1();
-      if (v < 2) this.#sql.exec('ALTER TABLE meta ADD COLUMN shard INTEGER');
+      // By the column, not the version alone: before the merge that numbered this schema, the
+      // publiclog branch's version 2 was `publication`, so an object it stored is at 2 without it.
+      if (!this.#hasColumn('meta', 'shard')) this.#sql.exec('ALTER TABLE meta ADD COLUMN shard INTEGER');
       // Every change of the log's publication, who made it and when (the audit record); the
       // latest row is the state, and no row means not published.
       if (v < 3) {
@@ -158,6 +167,14 @@ export class LogSequencerObject extends DurableObject<Env> {
       this.#sql.exec('DELETE FROM schema_version');
       this.#sql.exec('INSERT INTO schema_version (v) VALUES (?)', SCHEMA_VERSION);
     });
+  }
+
+  #hasColumn(table: string, column: string): boolean {
+    return (
+      this.#sql
+        .exec<{ n: number }>('SELECT count(*) AS n FROM pragma_table_info(?) WHERE name = ?', table, column)
+        .one().n > 0
+    );
   }
 
   #createV1(): void {
@@ -276,9 +293,9 @@ export class LogSequencerObject extends DurableObject<Env> {
       const marker = publicationMarkerKey(tenant_id);
       if (published) {
         // Signed first (the empty log's needs the key ring): a refusal here records nothing.
-        const { checkpoint } = await this.checkpoint(tenant_id);
+        const { size, checkpoint } = await this.checkpoint(tenant_id);
         record();
-        await this.env.LOG_TILES.put(`${logPrefix(tenant_id)}checkpoint`, checkpoint);
+        await this.#writeR2Checkpoint(tenant_id, size, checkpoint);
         await this.env.LOG_TILES.put(
           marker,
           JSON.stringify({ tenant_id, published_by: principal_id, published_at_unix_ms: at_unix_ms }),
@@ -371,7 +388,10 @@ export class LogSequencerObject extends DurableObject<Env> {
     for (let i = 0; i < batches; i++) {
       const n = await this.#drainOnce(tenant_id, batch);
       appended += n.appended;
-      if (n.read < batch) return { appended, size: this.#meta()?.state.size ?? 0, more: false };
+      if (n.read < batch) {
+        await this.#catchUpR2Checkpoint(tenant_id);
+        return { appended, size: this.#meta()?.state.size ?? 0, more: false };
+      }
     }
     return { appended, size: this.#meta()?.state.size ?? 0, more: true };
   }
@@ -424,11 +444,11 @@ export class LogSequencerObject extends DurableObject<Env> {
     // Tiles and bundles before the checkpoint is published: a checkpoint never names a size
     // whose tiles are missing (C2SP tlog-tiles).
     const prefix = logPrefix(tenant_id);
+    const put = (path: string, bytes: Uint8Array) =>
+      putCreateOnly(this.env.LOG_TILES, prefix, path, bytes, state.size);
     await Promise.all([
-      ...b.tiles.map((t) => putCreateOnly(this.env.LOG_TILES, prefix + tilePath(t), t.hashes)),
-      ...b.bundles.map((e) =>
-        putCreateOnly(this.env.LOG_TILES, prefix + entryBundlePath(e.index, e.width), e.bytes),
-      ),
+      ...b.tiles.map((t) => put(tilePath(t), t.hashes)),
+      ...b.bundles.map((e) => put(entryBundlePath(e.index, e.width), e.bytes)),
     ]);
     const full = b.tiles.filter((t) => t.width === TILE_WIDTH);
     const leaves = fresh.map((r, i) => ({ idx: state.size + i, row: r, entry: entries[i]! }));
@@ -436,9 +456,27 @@ export class LogSequencerObject extends DurableObject<Env> {
     const all = [...pending, ...entries];
     this.#pending = { size: b.state.size, entries: all.slice(all.length - (b.state.size % TILE_WIDTH)) };
     // The mutable checkpoint object for C2SP readers of the bucket; the routes use storage.
-    await this.env.LOG_TILES.put(`${prefix}checkpoint`, b.checkpoint);
+    await this.#writeR2Checkpoint(tenant_id, b.state.size, b.checkpoint);
     await deleteSupersededPartials(this.env.LOG_TILES, prefix, supersededPartialPrefixes(b.tiles, b.bundles));
     return { read: rows.length, appended: fresh.length };
+  }
+
+  /** Write R2's copy of the checkpoint, then remember its size (`R2_CHECKPOINT_KEY`). */
+  async #writeR2Checkpoint(tenant_id: string, size: number, checkpoint: string): Promise<void> {
+    await this.env.LOG_TILES.put(`${logPrefix(tenant_id)}checkpoint`, checkpoint);
+    await this.ctx.storage.put(R2_CHECKPOINT_KEY, size);
+  }
+
+  /**
+   * R2's copy of the checkpoint is the committed one: a drain whose write of it failed after its
+   * commit left an older one there (still valid: its tiles exist), and a retry reads no row, so
+   * nothing else would write it until the tenant's next receipt.
+   */
+  async #catchUpR2Checkpoint(tenant_id: string): Promise<void> {
+    const m = this.#meta();
+    if (m === null || m.checkpoint === null) return;
+    if ((await this.ctx.storage.get<number>(R2_CHECKPOINT_KEY)) === m.state.size) return;
+    await this.#writeR2Checkpoint(tenant_id, m.state.size, m.checkpoint);
   }
 
   #commit(
@@ -600,22 +638,51 @@ async function deleteSupersededPartials(
 
 /**
  * Write an immutable object once, in one R2 operation: a conditional put (`If-None-Match: *`) that
- * writes only where no object exists, so a published tile or bundle is never overwritten. Only when
- * one exists (a drain redone after a crash between its R2 writes and its commit) is it read: it
- * must have the same length (the same path always carries the same bytes; a different length means
- * the log state is corrupt). The common case, a new path, costs one operation instead of a `head`
- * and a `put`.
+ * writes only where no object exists, so a published tile or bundle is never overwritten. The
+ * common case, a new path, costs one operation instead of a `head` and a `put`.
+ *
+ * Only when one exists (a drain redone after it was cut short between its R2 writes and its
+ * commit) is it read. The same bytes: done. Other bytes are a cut-short drain's of other entries
+ * at this size: a move can leave a row it read behind on the old shard, so the redo appends
+ * another one there (docs/transparency-log.md, "The cursor names its shard"). Every object a drain
+ * writes lies beyond the committed size (`committed`), which no checkpoint written to R2 exceeds
+ * (it is written after the commit), so no checkpoint has named it: it is replaced, or the
+ * checkpoint of this size would name tiles that lie. If R2's checkpoint is beyond the committed
+ * size, the object's storage went back (a restore) and the object may be published: nothing is
+ * replaced, the drain fails.
  */
-async function putCreateOnly(bucket: R2Bucket, key: string, bytes: Uint8Array): Promise<void> {
-  const put = await bucket.put(key, bytes, {
-    httpMetadata: { contentType: 'application/octet-stream' },
-    onlyIf: { etagDoesNotMatch: '*' },
-  });
-  if (put !== null) return;
-  const existing = await bucket.head(key);
+async function putCreateOnly(
+  bucket: R2Bucket,
+  prefix: string,
+  path: string,
+  bytes: Uint8Array,
+  committed: number,
+): Promise<void> {
+  const key = prefix + path;
+  const options = { httpMetadata: { contentType: 'application/octet-stream' } };
+  if ((await bucket.put(key, bytes, { ...options, onlyIf: { etagDoesNotMatch: '*' } })) !== null) return;
+  const existing = await bucket.get(key);
   // Gone since the put was refused: only a concurrent delete could do it; the drain is retried.
   if (existing === null) throw new Error(`log object ${key} changed during a write`);
-  if (existing.size !== bytes.length) throw new Error(`log object ${key} exists with another size`);
+  if (sameBytes(new Uint8Array(await existing.arrayBuffer()), bytes)) return;
+  const published = await publishedSize(bucket, prefix);
+  if (published === null || published > committed) {
+    throw new Error(`log object ${key} differs and may be published: refusing to replace it`);
+  }
+  const replaced = await bucket.put(key, bytes, { ...options, onlyIf: { etagMatches: existing.etag } });
+  if (replaced === null) throw new Error(`log object ${key} changed during a write`);
+}
+
+/** The size R2's checkpoint names (0 without one); null when it does not parse. */
+async function publishedSize(bucket: R2Bucket, prefix: string): Promise<number | null> {
+  const o = await bucket.get(`${prefix}checkpoint`);
+  if (o === null) return 0;
+  const size = (await o.text()).split('\n')[1] ?? '';
+  return /^(0|[1-9][0-9]{0,15})$/.test(size) && Number.isSafeInteger(Number(size)) ? Number(size) : null;
+}
+
+function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i]);
 }
 
 /** The log key's signature over a checkpoint body, as a note signature line's parts. */

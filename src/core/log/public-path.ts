@@ -23,7 +23,10 @@ export type PublicLogResource =
   /** `path` is the resource below the prefix, as the R2 key suffix: `tile/...`. */
   | { readonly tenant_id: string; readonly kind: 'tile'; readonly path: string };
 
-/** Parse a request path (the URL's raw pathname); `null` for anything that names no resource. */
+/**
+ * Parse a request target (the URL's raw pathname and any query); `null` for anything that names no
+ * resource, a query included (no resource spelling has `?`).
+ */
 export function parsePublicLogPath(pathname: string): PublicLogResource | null {
   if (pathname.length > MAX_PUBLIC_LOG_PATH || !pathname.startsWith('/log/')) return null;
   const rest = pathname.slice('/log/'.length);

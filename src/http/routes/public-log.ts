@@ -7,7 +7,8 @@
  *
  * Registered outside `/v1`, before nothing that authenticates: no key is read, no D1 shard or
  * Durable Object is reached, only `LOG_TILES` (the same objects the sequencer writes). The path is
- * the URL's raw pathname, parsed strictly before any storage read.
+ * the URL's raw pathname with any query, parsed strictly before any storage read (a query is
+ * refused: it would be a second cache key for the same object).
  */
 import { Hono } from 'hono';
 import { publicLogPort } from '../../platform/bindings.js';
@@ -26,7 +27,11 @@ publicLogRoutes.get('/log/*', async (c) => {
   c.header('cache-control', 'no-store');
   // Hono answers HEAD with the GET handler, without the body: read only the size then.
   const head = c.req.method === 'HEAD';
-  const r = await publicLogResource(publicLogPort(c.env), new URL(c.req.url).pathname, !head);
+  // The path and any query (or bare `?`): a query is a second cache key for the same object, so
+  // the parser refuses it as it refuses any other spelling.
+  const url = new URL(c.req.url);
+  const target = url.href.slice(url.origin.length);
+  const r = await publicLogResource(publicLogPort(c.env), target, !head);
   const checkpoint = r.kind === 'checkpoint';
   c.header('cache-control', checkpoint ? CHECKPOINT_CACHE_CONTROL : TILE_CACHE_CONTROL);
   c.header('content-type', checkpoint ? 'text/plain; charset=utf-8' : 'application/octet-stream');

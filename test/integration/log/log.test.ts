@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { KICK_COALESCE_MS, logPrefix, logSequencerStub } from '../../../durable-objects/log-sequencer.js';
 import { digestOf } from '../../../src/core/canonical/canonical.js';
 import { ed25519Signer } from '../../../src/core/log/note.js';
+import { leafHash } from '../../../src/core/log/merkle.js';
 import { sequenceBatch } from '../../../src/core/log/sequencer.js';
 import { EMPTY_LOG_STATE, parseTilePath, tilePath } from '../../../src/core/log/tiles.js';
 import {
@@ -259,7 +260,7 @@ describe('signed receipts and the tenant log', () => {
     expect((await log.drain(s.tenant_id)).appended).toBe(0);
   });
 
-  it('create-only tiles: an object already at a path with another size fails the drain, which commits nothing', async () => {
+  it('create-only tiles: other bytes at a path no checkpoint named are replaced; if R2’s checkpoint is beyond the state, the drain fails and commits nothing', async () => {
     const s = await seedTenant('log-corrupt');
     const store = d1TenantStore(shardDb(env, shardOf(s)), s.tenant_id, {
       sign: receiptSigner(env),
@@ -267,23 +268,74 @@ describe('signed receipts and the tenant log', () => {
     });
     for (let i = 0; i < 3; i++) await store.insertReceipt(row(s.tenant_id, i));
     const log = logSequencerStub(env, s.tenant_id);
-    // Something else at the partial tile the drain will write: the one conditional put is
-    // refused, and the size check behind it stops the drain before the checkpoint names it.
+    // Something else at the partial tile the drain will write: the one conditional put is refused.
     const bad = logPrefix(s.tenant_id) + 'tile/0/000.p/3';
+    const cpKey = logPrefix(s.tenant_id) + 'checkpoint';
     await env.LOG_TILES.put(bad, new Uint8Array(5));
+    // R2's checkpoint names size 3 while the object's state is empty (its storage went back): the
+    // object at the path may be published, so it is never replaced and the drain stops.
+    await env.LOG_TILES.put(cpKey, `writ.test/log/${s.tenant_id}\n3\nAAAA\n`);
     // Settled with `then`: `expect(...).rejects` would touch other properties of the RPC promise,
     // each a pipelined call that rejects again, unhandled.
     const failed = await log.drain(s.tenant_id).then(
       () => 'drained',
       (e: unknown) => (e instanceof Error ? e.message : String(e)),
     );
-    expect(failed).toMatch(/exists with another size/);
+    expect(failed).toMatch(/differs and may be published/);
     expect((await log.checkpoint(s.tenant_id)).size).toBe(0);
     expect((await env.LOG_TILES.head(bad))?.size).toBe(5);
-    // Once the path is clear, the same drain publishes the tile and commits.
-    await env.LOG_TILES.delete(bad);
+    // Without a checkpoint beyond the state, nothing named the path: a drain cut short before its
+    // commit left it (other entries at this size, as a move can cause). It is replaced.
+    await env.LOG_TILES.delete(cpKey);
     expect(await log.drain(s.tenant_id)).toMatchObject({ appended: 3, size: 3 });
     expect((await env.LOG_TILES.head(bad))?.size).toBe(3 * 32);
+    const entries = (await store.signaturesAfter(0, 3)).map((r) => new TextEncoder().encode(r.envelope));
+    const tile = new Uint8Array(await (await env.LOG_TILES.get(bad))!.arrayBuffer());
+    expect(tile).toEqual(new Uint8Array(entries.flatMap((e) => [...leafHash(e)])));
+  });
+
+  it('a drain whose R2 checkpoint write fails after its commit: the next drain, with nothing to read, writes it', async () => {
+    const s = await seedTenant('log-cpwrite');
+    const store = d1TenantStore(shardDb(env, shardOf(s)), s.tenant_id, {
+      sign: receiptSigner(env),
+      committed: () => {},
+    });
+    for (let i = 0; i < 3; i++) await store.insertReceipt(row(s.tenant_id, i));
+    const log = logSequencerStub(env, s.tenant_id);
+    const cpKey = logPrefix(s.tenant_id) + 'checkpoint';
+    // R2 refuses the checkpoint write alone: the batch is committed (size 3), its tiles written.
+    const failed = await runInDurableObject(log, async (o) => {
+      const own = Reflect.get(o, 'env') as Env;
+      const bucket = new Proxy(own.LOG_TILES, {
+        get(target, prop) {
+          if (prop === 'put')
+            return (key: string, ...rest: unknown[]) =>
+              key === cpKey
+                ? Promise.reject(new Error('r2 unavailable'))
+                : (target.put as (...a: unknown[]) => unknown).call(target, key, ...rest);
+          const v: unknown = Reflect.get(target, prop);
+          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+      Reflect.set(o, 'env', { ...own, LOG_TILES: bucket });
+      try {
+        return await o.drain(s.tenant_id).then(
+          () => 'drained',
+          (e: unknown) => (e instanceof Error ? e.message : String(e)),
+        );
+      } finally {
+        Reflect.set(o, 'env', own);
+      }
+    });
+    expect(failed).toBe('r2 unavailable');
+    const committed = await log.checkpoint(s.tenant_id);
+    expect(committed.size).toBe(3);
+    expect(await env.LOG_TILES.head(cpKey)).toBeNull();
+    // The retry (the alarm's, or the next kick's) finds no row to read; the public copy still
+    // catches up with the committed checkpoint, also after an eviction.
+    await evictDurableObject(log);
+    expect(await log.drain(s.tenant_id)).toEqual({ appended: 0, size: 3, more: false });
+    expect(await (await env.LOG_TILES.get(cpKey))?.text()).toBe(committed.checkpoint);
   });
 
   it('a kick answers the drain time it armed and the sequencer keeps it: a drain that ran early re-arms it, across an eviction', async () => {

@@ -12,10 +12,13 @@ import {
   type LogSequencerObject,
   DRAIN_BATCH,
   DRAIN_MAX_BATCHES,
+  logPrefix,
   logSequencerStub,
 } from '../../../durable-objects/log-sequencer.js';
 import type { Seeded } from '../../../scripts/seed.js';
 import { digestOf } from '../../../src/core/canonical/canonical.js';
+import { leafHash } from '../../../src/core/log/merkle.js';
+import { parseEntryBundle } from '../../../src/core/log/tiles.js';
 import { parsePublicKeySet } from '../../../src/core/receipts/keys.js';
 import { d1TenantStore } from '../../../src/db/tenant-store.js';
 import { receiptSigner } from '../../../src/platform/receipt-keys.js';
@@ -232,5 +235,77 @@ describe('the log cursor names the shard it counts on', () => {
     }));
     expect(meta).toEqual({ v: 3, meta: { shard, cursor: past } });
     expect((await log.drain(s.tenant_id)).appended).toBe(0);
+  });
+  it('a drain cut short after its R2 writes, then a move that leaves the row it read behind: the objects at that size are replaced by the logged leaves', async () => {
+    const s = await seedTenant('log-cutmove');
+    const from = shardOf(s);
+    const to = 1 - from;
+    const log = logSequencerStub(env, s.tenant_id);
+    const before: string[] = [];
+    for (let i = 0; i < 2; i++) before.push(await authorized(s));
+    await log.drain(s.tenant_id);
+    // Not frozen: the old copy takes `late` after the export.
+    const e = await exportTenant(s.tenant_id);
+    expect(e.status).toBe(200);
+    const late = await authorized(s);
+    // A drain reads `late`, writes its tiles and bundle (size 3) to R2, and dies before its commit.
+    const cut = await runInDurableObject(log, async (o: LogSequencerObject, state) => {
+      const storage = new Proxy(state.storage, {
+        get(target, prop) {
+          if (prop === 'transactionSync')
+            return () => {
+              throw new Error('cut short');
+            };
+          const v: unknown = Reflect.get(target, prop);
+          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+      const ctx = new Proxy(state, {
+        get(target, prop) {
+          if (prop === 'storage') return storage;
+          const v: unknown = Reflect.get(target, prop);
+          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+      Reflect.set(o, 'ctx', ctx);
+      try {
+        return await o.drain(s.tenant_id).then(
+          () => 'drained',
+          (err: unknown) => (err instanceof Error ? err.message : String(err)),
+        );
+      } finally {
+        Reflect.set(o, 'ctx', state);
+      }
+    });
+    expect(cut).toBe('cut short');
+    const tile = `${logPrefix(s.tenant_id)}tile/0/000.p/3`;
+    const bundle = `${logPrefix(s.tenant_id)}tile/entries/000.p/3`;
+    expect(await env.LOG_TILES.head(tile)).not.toBeNull();
+    expect((await log.checkpoint(s.tenant_id)).size).toBe(2);
+
+    // The move: the new shard has the two earlier receipts, not `late` (it stays behind).
+    const imported = await importTo(to, e.text);
+    expect(imported.status).toBe(201);
+    const keys = imported.body.keys as { principal_id: string; api_key: string }[];
+    const agent = keys.find((k) => k.principal_id === s.agent.principal_id)?.api_key as string;
+    const next = await authorized(s, agent);
+    expect((await signatures(to, s.tenant_id)).map((r) => r.receipt_sha256)).toEqual([...before, next]);
+
+    // The redo on the new shard puts `next` at index 2: the size-3 objects must be its, not the
+    // cut-short drain's (which no checkpoint ever named), or the published checkpoint's tiles lie.
+    expect(await log.drain(s.tenant_id)).toMatchObject({ appended: 1, size: 3 });
+    expect(await leaves(log)).toEqual([...before, next]);
+    const envelopes = await Promise.all(
+      [...before, next].map(
+        async (sha) => (await quietStore(s.tenant_id, to).receiptSignature(sha))!.envelope,
+      ),
+    );
+    const entries = envelopes.map((t) => new TextEncoder().encode(t));
+    const stored = new Uint8Array(await (await env.LOG_TILES.get(tile))!.arrayBuffer());
+    expect(stored).toEqual(new Uint8Array(entries.flatMap((x) => [...leafHash(x)])));
+    const b = parseEntryBundle(new Uint8Array(await (await env.LOG_TILES.get(bundle))!.arrayBuffer()), 3);
+    if (!b.ok) throw new Error(b.error.message);
+    expect(b.value).toEqual(entries);
+    expect(late).not.toBe(next);
   });
 });

@@ -372,6 +372,49 @@ describe('the public log path', () => {
     expect(v).toBe(3);
   });
 
+  it('a brand-new sequencer is at schema version 3 with every table and column', async () => {
+    const s = await seedTenant('pub-schema-new');
+    const log = logSequencerStub(env, s.tenant_id);
+    expect(await log.publication(s.tenant_id)).toEqual({ published: false, events: [] });
+    const layout = await runInDurableObject(log, (_o, state) => schemaOf(state.storage.sql));
+    expect(layout).toEqual({
+      v: 3,
+      meta: ['singleton', 'tenant_id', 'cursor', 'state', 'checkpoint', 'shard'],
+      leaf: ['idx', 'receipt_sha256', 'seq', 'entry'],
+      tile: ['level', 'idx', 'hashes'],
+      publication: ['seq', 'published', 'principal_id', 'at_unix_ms'],
+    });
+  });
+
+  it('a sequencer the publiclog branch stored (version 2 = publication, no meta.shard) is repaired at its next start', async () => {
+    // Before the merge renumbered the schema, that branch's version 2 was the publication table;
+    // an object it created (wrangler dev state) has no `meta.shard`, which version 2 now means.
+    const s = await seedTenant('pub-schema-branch');
+    await logReceipts(s, 0, 2);
+    const log = logSequencerStub(env, s.tenant_id);
+    await runInDurableObject(log, (_o, state) => {
+      const sql = state.storage.sql;
+      sql.exec(`CREATE TABLE meta_v1 (
+        singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
+        tenant_id TEXT NOT NULL,
+        cursor INTEGER NOT NULL,
+        state BLOB NOT NULL,
+        checkpoint TEXT
+      )`);
+      sql.exec('INSERT INTO meta_v1 SELECT singleton, tenant_id, cursor, state, checkpoint FROM meta');
+      sql.exec('DROP TABLE meta');
+      sql.exec('ALTER TABLE meta_v1 RENAME TO meta');
+      sql.exec('UPDATE schema_version SET v = 2');
+    });
+    await evictDurableObject(log);
+    expect((await log.checkpoint(s.tenant_id)).size).toBe(2);
+    await logReceipts(s, 2, 3);
+    expect((await log.checkpoint(s.tenant_id)).size).toBe(3);
+    const layout = await runInDurableObject(log, (_o, state) => schemaOf(state.storage.sql));
+    expect(layout.v).toBe(3);
+    expect(layout.meta).toContain('shard');
+  });
+
   it('a malformed path is the same 404 before any storage is read; a well-formed one reads the marker first', async () => {
     const s = await seedTenant('pub-paths');
     await publish(s, true);
@@ -393,6 +436,10 @@ describe('the public log path', () => {
       '/log/ten+x/checkpoint',
       `/log/${'a'.repeat(129)}/checkpoint`,
       `/log/${t}/tile/0/${'x001/'.repeat(400)}000`,
+      // A query is a second cache key for the same object (C2SP clients send none).
+      `/log/${t}/checkpoint?`,
+      `/log/${t}/checkpoint?v=1`,
+      `/log/${t}/checkpoint/?`,
     ]) {
       const touched: string[] = [];
       const res = await anonymous(path, 'GET', { LOG_TILES: spy(touched) });
@@ -426,6 +473,22 @@ function expectImmutable(header: string | null): void {
   expect(Number(maxAge?.[1])).toBeGreaterThanOrEqual(365 * 24 * 3600);
   expect(header).toMatch(/(^|,\s*)public(,|$)/);
   expect(header).toMatch(/(^|,\s*)immutable(,|$)/);
+}
+
+/** The object's schema version and each table's columns, in order. */
+function schemaOf(sql: SqlStorage) {
+  const columns = (table: string) =>
+    sql
+      .exec<{ name: string }>('SELECT name FROM pragma_table_info(?) ORDER BY cid', table)
+      .toArray()
+      .map((r) => r.name);
+  return {
+    v: sql.exec<{ v: number }>('SELECT v FROM schema_version').one().v,
+    meta: columns('meta'),
+    leaf: columns('leaf'),
+    tile: columns('tile'),
+    publication: columns('publication'),
+  };
 }
 
 /** `LOG_TILES` that records every method called on it, then does it. */

@@ -37,6 +37,8 @@ describe('parsePublicLogPath', () => {
     ['a plus (no note key name can hold it)', '/log/ten+x/checkpoint'],
     ['a tenant of 129 characters', `/log/${'a'.repeat(129)}/checkpoint`],
     ['the path bound', `/log/${T}/tile/0/${'x001/'.repeat(40)}000`],
+    ['a query (a second cache key)', `/log/${T}/checkpoint?v=1`],
+    ['a bare query mark', `/log/${T}/tile/0/000?`],
   ])('refuses %s', (_why, path) => {
     expect(parsePublicLogPath(path)).toBeNull();
   });
