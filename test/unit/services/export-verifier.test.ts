@@ -217,6 +217,38 @@ describe('a verification in several calls', () => {
     });
     expect(many.outcome).toEqual(await whole(text));
   });
+
+  it('a value the kept state cannot hold (a text seq, a text creation time) is refused in any number of calls', async () => {
+    // JSON keeps no NaN or Infinity: `Number("Infinity")` held as the last seq would come back
+    // as null, and a later signature out of order would pass once the state had been kept.
+    const quota = row('tenant_quotas', {});
+    const tenant = (created: string | number) =>
+      row('tenants', { name: 'verifier', policy_sha256: hex(0, 'policy'), created_at_unix_ms: created });
+    const signature = (seq: string | number, sha: string) =>
+      row('receipt_signatures', {
+        seq,
+        receipt_sha256: sha,
+        envelope: canonicalize({ issued_at_unix_ms: 5, receipt_sha256: sha, tenant_id: T }),
+        created_at_unix_ms: 5,
+      });
+    const rest = [
+      row('receipt_archives', { archive_sha256: hex(0, 'archive') }),
+      ...[1, 2].map((i) =>
+        row('receipt_archive_entries', { sha256: hex(i), archive_sha256: hex(0, 'archive') }),
+      ),
+    ];
+    const files = [
+      [quota, tenant(1), signature('Infinity', hex(1)), signature(2, hex(2)), ...rest],
+      [quota, tenant(1), signature('1e999', hex(1)), ...rest],
+      [quota, tenant('x'), ...rest],
+      [quota, tenant('Infinity'), ...rest],
+    ].map((lines) => `${lines.join('\n')}\n`);
+    for (const text of files) {
+      const one = await whole(text);
+      expect(one.ok).toBe(false);
+      for (const budget of [1, 200, 400]) expect((await inCalls(text, budget)).outcome).toEqual(one);
+    }
+  });
 });
 
 async function* chunked(bytes: Uint8Array, cuts: readonly number[]): AsyncGenerator<Uint8Array> {
