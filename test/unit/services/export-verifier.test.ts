@@ -160,6 +160,39 @@ async function inCalls(text: string, budget: number, capacity?: number) {
   }
 }
 
+/**
+ * `inCalls`, but before the calls listed in `rollbacks` (by call number) the state put back is an
+ * earlier one of this same verification (`pick` chooses which): what a replay of an older sealed
+ * state of the same upload does.
+ */
+async function withRollbacks(
+  text: string,
+  budget: number,
+  capacity: number | undefined,
+  rollbacks: readonly number[],
+  pick: number,
+) {
+  const bytes = new TextEncoder().encode(text);
+  const from = (offset: number, first: number) =>
+    splitLinesFrom(chunked(bytes.subarray(offset), [11]), offset, first);
+  const states: SavedVerification[] = [];
+  try {
+    for (let call = 1; ; call++) {
+      const back = rollbacks.includes(call) && states.length > 1;
+      const saved = back ? states[pick % states.length] : states.at(-1);
+      const v =
+        saved === undefined
+          ? Verification.start(port, { reference_capacity: capacity })
+          : Verification.resume(port, JSON.parse(JSON.stringify(saved)) as SavedVerification);
+      const r = await v.run(from, budget);
+      if ('done' in r) return { ok: true, found: r.done };
+      states.push(v.save());
+    }
+  } catch (e) {
+    return { ok: false, message: (e as Error).message };
+  }
+}
+
 const whole = async (text: string, capacity?: number) => {
   try {
     return { ok: true, found: await verifySource(port, textSource(text), { reference_capacity: capacity }) };
@@ -188,6 +221,30 @@ describe('a verification in several calls', () => {
         },
       ),
       { numRuns: 60 },
+    );
+  });
+
+  it('property: an earlier state of the same verification put back costs calls, never the outcome', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 0, max: 30 }),
+        fc.array(fc.integer({ min: 0, max: 40 }), { maxLength: 6 }),
+        fc.boolean(),
+        fc.option(fc.integer({ min: 2, max: 8 }), { nil: undefined }),
+        fc.integer({ min: 100, max: 2000 }),
+        fc.uniqueArray(fc.integer({ min: 2, max: 40 }), { maxLength: 4 }),
+        fc.nat(),
+        async (entries, signedAt, archiveOk, capacity, budget, rollbacks, pick) => {
+          const text = file(
+            entries,
+            signedAt.map((i) => hex(i)),
+            archiveOk ? hex(0, 'archive') : hex(0, 'elsewhere'),
+          );
+          const got = await withRollbacks(text, budget, capacity, rollbacks, pick);
+          expect(got).toEqual(await whole(text, capacity));
+        },
+      ),
+      { numRuns: 40 },
     );
   });
 
