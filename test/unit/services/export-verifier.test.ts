@@ -275,6 +275,27 @@ describe('a verification in several calls', () => {
     expect(many.outcome).toEqual(await whole(text));
   });
 
+  it('the forms at the edges of a line (no final newline, CRLF, an empty line, a BOM, an empty file) end as in one call', async () => {
+    const good = file(6, [hex(1), hex(4)]);
+    const lines = good.trimEnd().split('\n');
+    const texts = [
+      good.trimEnd(),
+      `${good}\n`,
+      `${lines.join('\r\n')}\r\n`,
+      `${lines.slice(0, 3).join('\n')}\n\n${lines.slice(3).join('\n')}\n`,
+      `\uFEFF${good}`,
+      '',
+      '\n',
+    ];
+    for (const text of texts) {
+      const one = await whole(text);
+      // Each call one line, a few lines, or the whole file.
+      for (const budget of [1, 350, 900, text.length + 1])
+        expect((await inCalls(text, budget)).outcome).toEqual(one);
+    }
+    expect(await whole(good.trimEnd())).toMatchObject({ ok: true });
+  });
+
   it('a value the kept state cannot hold (a text seq, a text creation time) is refused in any number of calls', async () => {
     // JSON keeps no NaN or Infinity: `Number("Infinity")` held as the last seq would come back
     // as null, and a later signature out of order would pass once the state had been kept.
