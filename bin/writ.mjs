@@ -15,6 +15,7 @@ process.exitCode = await main(process.argv.slice(2), {
     const handle = await open(path, 'r');
     return {
       read: async (into) => (await handle.read(into, 0, into.byteLength, null)).bytesRead,
+      size: async () => (await handle.stat()).size,
       close: () => handle.close(),
     };
   },

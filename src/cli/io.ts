@@ -32,6 +32,8 @@ export interface CliFileReader {
    * end; 0 is); rejects if the file cannot be read.
    */
   read(into: Uint8Array): Promise<number>;
+  /** The file's size now, in bytes (a file still being written grows while it is read). */
+  size(): Promise<number>;
   close(): Promise<void>;
 }
 

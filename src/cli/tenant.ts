@@ -11,7 +11,9 @@
  * stderr).
  *
  * The export is written to stdout as it arrives, and an upload reads its file one part at a time
- * (`CliIo.openFile`), hashing it as it goes: neither holds the whole file.
+ * (`CliIo.openFile`), hashing it as it goes: neither holds the whole file. An upload completes only
+ * if the file's size when opened, the bytes read and its size at the end agree (a file still being
+ * written would upload a prefix that may verify as a smaller tenant).
  *
  * The platform admin token comes only from the environment (`WRIT_ADMIN_TOKEN`), never from an
  * argument (a process listing would show it), and is never printed.
@@ -164,7 +166,9 @@ async function upload(
   cannotRead: string,
 ) {
   let part: Uint8Array;
+  let opened: number;
   try {
+    opened = await reader.size();
     part = await readPart(reader);
   } catch {
     io.stderr(`${cannotRead}\n`);
@@ -183,8 +187,10 @@ async function upload(
   const { upload_id } = (await created.json()) as { upload_id: string };
   const whole = sha256.create();
   const parts: { part_number: number; etag: string }[] = [];
+  let read = 0;
   for (let n = 1; part.byteLength > 0; n++) {
     whole.update(part);
+    read += part.byteLength;
     const res = await fetcher(
       new Request(`${base}/v1/tenants/import-uploads/${upload_id}/parts/${n}`, {
         method: 'PUT',
@@ -202,6 +208,22 @@ async function upload(
       io.stderr(`${cannotRead} (upload ${upload_id} is left open: abort it or upload again)\n`);
       return EXIT.invalid;
     }
+  }
+  // A file still being written (an export redirected to it, not finished yet) ends, for this
+  // reader, at a line between two segments: completed, that prefix would import as a smaller
+  // tenant. Its size when opened, what was read and its size now must agree.
+  let now: number;
+  try {
+    now = await reader.size();
+  } catch {
+    io.stderr(`${cannotRead} (upload ${upload_id} is left open: abort it or upload again)\n`);
+    return EXIT.invalid;
+  }
+  if (read !== opened || now !== opened) {
+    io.stderr(
+      `${cannotRead} whole: it changed while it was read (${opened} bytes when opened, ${read} read, ${now} now); upload ${upload_id} is left open and not completed: abort it, and upload the file once it is whole\n`,
+    );
+    return EXIT.invalid;
   }
   const res = await fetcher(
     new Request(`${base}/v1/tenants/import-uploads/${upload_id}/complete`, {
@@ -242,6 +264,7 @@ function inMemory(bytes: Uint8Array): CliFileReader {
       at += n;
       return n;
     },
+    size: async () => bytes.byteLength,
     close: async () => undefined,
   };
 }

@@ -36,7 +36,11 @@ export class UploadIntegrityError extends Error {
 /** R2's codes for a completion the operator can correct (R2 error messages end with `(code)`). */
 const FIXABLE = /\((10011|10024|10025|10048)\)/;
 
-export function r2ImportUploads(bucket: R2Bucket, sealKey: () => Promise<CryptoKey>): ImportUploadStore {
+export function r2ImportUploads(
+  bucket: R2Bucket,
+  sealKey: () => Promise<CryptoKey>,
+  recordSealKey: () => Promise<CryptoKey>,
+): ImportUploadStore {
   const writeRecord = (upload_id: string, record: UploadRecord) =>
     bucket.put(recordKey(upload_id), JSON.stringify(record), {
       httpMetadata: { contentType: 'application/json' },
@@ -122,6 +126,7 @@ export function r2ImportUploads(bucket: R2Bucket, sealKey: () => Promise<CryptoK
       await bucket.delete(verificationKey(upload_id));
     },
     sealKey,
+    recordKey: recordSealKey,
     async remove(upload_id, record) {
       if (record.status === 'open') {
         // Frees the parts R2 holds (they are not objects, and cost storage until aborted).

@@ -22,7 +22,7 @@ import { d1TenantStore } from '../db/tenant-store.js';
 import { BLOB_GRACE_MS, r2BlobStore, r2BlobSweep } from '../db/blobs.js';
 import { d1BlobCursor, d1BlobRefs } from '../db/blob-refs.js';
 import { r2ImportUploads } from '../db/import-uploads.js';
-import { deriveStateKey } from '../services/import-verification-state.js';
+import { deriveRecordKey, deriveStateKey } from '../services/import-verification-state.js';
 import { type BlobCollectionRun, collectOrphanBlobs } from '../services/blob-collection.js';
 import { type RetentionRun, archiveExpiredReceipts } from '../services/retention.js';
 import { publishedKeys, receiptSigner, requireKeyRing } from './receipt-keys.js';
@@ -416,7 +416,11 @@ export function tenantMovePort(env: Env): TenantMovePort {
  * bucket under `imports/`, which the orphan blob collector never walks.
  */
 export function importUploadStore(env: Env): ImportUploadStore {
-  return r2ImportUploads(env.BLOBS, () => importStateKey(env.WRIT_ADMIN_TOKEN));
+  return r2ImportUploads(
+    env.BLOBS,
+    () => importStateKey(env.WRIT_ADMIN_TOKEN),
+    () => importRecordKey(env.WRIT_ADMIN_TOKEN),
+  );
 }
 
 /** The key sealing kept verifications, derived once per isolate and secret (docs/key-derivation.md). */
@@ -424,6 +428,13 @@ let stateKey: { readonly secret: string; readonly key: Promise<CryptoKey> } | nu
 function importStateKey(secret: string): Promise<CryptoKey> {
   if (stateKey?.secret !== secret) stateKey = { secret, key: deriveStateKey(secret) };
   return stateKey.key;
+}
+
+/** The key sealing completed upload records, derived once per isolate and secret. */
+let recordKey: { readonly secret: string; readonly key: Promise<CryptoKey> } | null = null;
+function importRecordKey(secret: string): Promise<CryptoKey> {
+  if (recordKey?.secret !== secret) recordKey = { secret, key: deriveRecordKey(secret) };
+  return recordKey.key;
 }
 
 export function keysPort(env: Env): KeysPort {

@@ -22,7 +22,8 @@
  * without verifying the file again: the finished verification is kept, and a resumed call checks
  * each line it writes, that it is of the verified tenant, and the digest of a read to the end
  * before going live.
- * Never: writes a row before the whole file is verified, resumes from kept state that does not
+ * Never: writes a row before the whole file is verified, reads a completed upload whose record
+ * (digest, size, object version) does not match its seal, resumes from kept state that does not
  * open under its seal for this upload, digest and object version, holds more than one part or one
  * line in memory, or uses an upload whose bytes do not hash to the digest it was completed with.
  */
@@ -30,7 +31,14 @@ import { z } from 'zod';
 import { newUploadId } from '../db/ids.js';
 import type { LogFields } from './context.js';
 import { ServiceError, notFound } from './errors.js';
-import { type KeptBinding, type KeptVerification, openKept, sealKept } from './import-verification-state.js';
+import {
+  type KeptBinding,
+  type KeptVerification,
+  openKept,
+  recordSealed,
+  sealKept,
+  sealRecord,
+} from './import-verification-state.js';
 import type { ImportUploadStore, TenantMovePort, VerifiedFile } from './ports.js';
 import {
   type ExportSource,
@@ -66,7 +74,7 @@ const UPLOAD_ID = /^[0-9a-f]{32}$/;
  * The version of the import's verification rules. A kept verification of another version is not
  * trusted (the file is verified again): raise it with any change to what `verifySource` checks.
  */
-export const VERIFICATION_RULES = 2;
+export const VERIFICATION_RULES = 3;
 
 export const CompleteUploadRequest = z.strictObject({
   /** Every part, numbered 1..n in order, with the ETag its upload answered. */
@@ -161,6 +169,7 @@ export async function completeImportUpload(
     sha256: done.sha256,
     bytes: done.bytes,
     version: done.version,
+    seal: await sealRecord(await store.recordKey(), upload_id, done),
   };
   if (done.sha256 !== body.sha256) {
     await store.remove(upload_id, completed);
@@ -232,6 +241,13 @@ export async function importUpload(
   if (record.status !== 'complete')
     throw new ServiceError('conflict', 'the upload is not completed: complete it with its parts first');
   if (!port.shardExists(shard)) throw new ServiceError('invalid_request', `shard ${shard} is not configured`);
+  // A record rewritten in the bucket (other bytes put under the key, a record naming their digest
+  // and version) would have this import verify and write a file the operator never completed.
+  if (!(await recordSealed(await store.recordKey(), upload_id, record, record.seal)))
+    throw new ServiceError(
+      'conflict',
+      `the record of upload ${upload_id} does not match its seal (rewritten in the bucket, or completed before records were sealed, or under another WRIT_ADMIN_TOKEN): nothing was written; delete the upload and upload the file again`,
+    );
   const budget = options.verify_call_bytes ?? VERIFY_CALL_BYTES;
   if (!(budget >= 1)) throw new RangeError('verify_call_bytes must be at least 1');
   const { sha256, version, bytes } = record;

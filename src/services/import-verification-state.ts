@@ -8,7 +8,7 @@
  * Sealed: HMAC-SHA256 over the exact bytes kept, under a key derived from the `WRIT_ADMIN_TOKEN`
  * secret (HKDF-SHA256, `info` = `writ/import-verification-state/v1`: docs/key-derivation.md).
  * Bound: the sealed bytes name the upload, the file's SHA-256 and the R2 object version hashed at
- * completion; a kept state naming another is refused even though its seal is good (another
+ * completion (read from the upload's record, itself sealed: `sealRecord`, under another key); a kept state naming another is refused even though its seal is good (another
  * upload's state copied over this one's would skip checks of bytes never verified).
  * Why a MAC and not a digest in D1: the state exists before the import knows its tenant, so before
  * there is a staged-import row on the target shard to hold a digest, and it is not tied to a shard
@@ -39,15 +39,28 @@ export interface KeptBinding {
 /** The layout of the sealed bytes: raise with any change to it. */
 const FORMAT = 1;
 const INFO = 'writ/import-verification-state/v1';
+const RECORD_INFO = 'writ/import-upload-record/v1';
 
 const enc = new TextEncoder();
 
 /** The sealing key, derived from the platform admin token (at least 32 characters, else refused). */
-export async function deriveStateKey(secret: string): Promise<CryptoKey> {
+export function deriveStateKey(secret: string): Promise<CryptoKey> {
+  return deriveKey(secret, INFO);
+}
+
+/**
+ * The key sealing a completed upload's record (`sealRecord`): the same secret, its own label, so
+ * neither MAC can stand for the other.
+ */
+export function deriveRecordKey(secret: string): Promise<CryptoKey> {
+  return deriveKey(secret, RECORD_INFO);
+}
+
+async function deriveKey(secret: string, info: string): Promise<CryptoKey> {
   if (secret.length < 32) throw new Error('WRIT_ADMIN_TOKEN is shorter than 32 characters');
   const ikm = await crypto.subtle.importKey('raw', enc.encode(secret), 'HKDF', false, ['deriveKey']);
   return crypto.subtle.deriveKey(
-    { name: 'HKDF', hash: 'SHA-256', salt: enc.encode('writ'), info: enc.encode(INFO) },
+    { name: 'HKDF', hash: 'SHA-256', salt: enc.encode('writ'), info: enc.encode(info) },
     ikm,
     { name: 'HMAC', hash: 'SHA-256', length: 256 },
     false,
@@ -100,4 +113,38 @@ export async function openKept(
   if (v.version !== binding.version) return { refused: 'is of another object version' };
   if (v.rules !== binding.rules) return { stale: true };
   return { kept: v.kept };
+}
+
+/** What a completed upload's record pins: the digest the operator named, and the object hashed. */
+export interface CompletedFile {
+  readonly sha256: string;
+  readonly bytes: number;
+  readonly version: string;
+}
+
+const recordPayload = (upload_id: string, f: CompletedFile) =>
+  enc.encode(JSON.stringify([upload_id, f.sha256, f.bytes, f.version]));
+
+/**
+ * The hex HMAC of a completed upload's record (its id, digest, size and object version), under
+ * `deriveRecordKey`. The seal and pin of every later read hang on those values, and the record
+ * lies in the same bucket as the object: unsealed, whoever can write the bucket could put other
+ * bytes under the key and a record naming their digest and version, and the import would verify
+ * and write that file instead of the one the operator completed.
+ */
+export async function sealRecord(key: CryptoKey, upload_id: string, f: CompletedFile): Promise<string> {
+  return toHex(await crypto.subtle.sign('HMAC', key, recordPayload(upload_id, f)));
+}
+
+/** Whether `seal` is `sealRecord`'s for these values (compared in constant time by `verify`). */
+export async function recordSealed(
+  key: CryptoKey,
+  upload_id: string,
+  f: CompletedFile,
+  seal: unknown,
+): Promise<boolean> {
+  if (typeof seal !== 'string' || !/^[0-9a-f]{64}$/.test(seal)) return false;
+  const mac = new Uint8Array(32);
+  for (let i = 0; i < 32; i++) mac[i] = parseInt(seal.slice(2 * i, 2 * i + 2), 16);
+  return crypto.subtle.verify('HMAC', key, mac, recordPayload(upload_id, f));
 }

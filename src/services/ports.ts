@@ -929,6 +929,11 @@ export type UploadRecord =
        * again) makes another, and reads refuse it, so every read is of the bytes hashed here.
        */
       readonly version: string;
+      /**
+       * HMAC of the id, digest, size and version (src/services/import-verification-state.ts
+       * `sealRecord`): a record rewritten in the bucket to name other bytes is refused.
+       */
+      readonly seal: string;
     };
 
 /** What verifying a whole export file found (src/services/tenant-moves.ts `verifySource`). */
@@ -982,6 +987,8 @@ export interface ImportUploadStore {
   forgetVerification(upload_id: string): Promise<void>;
   /** The key that seals the kept verification (derived from a Worker secret). */
   sealKey(): Promise<CryptoKey>;
+  /** The key that seals a completed upload's record (the same secret, another label). */
+  recordKey(): Promise<CryptoKey>;
   /** Abort an open upload (R2 drops its parts) or delete a completed file; and its records. */
   remove(upload_id: string, record: UploadRecord): Promise<void>;
 }

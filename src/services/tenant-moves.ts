@@ -14,8 +14,9 @@
  * (decoded from either encoding; a compact row gets its tenant and principal from the row's
  * columns) does not hash to its digest or whose digest is not the row's key; evidence held in R2
  * whose reference is malformed; a signature row whose envelope names another receipt, tenant or
- * time, or no receipt or archive entry of the file, or out of `seq` order; an archive entry of no
- * archive of the file; a policy, contract or grant document that does not hash to its key.
+ * time, or no receipt or archive entry of the file, or out of `seq` order, or whose `seq` is not an
+ * integer; a `tenants` row whose creation time is not an integer; an archive entry of no archive of
+ * the file; a policy, contract or grant document that does not hash to its key.
  * R2 objects (large evidence, receipt archives) are not read: the bucket is shared by every shard,
  * a move neither copies nor changes them, and every read re-hashes an object against its digest.
  * Webhook secrets and deliveries are not moved (src/db/tenant-rows.ts, `TENANT_TABLES_NOT_MOVED`).
@@ -760,10 +761,14 @@ class LineChecks {
     const row = checkLine(this.port, n, line, this.older);
     if (row.table === 'tenants') {
       if (this.#tenant !== null) throw refuse(n, 'a second tenants row');
+      const created = row.row.created_at_unix_ms;
+      // Held as a number (the directory's creation time): text would be NaN or Infinity, which
+      // the kept state (JSON) turns into null, so a resumed call would find another tenant.
+      if (typeof created !== 'number') throw refuse(n, 'tenants.created_at_unix_ms is not an integer');
       this.#tenant = {
         tenant_id: String(row.row.tenant_id),
         name: String(row.row.name),
-        created_at_unix_ms: Number(row.row.created_at_unix_ms),
+        created_at_unix_ms: created,
       };
     }
     if (row.table === 'tenant_quotas') {
@@ -775,7 +780,10 @@ class LineChecks {
     if (id !== this.#first && this.#firstForeign === null) this.#firstForeign = n;
     if (row.table === 'principals' && row.row.revoked_at_unix_ms === null) this.#principals.push(row);
     if (row.table === 'receipt_signatures') {
-      const seq = Number(row.row.seq);
+      const seq = row.row.seq;
+      // Text would be held as NaN or Infinity, which the kept state (JSON) turns into null: a
+      // signature out of order after it would pass in a resumed call and fail in one.
+      if (typeof seq !== 'number') throw refuse(n, 'receipt_signatures.seq is not an integer');
       if (!(seq > this.#lastSeq) && this.seqFailure === null)
         this.seqFailure = { line: n, rank: 1, message: 'receipt_signatures out of seq order' };
       this.#lastSeq = seq;

@@ -287,6 +287,32 @@ describe('an uploaded export is verified whole before anything is written', () =
     await nothingWritten(to, s.tenant_id);
   });
 
+  it('other bytes put under the key with a record naming their digest and version are refused (409), nothing written', async () => {
+    const { s, text } = await exportedTenant('upl-record');
+    const other = await exportedTenant('upl-record-other');
+    const to = 1 - shardOf(s);
+    const { id, done } = await upload(encode(text));
+    expect(done.status).toBe(200);
+    // Whoever can write the bucket: another valid export under the key, and the record (same
+    // bucket) rewritten to name its digest, size and the new object version.
+    const put = await env.BLOBS.put(`imports/uploads/${id}`, other.text);
+    const recordKey = `imports/uploads/${id}.json`;
+    const record = (await (await env.BLOBS.get(recordKey))?.json()) as Record<string, unknown>;
+    const bytes = encode(other.text);
+    await env.BLOBS.put(
+      recordKey,
+      JSON.stringify({ ...record, sha256: sha256Hex(bytes), bytes: bytes.byteLength, version: put?.version }),
+    );
+    const r = await importCall(id, 1 - shardOf(other.s));
+    expect(r.status).toBe(409);
+    expect(r.body.error).toMatchObject({ code: 'conflict' });
+    expect(String((r.body.error as { message: string }).message)).toContain(
+      `the record of upload ${id} does not match its seal`,
+    );
+    await nothingWritten(to, s.tenant_id);
+    await nothingWritten(1 - shardOf(other.s), other.s.tenant_id);
+  });
+
   it('a signature of a receipt the file does not hold, found with the digests checked in partitions', async () => {
     const { s, text } = await exportedTenant('upl-ref');
     const to = 1 - shardOf(s);

@@ -160,6 +160,39 @@ async function inCalls(text: string, budget: number, capacity?: number) {
   }
 }
 
+/**
+ * `inCalls`, but before the calls listed in `rollbacks` (by call number) the state put back is an
+ * earlier one of this same verification (`pick` chooses which): what a replay of an older sealed
+ * state of the same upload does.
+ */
+async function withRollbacks(
+  text: string,
+  budget: number,
+  capacity: number | undefined,
+  rollbacks: readonly number[],
+  pick: number,
+) {
+  const bytes = new TextEncoder().encode(text);
+  const from = (offset: number, first: number) =>
+    splitLinesFrom(chunked(bytes.subarray(offset), [11]), offset, first);
+  const states: SavedVerification[] = [];
+  try {
+    for (let call = 1; ; call++) {
+      const back = rollbacks.includes(call) && states.length > 1;
+      const saved = back ? states[pick % states.length] : states.at(-1);
+      const v =
+        saved === undefined
+          ? Verification.start(port, { reference_capacity: capacity })
+          : Verification.resume(port, JSON.parse(JSON.stringify(saved)) as SavedVerification);
+      const r = await v.run(from, budget);
+      if ('done' in r) return { ok: true, found: r.done };
+      states.push(v.save());
+    }
+  } catch (e) {
+    return { ok: false, message: (e as Error).message };
+  }
+}
+
 const whole = async (text: string, capacity?: number) => {
   try {
     return { ok: true, found: await verifySource(port, textSource(text), { reference_capacity: capacity }) };
@@ -191,6 +224,30 @@ describe('a verification in several calls', () => {
     );
   });
 
+  it('property: an earlier state of the same verification put back costs calls, never the outcome', async () => {
+    await fc.assert(
+      fc.asyncProperty(
+        fc.integer({ min: 0, max: 30 }),
+        fc.array(fc.integer({ min: 0, max: 40 }), { maxLength: 6 }),
+        fc.boolean(),
+        fc.option(fc.integer({ min: 2, max: 8 }), { nil: undefined }),
+        fc.integer({ min: 100, max: 2000 }),
+        fc.uniqueArray(fc.integer({ min: 2, max: 40 }), { maxLength: 4 }),
+        fc.nat(),
+        async (entries, signedAt, archiveOk, capacity, budget, rollbacks, pick) => {
+          const text = file(
+            entries,
+            signedAt.map((i) => hex(i)),
+            archiveOk ? hex(0, 'archive') : hex(0, 'elsewhere'),
+          );
+          const got = await withRollbacks(text, budget, capacity, rollbacks, pick);
+          expect(got).toEqual(await whole(text, capacity));
+        },
+      ),
+      { numRuns: 40 },
+    );
+  });
+
   it('stops at its budget and goes on, through the first read and the partitions', async () => {
     const text = file(60, [hex(1), hex(59)]);
     const one = await inCalls(text, Number.POSITIVE_INFINITY, 4);
@@ -216,6 +273,59 @@ describe('a verification in several calls', () => {
       message: 'import refused, nothing written: line 21: not in canonical form (RFC 8785)',
     });
     expect(many.outcome).toEqual(await whole(text));
+  });
+
+  it('the forms at the edges of a line (no final newline, CRLF, an empty line, a BOM, an empty file) end as in one call', async () => {
+    const good = file(6, [hex(1), hex(4)]);
+    const lines = good.trimEnd().split('\n');
+    const texts = [
+      good.trimEnd(),
+      `${good}\n`,
+      `${lines.join('\r\n')}\r\n`,
+      `${lines.slice(0, 3).join('\n')}\n\n${lines.slice(3).join('\n')}\n`,
+      `\uFEFF${good}`,
+      '',
+      '\n',
+    ];
+    for (const text of texts) {
+      const one = await whole(text);
+      // Each call one line, a few lines, or the whole file.
+      for (const budget of [1, 350, 900, text.length + 1])
+        expect((await inCalls(text, budget)).outcome).toEqual(one);
+    }
+    expect(await whole(good.trimEnd())).toMatchObject({ ok: true });
+  });
+
+  it('a value the kept state cannot hold (a text seq, a text creation time) is refused in any number of calls', async () => {
+    // JSON keeps no NaN or Infinity: `Number("Infinity")` held as the last seq would come back
+    // as null, and a later signature out of order would pass once the state had been kept.
+    const quota = row('tenant_quotas', {});
+    const tenant = (created: string | number) =>
+      row('tenants', { name: 'verifier', policy_sha256: hex(0, 'policy'), created_at_unix_ms: created });
+    const signature = (seq: string | number, sha: string) =>
+      row('receipt_signatures', {
+        seq,
+        receipt_sha256: sha,
+        envelope: canonicalize({ issued_at_unix_ms: 5, receipt_sha256: sha, tenant_id: T }),
+        created_at_unix_ms: 5,
+      });
+    const rest = [
+      row('receipt_archives', { archive_sha256: hex(0, 'archive') }),
+      ...[1, 2].map((i) =>
+        row('receipt_archive_entries', { sha256: hex(i), archive_sha256: hex(0, 'archive') }),
+      ),
+    ];
+    const files = [
+      [quota, tenant(1), signature('Infinity', hex(1)), signature(2, hex(2)), ...rest],
+      [quota, tenant(1), signature('1e999', hex(1)), ...rest],
+      [quota, tenant('x'), ...rest],
+      [quota, tenant('Infinity'), ...rest],
+    ].map((lines) => `${lines.join('\n')}\n`);
+    for (const text of files) {
+      const one = await whole(text);
+      expect(one.ok).toBe(false);
+      for (const budget of [1, 200, 400]) expect((await inCalls(text, budget)).outcome).toEqual(one);
+    }
   });
 });
 

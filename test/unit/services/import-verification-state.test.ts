@@ -8,9 +8,12 @@ import { describe, expect, it } from 'vitest';
 import {
   type KeptBinding,
   type KeptVerification,
+  deriveRecordKey,
   deriveStateKey,
   openKept,
+  recordSealed,
   sealKept,
+  sealRecord,
 } from '../../../src/services/import-verification-state.js';
 
 const SECRET = 'a-platform-admin-token-of-at-least-32-characters';
@@ -72,5 +75,30 @@ describe('a kept verification', () => {
 
   it('needs a secret of at least 32 characters to derive its key', async () => {
     await expect(deriveStateKey('short')).rejects.toThrow(/32 characters/);
+  });
+});
+
+describe("a completed upload's record seal", () => {
+  const file = { sha256: 'a'.repeat(64), bytes: 10, version: 'v1' };
+  const id = '0'.repeat(32);
+
+  it('holds for the id, digest, size and version it was made for, and for no other', async () => {
+    const key = await deriveRecordKey(SECRET);
+    const seal = await sealRecord(key, id, file);
+    expect(await recordSealed(key, id, file, seal)).toBe(true);
+    // A record rewritten to name other bytes, or another upload's record copied here.
+    expect(await recordSealed(key, '1'.repeat(32), file, seal)).toBe(false);
+    for (const other of [{ sha256: 'b'.repeat(64) }, { bytes: 11 }, { version: 'v2' }])
+      expect(await recordSealed(key, id, { ...file, ...other }, seal)).toBe(false);
+    // No seal (a record completed before records were sealed), or not a MAC.
+    for (const bad of [undefined, null, '', seal.toUpperCase(), `${seal}0`])
+      expect(await recordSealed(key, id, file, bad)).toBe(false);
+  });
+
+  it('is under its own key: the kept-state key and another secret do not make it', async () => {
+    const seal = await sealRecord(await deriveStateKey(SECRET), id, file);
+    expect(await recordSealed(await deriveRecordKey(SECRET), id, file, seal)).toBe(false);
+    const other = await sealRecord(await deriveRecordKey(`${SECRET}-rotated`), id, file);
+    expect(await recordSealed(await deriveRecordKey(SECRET), id, file, other)).toBe(false);
   });
 });
