@@ -6028,6 +6028,8 @@ export interface operations {
                             key_id: string;
                             /** @description C2SP signed-note verifier key: <origin>+<key ID>+<base64(0x01 || key)> */
                             vkey: string;
+                            /** @description when the key stopped signing; null while it signs. A witness checking new checkpoints trusts only keys that still sign */
+                            signing_until_unix_ms: number | null;
                         }[];
                         /** @description the latest publication changes, newest first */
                         events: {
@@ -6100,6 +6102,8 @@ export interface operations {
                             key_id: string;
                             /** @description C2SP signed-note verifier key: <origin>+<key ID>+<base64(0x01 || key)> */
                             vkey: string;
+                            /** @description when the key stopped signing; null while it signs. A witness checking new checkpoints trusts only keys that still sign */
+                            signing_until_unix_ms: number | null;
                         }[];
                         /** @description the latest publication changes, newest first */
                         events: {

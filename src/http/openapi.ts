@@ -86,6 +86,9 @@ const PublicationView = z.strictObject({
       z.strictObject({
         key_id: z.string(),
         vkey: z.string().describe('C2SP signed-note verifier key: <origin>+<key ID>+<base64(0x01 || key)>'),
+        signing_until_unix_ms: UnixMs.nullable().describe(
+          'when the key stopped signing; null while it signs. A witness checking new checkpoints trusts only keys that still sign',
+        ),
       }),
     )
     .describe('one per key of /.well-known/writ-keys'),

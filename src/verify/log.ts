@@ -36,17 +36,22 @@ export function logVerifiers(keys: TrustedKeys, origin: string): NoteVerifier[] 
 /**
  * The C2SP signed-note verifier keys (`<origin>+<key ID>+<base64(0x01 || public key)>`, the
  * golang.org/x/mod/sumdb/note form witnesses and `note.NewVerifier` read) of a tenant's log: one
- * per key of the issuer's published set (`GET /.well-known/writ-keys`), by key id. A witness or
- * monitor configures these for the origin `<issuer>/log/<tenant_id>`; a key rotation adds one.
+ * per key of the issuer's published set (`GET /.well-known/writ-keys`), by key id, with the time
+ * the key stopped signing (`null`: it still signs). A checkpoint carries no time, so a note
+ * verifier cannot tell when it was signed: a witness or monitor that checks **new** checkpoints
+ * configures only the keys that still sign, for the origin `<issuer>/log/<tenant_id>`, and drops
+ * a key once it is retired (a checkpoint signed before is already witnessed, and every later one
+ * must be consistent with it); the retired ones stay listed to check checkpoints kept from before.
  */
 export function logVerifierKeys(
   keys: TrustedKeys,
   tenant_id: string,
-): { readonly key_id: string; readonly vkey: string }[] {
+): { readonly key_id: string; readonly vkey: string; readonly signing_until_unix_ms: number | null }[] {
   const origin = logOrigin(keys.issuer, tenant_id);
   return [...keys.keys.values()].map((k) => ({
     key_id: k.key_id,
     vkey: verifierKey({ name: origin, publicKey: k.public_key }),
+    signing_until_unix_ms: k.signing_until_unix_ms,
   }));
 }
 

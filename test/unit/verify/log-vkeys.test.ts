@@ -26,7 +26,27 @@ describe('logVerifierKeys', () => {
       ]),
     };
     expect(logVerifierKeys(keys, 'ten-kat')).toEqual([
-      { key_id: 'k1', vkey: `writ.example/log/ten-kat+4a08c8dd+${PETER_KEY}` },
+      { key_id: 'k1', vkey: `writ.example/log/ten-kat+4a08c8dd+${PETER_KEY}`, signing_until_unix_ms: null },
+    ]);
+  });
+
+  it('says when each key stopped signing: a retired key is listed with its end, the active one with null', () => {
+    const old = parseKeyRing(JSON.stringify(generateKeyRing(new Uint8Array(32).fill(1), 'writ.test', 0)));
+    if (!old.ok) throw new Error('ring');
+    const keys = trustedKeysOfRing(old.value);
+    const [only] = [...keys.keys.values()];
+    if (only === undefined) throw new Error('key');
+    const retired = { ...only, key_id: 'retired', signing_until_unix_ms: 1_000 };
+    const set = {
+      issuer: keys.issuer,
+      keys: new Map([
+        [only.key_id, only],
+        ['retired', retired],
+      ]),
+    };
+    expect(logVerifierKeys(set, 'ten-a').map((k) => [k.key_id, k.signing_until_unix_ms])).toEqual([
+      [only.key_id, null],
+      ['retired', 1_000],
     ]);
   });
 
