@@ -19,7 +19,9 @@
  *
  * Environment: BENCH_TENANTS (default 20, 2..50), BENCH_QUIET_RPS (0.5, per quiet tenant),
  * BENCH_FLOOD_RPS (20: the default limit; 30 was the earlier default, 1.5x the limit),
- * BENCH_PHASE_S (20, max 120).
+ * BENCH_PHASE_S (20, max 120), BENCH_LOG=off (a diagnosis: the Worker built as bench:log's log-off
+ * build, `WRIT_BENCH_LOG_OFF`: no receipt signature, no log kick, so no drain shares workerd's
+ * thread with the requests).
  * Not part of `npm test`: numbers depend on the machine, and local workerd is not production.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -37,6 +39,8 @@ const QUIET_RPS = bounded('BENCH_QUIET_RPS', 0.5, 0.1, 20);
 const FLOOD_RPS = bounded('BENCH_FLOOD_RPS', 20, 1, 500);
 const PHASE_S = bounded('BENCH_PHASE_S', 20, 2, 120);
 const WARMUP_S = 3;
+/** `BENCH_LOG=off`: the log-off build (no signing, kicks or drains), to see what the log costs here. */
+const LOG_OFF = process.env.BENCH_LOG === 'off';
 /** The quiet tenants' p99 may rise by at most this much when the flood starts (issue 10). */
 const GOAL_RISE = 0.2;
 /** A quiet baseline slower than this at the median is a backlog: the comparison says nothing. */
@@ -139,7 +143,11 @@ async function main(): Promise<void> {
   const state = mkdtempSync(path.join(os.tmpdir(), 'writ-bench-tenants-'));
   console.log(`starting the Worker in workerd (state in ${state}) ...`);
   // wrangler.toml's vars (the write limits the flood runs into) and .dev.vars' key ring apply.
-  const worker = await startDirectWorker({ state, vars: { WRIT_ADMIN_TOKEN: adminToken } });
+  const worker = await startDirectWorker({
+    state,
+    vars: { WRIT_ADMIN_TOKEN: adminToken },
+    ...(LOG_OFF ? { define: { WRIT_BENCH_LOG_OFF: 'true' } } : {}),
+  });
   console.log(`requests go to ${worker.base} (${worker.route})`);
   try {
     console.log(`creating ${TENANTS} tenants ...`);
@@ -183,7 +191,9 @@ async function main(): Promise<void> {
       `local workerd, ${TENANTS} tenants, ${os.cpus().length} cores (load average ${os
         .loadavg()
         .map((l) => l.toFixed(1))
-        .join(' ')}), ${PHASE_S} s per phase; latency of POST /v1/authorize in ms`,
+        .join(' ')}), ${PHASE_S} s per phase${
+        LOG_OFF ? ', log-off build (BENCH_LOG=off: no signing, kicks or drains)' : ''
+      }; latency of POST /v1/authorize in ms`,
     );
     console.log(
       [

@@ -24,6 +24,7 @@ import { d1TenantStore } from '../../../src/db/tenant-store.js';
 import { receiptSigner } from '../../../src/platform/receipt-keys.js';
 import { shardDb } from '../../../src/platform/shards.js';
 import { verifyLogConsistency } from '../../../src/verify/log.js';
+import { restoreMetaWithoutShard } from './sequencer-schema.js';
 import {
   READ_INPUT,
   authorize,
@@ -204,18 +205,7 @@ describe('the log cursor names the shard it counts on', () => {
     // three rows, as a move could leave it: those rows were never read.
     const past = rows[rows.length - 1]?.seq as number;
     await runInDurableObject(log, (_o: LogSequencerObject, state) => {
-      const sql = state.storage.sql;
-      sql.exec(`CREATE TABLE meta_v1 (
-        singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
-        tenant_id TEXT NOT NULL,
-        cursor INTEGER NOT NULL,
-        state BLOB NOT NULL,
-        checkpoint TEXT
-      )`);
-      sql.exec('INSERT INTO meta_v1 SELECT singleton, tenant_id, ?, state, checkpoint FROM meta', past);
-      sql.exec('DROP TABLE meta');
-      sql.exec('ALTER TABLE meta_v1 RENAME TO meta');
-      sql.exec('UPDATE schema_version SET v = 1');
+      restoreMetaWithoutShard(state.storage.sql, 1, past);
     });
     await evictDurableObject(log);
 

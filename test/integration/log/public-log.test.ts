@@ -30,6 +30,7 @@ import {
 import { app } from '../../../src/http/app.js';
 import { tenantStore } from '../../../src/platform/bindings.js';
 import { BASE, call, seedTenant, tenantRef } from '../platform/harness.js';
+import { restoreMetaWithoutShard } from './sequencer-schema.js';
 
 type Seed = Awaited<ReturnType<typeof seedTenant>>;
 
@@ -393,18 +394,7 @@ describe('the public log path', () => {
     await logReceipts(s, 0, 2);
     const log = logSequencerStub(env, s.tenant_id);
     await runInDurableObject(log, (_o, state) => {
-      const sql = state.storage.sql;
-      sql.exec(`CREATE TABLE meta_v1 (
-        singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
-        tenant_id TEXT NOT NULL,
-        cursor INTEGER NOT NULL,
-        state BLOB NOT NULL,
-        checkpoint TEXT
-      )`);
-      sql.exec('INSERT INTO meta_v1 SELECT singleton, tenant_id, cursor, state, checkpoint FROM meta');
-      sql.exec('DROP TABLE meta');
-      sql.exec('ALTER TABLE meta_v1 RENAME TO meta');
-      sql.exec('UPDATE schema_version SET v = 2');
+      restoreMetaWithoutShard(state.storage.sql, 2);
     });
     await evictDurableObject(log);
     expect((await log.checkpoint(s.tenant_id)).size).toBe(2);
