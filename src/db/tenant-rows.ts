@@ -18,7 +18,13 @@
  */
 import { and, asc, eq, getTableColumns, gt, isNull, sql } from 'drizzle-orm';
 import type { SQLiteTable } from 'drizzle-orm/sqlite-core';
-import type { ExportPosition, StagedImport, TenantRow, TenantRowValue } from '../services/ports.js';
+import type {
+  ExportPosition,
+  StagedImport,
+  TenantColumn,
+  TenantRow,
+  TenantRowValue,
+} from '../services/ports.js';
 import type { Db } from './client.js';
 import {
   approvals,
@@ -81,10 +87,25 @@ export type TenantTable = keyof typeof TENANT_TABLES;
 
 const PAGE = 200;
 
-/** Column names of `table`, or null for a table that is not a tenant table. */
-export function tenantTableColumns(table: string): readonly string[] | null {
-  if (!Object.hasOwn(TENANT_TABLES, table)) return null;
-  return Object.keys(getTableColumns(TENANT_TABLES[table as TenantTable]));
+/** Each tenant table's columns: name, SQLite type and NOT NULL, from the drizzle schema. */
+const TENANT_COLUMNS: ReadonlyMap<string, readonly TenantColumn[]> = new Map(
+  Object.entries(TENANT_TABLES).map(([table, t]) => [
+    table,
+    // The key is the name an export writes (the `select` of `exportTenantRows` keys rows by it).
+    Object.entries(getTableColumns(t)).map(([name, c]): TenantColumn => {
+      // An import checks each value's type: a column of another type would need its own rule.
+      const type =
+        c.columnType === 'SQLiteText' ? 'text' : c.columnType === 'SQLiteInteger' ? 'integer' : null;
+      if (type === null)
+        throw new Error(`tenant column ${table}.${name} is ${c.columnType}, not TEXT or INTEGER`);
+      return { name, type, notNull: c.notNull };
+    }),
+  ]),
+);
+
+/** The columns of `table` (name, type, NOT NULL), or null for a table that is not a tenant table. */
+export function tenantTableColumns(table: string): readonly TenantColumn[] | null {
+  return Object.hasOwn(TENANT_TABLES, table) ? (TENANT_COLUMNS.get(table) ?? null) : null;
 }
 
 /**

@@ -74,7 +74,7 @@ const UPLOAD_ID = /^[0-9a-f]{32}$/;
  * The version of the import's verification rules. A kept verification of another version is not
  * trusted (the file is verified again): raise it with any change to what `verifySource` checks.
  */
-export const VERIFICATION_RULES = 3;
+export const VERIFICATION_RULES = 4;
 
 export const CompleteUploadRequest = z.strictObject({
   /** Every part, numbered 1..n in order, with the ETag its upload answered. */

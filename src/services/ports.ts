@@ -810,13 +810,23 @@ export interface TenantRow {
  * The shards as a platform admin moving a tenant sees them. Each method touches the one shard
  * it names, except `record`, which writes the directory on shard 0.
  */
+/**
+ * A column of a tenant table, as an import checks a row's value against it: its SQLite type (every
+ * tenant column is TEXT or INTEGER) and whether it is NOT NULL.
+ */
+export interface TenantColumn {
+  readonly name: string;
+  readonly type: 'text' | 'integer';
+  readonly notNull: boolean;
+}
+
 export interface TenantMovePort {
   /** The shard the directory names for the tenant, or null for an unknown tenant. */
   shardOf(tenant_id: string): Promise<number | null>;
   /** Whether `shard` is a configured shard. */
   shardExists(shard: number): boolean;
-  /** The tenant's column names of a tenant table, or null for any other table. */
-  columnsOf(table: string): readonly string[] | null;
+  /** The columns of a tenant table as the schema declares them, or null for any other table. */
+  columnsOf(table: string): readonly TenantColumn[] | null;
   /** The tenant's rows in export order, after `after` when given (a segmented export). */
   exportRows(
     shard: number,

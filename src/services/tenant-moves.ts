@@ -9,7 +9,8 @@
  * Guarantees: an import verifies every line before anything is written, and any problem refuses
  * the whole import with nothing written: a line that is not canonical JSON of that shape; an
  * unknown table or column, or a missing column (other than one a later migration added, which is
- * filled as that migration filled it: `MIGRATED_COLUMNS`); a row of another tenant; other than exactly one
+ * filled as that migration filled it: `MIGRATED_COLUMNS`); a value of another type than its column
+ * (TEXT or INTEGER), or a null in a NOT NULL column (`columnValue`); a row of another tenant; other than exactly one
  * `tenants` and one `tenant_quotas` row; a receipt whose stored text is not canonical, whose body
  * (decoded from either encoding; a compact row gets its tenant and principal from the row's
  * columns) does not hash to its digest or whose digest is not the row's key; evidence held in R2
@@ -48,7 +49,14 @@ import { newApiKey } from '../db/ids.js';
 import { RECEIPT_ENCODING, decodeReceipt } from '../db/receipts.js';
 import type { LogFields } from './context.js';
 import { ServiceError, notFound } from './errors.js';
-import type { ExportPosition, TenantMovePort, TenantRow, TenantRowValue, VerifiedFile } from './ports.js';
+import type {
+  ExportPosition,
+  TenantColumn,
+  TenantMovePort,
+  TenantRow,
+  TenantRowValue,
+  VerifiedFile,
+} from './ports.js';
 
 /**
  * Bounds on one import request. The file is read and verified whole (in memory) before anything
@@ -848,30 +856,46 @@ function parseRow(
   if (typeof row !== 'object' || row === null || Array.isArray(row))
     throw refuse(n, '"row" is not an object');
   for (const k of Object.keys(row)) {
-    if (!columns.includes(k)) throw refuse(n, `unknown column ${quoted(k)} of ${table}`);
+    if (!columns.some((c) => c.name === k)) throw refuse(n, `unknown column ${quoted(k)} of ${table}`);
   }
   const out: Record<string, string | number | null> = {};
   // Only a column a later migration added may be missing (filled below as it filled it).
   const missing = older.missing(
     n,
     table,
-    columns.filter((c) => !Object.hasOwn(row, c)),
+    columns.filter((c) => !Object.hasOwn(row, c.name)).map((c) => c.name),
   );
   for (const c of columns) {
-    if (missing.has(c)) continue;
-    const value = row[c];
-    if (!(
-      value === null ||
-      typeof value === 'string' ||
-      (typeof value === 'number' && Number.isSafeInteger(value))
-    )) {
-      throw refuse(n, `column ${quoted(c)} is not text, an integer or null`);
-    }
-    out[c] = value as string | number | null;
+    if (missing.has(c.name)) continue;
+    out[c.name] = columnValue(n, table, c, row[c.name]);
   }
   if (typeof out.tenant_id !== 'string') throw refuse(n, 'tenant_id is not text');
   older.fill(n, table, out, missing);
   return { table, row: out };
+}
+
+/**
+ * A value as its column holds it: text in a TEXT column, a safe integer in an INTEGER one, null
+ * only where the column allows it. Checked here, before anything is written: D1 would refuse a
+ * null in a NOT NULL column only at the batch holding the row (an import already part-staged),
+ * and SQLite's type affinity would store text in an INTEGER column as text.
+ */
+function columnValue(
+  n: number,
+  table: string,
+  c: TenantColumn,
+  value: JsonValue | undefined,
+): TenantRowValue {
+  if (value === null) {
+    if (c.notNull) throw refuse(n, `column ${quoted(c.name)} of ${table} is null (the column is NOT NULL)`);
+    return null;
+  }
+  if (c.type === 'text' && typeof value === 'string') return value;
+  if (c.type === 'integer' && typeof value === 'number' && Number.isSafeInteger(value)) return value;
+  throw refuse(
+    n,
+    `column ${quoted(c.name)} of ${table} is not ${c.type === 'text' ? 'text' : 'an integer'}${c.notNull ? '' : ' or null'}`,
+  );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import { canonicalize } from '../../../src/core/canonical/canonical.js';
 import { parseApiKey } from '../../../src/core/identity/identity.js';
 import { logSequencerStub } from '../../../durable-objects/log-sequencer.js';
 import type { Seeded } from '../../../scripts/seed.js';
+import { TENANT_TABLES, tenantTableColumns } from '../../../src/db/tenant-rows.js';
 import {
   ADMIN_TOKEN,
   READ_INPUT,
@@ -256,6 +257,17 @@ describe('an import is refused whole, writing nothing', () => {
       (t) => tamper(t, 'grants', (row) => ({ ...row, grant_sha256: '0'.repeat(64) })),
     ],
     ['an unknown column', (t) => tamper(t, 'runs', (row) => ({ ...row, extra: 1 }))],
+    // Each of these three failed the chunk holding the row (null) or went live as another type
+    // (SQLite's affinity) before the import checked values against their columns.
+    ['a null in a NOT NULL column', (t) => tamper(t, 'runs', (row) => ({ ...row, writes_used: null }))],
+    [
+      'text in an INTEGER column (SQLite would have stored it as a number)',
+      (t) => tamper(t, 'runs', (row) => ({ ...row, writes_used: '0' })),
+    ],
+    [
+      'an integer in a TEXT column (SQLite would have stored it as text)',
+      (t) => tamper(t, 'principals', (row) => ({ ...row, name: 7 })),
+    ],
     [
       'a missing column',
       (t) =>
@@ -296,6 +308,21 @@ describe('an import is refused whole, writing nothing', () => {
       expect((await call('GET', '/v1/policy', { key: s.admin.api_key })).status).toBe(200);
     });
   }
+
+  it('the columns it checks values against are the ones the migrations made, on every shard', async () => {
+    const byName = (a: { name: string }, b: { name: string }) => (a.name < b.name ? -1 : 1);
+    for (const shard of [0, 1]) {
+      for (const table of Object.keys(TENANT_TABLES)) {
+        const { results } = await shardD1(shard)
+          .prepare('SELECT name, type, "notnull" AS nn FROM pragma_table_info(?)')
+          .bind(table)
+          .all<{ name: string; type: string; nn: number }>();
+        const made = results.map((r) => ({ name: r.name, type: r.type.toLowerCase(), notNull: r.nn === 1 }));
+        expect(made.length).toBeGreaterThan(1);
+        expect(made.sort(byName)).toEqual([...(tenantTableColumns(table) ?? [])].sort(byName));
+      }
+    }
+  });
 
   it('onto an unconfigured shard, or without the ndjson media type', async () => {
     const { s } = await busyTenant('refuse-shard');

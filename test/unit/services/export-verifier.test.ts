@@ -8,7 +8,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalize, sha256HexOfText } from '../../../src/core/canonical/canonical.js';
-import { tenantTableColumns } from '../../../src/db/tenant-rows.js';
+import { TENANT_TABLES, tenantTableColumns } from '../../../src/db/tenant-rows.js';
 import { splitLines, splitLinesFrom } from '../../../src/services/import-uploads.js';
 import {
   type ExportSource,
@@ -22,12 +22,17 @@ const port = { columnsOf: tenantTableColumns };
 const T = 'ten-verifier';
 const hex = (i: number, salt = 'd') => sha256HexOfText(`${salt}${i}`);
 
-/** A row of `table` with every column: text columns `x`, given values over them. */
+/** A row of `table` with every column (text `x`, integers 0), given values over them. */
 function row(table: string, values: Record<string, string | number | null>): string {
   const columns = tenantTableColumns(table);
   if (columns === null) throw new Error(`no table ${table}`);
   const r: Record<string, string | number | null> = {};
-  for (const c of columns) r[c] = Object.hasOwn(values, c) ? (values[c] as string | number | null) : 0;
+  for (const c of columns)
+    r[c.name] = Object.hasOwn(values, c.name)
+      ? (values[c.name] as string | number | null)
+      : c.type === 'text'
+        ? 'x'
+        : 0;
   return canonicalize({ row: { ...r, tenant_id: T }, table });
 }
 
@@ -326,6 +331,88 @@ describe('a verification in several calls', () => {
       expect(one.ok).toBe(false);
       for (const budget of [1, 200, 400]) expect((await inCalls(text, budget)).outcome).toEqual(one);
     }
+  });
+});
+
+describe('each value as its column holds it (checked before anything is written)', () => {
+  // Every column of every tenant table but tenant_id (`row` sets it; it has its own check).
+  const columns = Object.keys(TENANT_TABLES).flatMap((table) =>
+    (tenantTableColumns(table) ?? []).filter((c) => c.name !== 'tenant_id').map((c) => ({ table, c })),
+  );
+  const refusal = (table: string, name: string) =>
+    `import refused, nothing written: line 1: column "${name}" of ${table} is`;
+
+  it('a null in any NOT NULL column is refused at its line; in a nullable column it is not refused', async () => {
+    let notNull = 0;
+    for (const { table, c } of columns) {
+      const r = await whole(`${row(table, { [c.name]: null })}\n`);
+      if (c.notNull) {
+        notNull++;
+        expect(r).toEqual({
+          ok: false,
+          message: `${refusal(table, c.name)} null (the column is NOT NULL)`,
+        });
+      } else if (!r.ok) {
+        expect(r.message).not.toContain(refusal(table, c.name));
+      }
+    }
+    // The schema has NOT NULL columns in every table: the loop above checked them.
+    expect(notNull).toBeGreaterThan(Object.keys(TENANT_TABLES).length);
+  });
+
+  it('property: a value of another type than its column (text for an integer, an integer for text, anything else) is refused', async () => {
+    const notInteger = fc.oneof(
+      fc.string(),
+      fc.integer().map(String),
+      fc.boolean(),
+      fc.double({ noNaN: true, noDefaultInfinity: true }).filter((d) => !Number.isSafeInteger(d)),
+      fc.array(fc.integer(), { maxLength: 2 }),
+      fc.dictionary(fc.string({ maxLength: 3 }), fc.integer(), { maxKeys: 2 }),
+    );
+    const notText = fc.oneof(
+      fc.maxSafeInteger(),
+      fc.boolean(),
+      fc.array(fc.string({ maxLength: 3 }), { maxLength: 2 }),
+      fc.dictionary(fc.string({ maxLength: 3 }), fc.string({ maxLength: 3 }), { maxKeys: 2 }),
+    );
+    await fc.assert(
+      fc.asyncProperty(
+        fc
+          .constantFrom(...columns)
+          .chain(({ table, c }) =>
+            (c.type === 'text' ? notText : notInteger).map((value) => ({ table, c, value })),
+          ),
+        async ({ table, c, value }) => {
+          const r = await whole(
+            `${canonicalize({ row: { ...JSON.parse(row(table, {})).row, [c.name]: value }, table })}\n`,
+          );
+          expect(r).toEqual({
+            ok: false,
+            message: `${refusal(table, c.name)} not ${c.type === 'text' ? 'text' : 'an integer'}${c.notNull ? '' : ' or null'}`,
+          });
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('the columns the import checks are the ones the drizzle schema declares, TEXT or INTEGER', () => {
+    for (const table of Object.keys(TENANT_TABLES)) {
+      const cs = tenantTableColumns(table) ?? [];
+      expect(cs.length).toBeGreaterThan(1);
+      for (const c of cs) expect(['text', 'integer']).toContain(c.type);
+    }
+    expect(tenantTableColumns('principals')).toContainEqual({
+      name: 'key_sha256',
+      type: 'text',
+      notNull: true,
+    });
+    expect(tenantTableColumns('principals')).toContainEqual({
+      name: 'revoked_at_unix_ms',
+      type: 'integer',
+      notNull: false,
+    });
+    expect(tenantTableColumns('webhook_secrets')).toBeNull();
   });
 });
 
