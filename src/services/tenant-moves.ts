@@ -17,7 +17,10 @@
  * whose reference is malformed; a signature row whose envelope names another receipt, tenant or
  * time, or no receipt or archive entry of the file, or out of `seq` order, or whose `seq` is not an
  * integer; a `tenants` row whose creation time is not an integer; an archive entry of no archive of
- * the file; a policy, contract or grant document that does not hash to its key.
+ * the file; a policy, contract or grant document that does not hash to its key, or whose
+ * contract `tool_name` / `effect` or grant `grant_id` / `principal_id` / `tenant_id` columns differ
+ * from the document; an approval whose `input` is not the bytes its `input_sha256` and
+ * `input_bytes` bind, or of an unknown status or effect class.
  * R2 objects (large evidence, receipt archives) are not read: the bucket is shared by every shard,
  * a move neither copies nor changes them, and every read re-hashes an object against its digest.
  * Webhook secrets and deliveries are not moved (src/db/tenant-rows.ts, `TENANT_TABLES_NOT_MOVED`).
@@ -41,14 +44,16 @@
  */
 import { z } from 'zod';
 import { canonicalize, digestOf, sha256HexOfText } from '../core/canonical/canonical.js';
-import { decodeJsonText, type JsonValue } from '../core/canonical/json.js';
+import { decodeJsonText, type JsonValue, utf8Encode } from '../core/canonical/json.js';
 import { quoted } from '../core/errors.js';
 import { apiKeyDigest } from '../core/identity/identity.js';
+import { TOOL_EFFECTS } from '../core/model.js';
 import { Identifier } from '../core/schema.js';
 import { newApiKey } from '../db/ids.js';
 import { RECEIPT_ENCODING, decodeReceipt } from '../db/receipts.js';
 import type { LogFields } from './context.js';
 import { ServiceError, notFound } from './errors.js';
+import { APPROVAL_STATUSES } from './ports.js';
 import type {
   ExportPosition,
   TenantColumn,
@@ -1133,16 +1138,55 @@ function verifyDocuments(n: number, r: TenantRow): void {
     case 'policies':
       expect(digestOf(text('document')) === r.row.policy_sha256, 'policy');
       return;
-    case 'contracts':
-      expect(digestOf(text('document')) === r.row.tool_contract_sha256, 'contract');
+    case 'contracts': {
+      const doc = text('document');
+      expect(digestOf(doc) === r.row.tool_contract_sha256, 'contract');
+      // The columns doors and listings select by are copies of the document's: the same values.
+      const d = asObject(doc);
+      if (d?.tool_name !== r.row.tool_name || d?.effect !== r.row.effect)
+        throw refuse(n, 'contract tool_name or effect differs from its document');
       return;
-    case 'grants':
-      expect(digestOf(text('document')) === r.row.grant_sha256, 'grant');
+    }
+    case 'grants': {
+      const doc = text('document');
+      expect(digestOf(doc) === r.row.grant_sha256, 'grant');
+      // A grant is loaded by its principal column: it must be the principal the document names.
+      const d = asObject(doc);
+      if (
+        d?.grant_id !== r.row.grant_id ||
+        d?.principal_id !== r.row.principal_id ||
+        d?.tenant_id !== r.row.tenant_id
+      )
+        throw refuse(n, 'grant grant_id, principal_id or tenant_id differs from its document');
       return;
+    }
+    case 'approvals': {
+      // An approval binds the exact input an approver is shown: the bytes and their digest.
+      const input = r.row.input;
+      text('input');
+      text('target');
+      if (
+        typeof input !== 'string' ||
+        sha256HexOfText(input) !== r.row.input_sha256 ||
+        utf8Encode(input).byteLength !== r.row.input_bytes
+      )
+        throw refuse(n, 'approval input does not match its input_sha256 and input_bytes');
+      if (!(APPROVAL_STATUSES as readonly unknown[]).includes(r.row.status))
+        throw refuse(
+          n,
+          `approval status ${quoted(String(r.row.status))} is not one of ${APPROVAL_STATUSES.join(', ')}`,
+        );
+      if (!(TOOL_EFFECTS as readonly unknown[]).includes(r.row.effect))
+        throw refuse(n, `approval effect ${quoted(String(r.row.effect))} is not an effect class`);
+      return;
+    }
     default:
       return;
   }
 }
+
+const asObject = (v: JsonValue): { readonly [k: string]: JsonValue } | null =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) ? v : null;
 
 /**
  * Evidence held in R2: the row names it by digest and size, with no text of its own. Only the

@@ -13,6 +13,7 @@ import { TENANT_TABLES, tenantTableColumns } from '../../../src/db/tenant-rows.j
 import {
   ADMIN_TOKEN,
   READ_INPUT,
+  approvedApproval,
   authorize,
   call,
   createRun,
@@ -256,6 +257,39 @@ describe('an import is refused whole, writing nothing', () => {
       'a grant document changed',
       (t) => tamper(t, 'grants', (row) => ({ ...row, grant_sha256: '0'.repeat(64) })),
     ],
+    // Each of these went live before the import compared the columns with their document.
+    [
+      'a contract filed under another tool name than its document names',
+      (t) => tamper(t, 'contracts', (row) => ({ ...row, tool_name: 'another_tool' })),
+    ],
+    [
+      'a contract filed under another effect class than its document names',
+      (t) =>
+        tamper(t, 'contracts', (row) => ({
+          ...row,
+          effect: row.effect === 'read_only' ? 'irreversible' : 'read_only',
+        })),
+    ],
+    [
+      "a grant filed under another principal than its document's",
+      (t) => tamper(t, 'grants', (row) => ({ ...row, principal_id: 'prn-someoneelse' })),
+    ],
+    [
+      'an approval whose input is not the bytes its digest binds',
+      (t) =>
+        tamper(t, 'approvals', (row) => {
+          const input = JSON.parse(String(row.input)) as Record<string, unknown>;
+          return { ...row, input: canonicalize({ ...input, reason: 'approved for something else' }) };
+        }),
+    ],
+    [
+      'an approval whose input_bytes is not its input length',
+      (t) => tamper(t, 'approvals', (row) => ({ ...row, input_bytes: Number(row.input_bytes) + 1 })),
+    ],
+    [
+      'an approval of an unknown status',
+      (t) => tamper(t, 'approvals', (row) => ({ ...row, status: 'approvedish' })),
+    ],
     ['an unknown column', (t) => tamper(t, 'runs', (row) => ({ ...row, extra: 1 }))],
     // Each of these three failed the chunk holding the row (null) or went live as another type
     // (SQLite's affinity) before the import checked values against their columns.
@@ -296,6 +330,7 @@ describe('an import is refused whole, writing nothing', () => {
   for (const [what, change] of cases) {
     it(what, async () => {
       const { s } = await busyTenant('refuse');
+      await approvedApproval(s);
       const to = 1 - shardOf(s);
       const e = await exportTenant(s.tenant_id);
       const bad = change(e.text);
