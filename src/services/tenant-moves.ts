@@ -19,7 +19,8 @@
  * integer; a `tenants` row whose creation time is not an integer; an archive entry of no archive of
  * the file; a policy, contract or grant document that does not hash to its key, or whose
  * contract `tool_name` / `effect` or grant `grant_id` / `principal_id` / `tenant_id` columns differ
- * from the document; an approval whose `input` is not the bytes its `input_sha256` and
+ * from the document; a run whose envelope does not hash to its `run_envelope_sha256` or whose
+ * budget and identity columns differ from the envelope; an approval whose `input` is not the bytes its `input_sha256` and
  * `input_bytes` bind, or of an unknown status or effect class.
  * R2 objects (large evidence, receipt archives) are not read: the bucket is shared by every shard,
  * a move neither copies nor changes them, and every read re-hashes an object against its digest.
@@ -1158,6 +1159,24 @@ function verifyDocuments(n: number, r: TenantRow): void {
         d?.tenant_id !== r.row.tenant_id
       )
         throw refuse(n, 'grant grant_id, principal_id or tenant_id differs from its document');
+      return;
+    }
+    case 'runs': {
+      // A run's budget is enforced from its columns: they must be the envelope its digest binds.
+      const doc = text('envelope');
+      expect(digestOf(doc) === r.row.run_envelope_sha256, 'run envelope');
+      const d = asObject(doc);
+      const copied = [
+        'run_id',
+        'tenant_id',
+        'principal_id',
+        'created_at_unix_ms',
+        'deadline_unix_ms',
+        'max_calls',
+        'max_external_writes',
+      ] as const;
+      if (copied.some((c) => d?.[c] !== r.row[c]))
+        throw refuse(n, `run columns differ from its envelope (${copied.join(', ')})`);
       return;
     }
     case 'approvals': {

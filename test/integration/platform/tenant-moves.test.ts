@@ -287,6 +287,19 @@ describe('an import is refused whole, writing nothing', () => {
       (t) => tamper(t, 'approvals', (row) => ({ ...row, input_bytes: Number(row.input_bytes) + 1 })),
     ],
     [
+      'a run whose budget column is larger than its envelope grants',
+      (t) => tamper(t, 'runs', (row) => ({ ...row, max_calls: Number(row.max_calls) + 100 })),
+    ],
+    [
+      'a run envelope changed (its budget raised with the column)',
+      (t) =>
+        tamper(t, 'runs', (row) => {
+          const e = JSON.parse(String(row.envelope)) as Record<string, unknown>;
+          const max_calls = Number(row.max_calls) + 100;
+          return { ...row, max_calls, envelope: canonicalize({ ...e, max_calls }) };
+        }),
+    ],
+    [
       'an approval of an unknown status',
       (t) => tamper(t, 'approvals', (row) => ({ ...row, status: 'approvedish' })),
     ],
