@@ -16,7 +16,7 @@
 import { z } from 'zod';
 import { toToolApproval } from '../core/authorization/approval.js';
 import { canonicalize, sha256Hex } from '../core/canonical/canonical.js';
-import { utf8Encode } from '../core/canonical/json.js';
+import { decodeJsonText, utf8Encode } from '../core/canonical/json.js';
 import { resolveTarget } from '../core/contracts/target.js';
 import type { JsonValue } from '../core/canonical/json.js';
 import { safeText } from '../core/errors.js';
@@ -114,6 +114,14 @@ export async function requestApproval(ctx: TenantContext, body: CreateApprovalRe
   if (inputBytes.byteLength > contract.max_input_bytes) {
     throw new ServiceError('invalid_request', 'input exceeds the contract limit', [
       { path: 'input', message: `must be at most ${contract.max_input_bytes} bytes` },
+    ]);
+  }
+  // The stored text must read back as it is shown (`approvalView`) and imported (tenant-moves.ts):
+  // an integer-valued number past 2^53 written with an exponent (1e20) is accepted, but its
+  // canonical text is an integer literal the strict decoder refuses.
+  if (!decodeJsonText(input, { maxBytes: inputBytes.byteLength, maxDepth: 64 }).ok) {
+    throw new ServiceError('invalid_request', 'input does not read back as canonical JSON', [
+      { path: 'input', message: 'must hold no integer-valued number outside the safe range' },
     ]);
   }
   const target = unwrap(resolveTarget(contract, body.input, body.target));

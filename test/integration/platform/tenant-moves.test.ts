@@ -142,6 +142,32 @@ describe('moving a tenant to the other shard', () => {
   });
 });
 
+describe('an approval input the store could not read back', () => {
+  // `1e20` is an integer-valued number past 2^53 that the JSON boundary accepts (an exponent), but
+  // its canonical text is the integer literal 100000000000000000000, which the strict decoder
+  // refuses: stored, the row failed every read of it (500) and every import of the tenant.
+  const raw = (s: Seeded) =>
+    `{"tool_contract_sha256":"${s.rollback_contract_sha256}","input":{"environment":"production",` +
+    `"from_version":"v42","service":"api","to_version":"v41","units":1e20}}`;
+
+  it('is refused at request (400), nothing stored, so the tenant still moves', async () => {
+    const s = await seedTenant('approval-unreadable');
+    const r = await call('POST', '/v1/approval-requests', { key: s.agent.api_key, raw: raw(s) });
+    expect(r.status).toBe(400);
+    expect(r.body.error.code).toBe('invalid_request');
+    const stored = await shardD1(shardOf(s))
+      .prepare('SELECT count(*) AS n FROM approvals WHERE tenant_id = ?')
+      .bind(s.tenant_id)
+      .first<{ n: number }>();
+    expect(stored?.n).toBe(0);
+    const pending = await call('GET', '/v1/approval-requests', { key: s.approver.api_key });
+    expect(pending.status).toBe(200);
+    const e = await exportTenant(s.tenant_id);
+    expect(e.status).toBe(200);
+    expect((await importTo(1 - shardOf(s), e.text)).status).toBe(201);
+  });
+});
+
 describe("a moved tenant's transparency log", () => {
   it('goes on on the new shard: each receipt logged once, in order, though the old shard counted seq higher', async () => {
     const s = await seedTenant('move-log');
