@@ -120,6 +120,19 @@ describe('authorization receipts in D1', { timeout: SLOW_MS }, () => {
     // Measured and stated in docs/storage.md ("Bytes per receipt").
     console.info(`authorization receipt row: ${bytes} bytes of receipt and evidence`);
     expect(bytes).toBeLessThanOrEqual(1500);
+    // Since issue 11 every receipt also has its signature row (the log leaf's bytes), written in
+    // the same batch: the whole text an authorization adds to D1 (docs/storage.md states both).
+    const signature = await (
+      await d1Of(s.tenant_id)
+    )
+      .prepare(
+        'SELECT length(CAST(envelope AS BLOB)) AS n FROM receipt_signatures WHERE tenant_id = ? AND receipt_sha256 = ?',
+      )
+      .bind(s.tenant_id, sha)
+      .first<{ n: number }>();
+    expect(signature?.n).toBeGreaterThan(0);
+    console.info(`with its signature row: ${bytes + (signature?.n ?? 0)} bytes of text`);
+    expect(bytes + (signature?.n ?? 0)).toBeLessThanOrEqual(1850);
     // The API serves the receipt exactly as issued (its digest re-checked on read) and replays it.
     const got = await call('GET', `/v1/receipts/${sha}`, { key: s.admin.api_key });
     expect(got.status).toBe(200);
