@@ -205,6 +205,17 @@ describe('the standard doors cost what /v1/authorize costs', { timeout: SLOW_MS 
     expect(r.body.decision).toBe('deny');
     expect(r.body.jsonrpc_error.error.data.writ_error.code).toBe('not_found');
     expect(r.trips).toEqual({ primary: 1, replica: 1, stale: 0 });
+    // AuthZEN's batch the same: the key and the name near the caller, the name again at the
+    // primary, then the item's refusal (no receipt, nothing written).
+    const b = await send('POST', '/access/v1/evaluations', s.agent.api_key, {
+      evaluations: [{ ...doorReads(s, run).authzen.body, action: { name: 'no_such_tool' } }],
+    });
+    expect([b.status, b.body.evaluations[0].decision, b.body.evaluations[0].context.error.code]).toEqual([
+      200,
+      false,
+      'not_found',
+    ]);
+    expect(b.trips).toEqual({ primary: 1, replica: 2, stale: 0 });
   });
 });
 
@@ -527,6 +538,31 @@ describe('a stale replica read never outruns a change committed at the primary',
     expect([r.status, decisions(r)]).toEqual([200, [false, false]]);
     for (const e of r.body.evaluations)
       expect(e.context.receipt.body.policy_sha256).toBe(put.body.policy_sha256);
+  });
+
+  it("AuthZEN's batch, a tool pinned after the replica read: the binding is re-read at the primary", async () => {
+    const s = await seedTenant('st');
+    const run = await createRun(s);
+    await snapshot(s);
+    const tool_name = uniqueName('late_tool');
+    const pinned = await call('POST', '/v1/contracts', {
+      key: s.admin.api_key,
+      body: { ...ROLLBACK_CONTRACT, tool_name },
+    });
+    expect(pinned.status).toBe(201);
+    const item = {
+      ...doorReads(s, run).authzen.body,
+      action: { name: tool_name },
+      context: { input: ROLLBACK_INPUT, run_id: run, idempotency_key: `rollback-${uniqueName('k')}` },
+    };
+    const r = await staleBatch(s, [item, item]);
+    // Unknown at the stale replica, found at the primary: decided and receipted (no grant covers
+    // it), never refused as an unknown tool.
+    expect(r.trips.stale).toBeGreaterThanOrEqual(1);
+    expect([r.status, decisions(r), receiptsOf(r)]).toEqual([200, [false, false], ['denied', 'denied']]);
+    expect(r.body.evaluations[0].context.receipt.body.tool_contract_sha256).toBe(
+      pinned.body.tool_contract_sha256,
+    );
   });
 
   it('a revoked approver', async () => {
