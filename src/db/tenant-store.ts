@@ -1040,8 +1040,12 @@ class D1TenantStore implements TenantStore, RetentionStore {
     }));
   }
 
-  async contractsForTool(tool_name: string): Promise<readonly PinnedContract[]> {
-    const rows = await this.db
+  async contractsForTool(
+    tool_name: string,
+    options?: { readonly at: 'primary' },
+  ): Promise<readonly PinnedContract[]> {
+    const db = options?.at === 'primary' ? atPrimary(this.db) : this.db;
+    const rows = await db
       .select()
       .from(contracts)
       .where(and(eq(contracts.tenant_id, this.tenant_id), eq(contracts.tool_name, tool_name)))

@@ -393,8 +393,14 @@ export interface TenantStore {
   // Tools (search doors: AuthZEN action search, MCP tool resolution and listing)
   /** Every grant of the principal, revoked ones included, by grant_id. */
   grantsOf(principal_id: string): Promise<readonly GrantRecord[]>;
-  /** The pinned contracts whose tool is `tool_name`, quarantined ones included. */
-  contractsForTool(tool_name: string): Promise<readonly PinnedContract[]>;
+  /**
+   * The pinned contracts whose tool is `tool_name`, quarantined ones included; with
+   * `at: 'primary'` the read sees every committed pin and quarantine.
+   */
+  contractsForTool(
+    tool_name: string,
+    options?: { readonly at: 'primary' },
+  ): Promise<readonly PinnedContract[]>;
   /**
    * The receipt holding `observation_id` for `kind`, and the receipt of this exact raw
    * observation, each through a unique index (at most two rows, whatever the history).

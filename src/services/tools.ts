@@ -26,7 +26,14 @@ export async function resolveToolContract(
   tool_name: string,
   named_sha256?: string,
 ): Promise<PinnedContract> {
-  const bound = bindToolContract(await ctx.store.contractsForTool(tool_name), tool_name, named_sha256);
+  let bound = bindToolContract(await ctx.store.contractsForTool(tool_name), tool_name, named_sha256);
+  if (!bound.ok) {
+    // The read may have been served by a lagging replica (AuthZEN's batch reads near the caller):
+    // a tool pinned, or a rival pin quarantined, a moment ago is looked for at the primary before
+    // the name is refused, as the doors' keyed read does (src/services/tool-call.ts).
+    const fresh = await ctx.store.contractsForTool(tool_name, { at: 'primary' });
+    bound = bindToolContract(fresh, tool_name, named_sha256);
+  }
   if (!bound.ok) throw bound.error;
   return bound.pinned;
 }

@@ -205,6 +205,17 @@ describe('the standard doors cost what /v1/authorize costs', { timeout: SLOW_MS 
     expect(r.body.decision).toBe('deny');
     expect(r.body.jsonrpc_error.error.data.writ_error.code).toBe('not_found');
     expect(r.trips).toEqual({ primary: 1, replica: 1, stale: 0 });
+    // AuthZEN's batch the same: the key and the name near the caller, the name again at the
+    // primary, then the item's refusal (no receipt, nothing written).
+    const b = await send('POST', '/access/v1/evaluations', s.agent.api_key, {
+      evaluations: [{ ...doorReads(s, run).authzen.body, action: { name: 'no_such_tool' } }],
+    });
+    expect([b.status, b.body.evaluations[0].decision, b.body.evaluations[0].context.error.code]).toEqual([
+      200,
+      false,
+      'not_found',
+    ]);
+    expect(b.trips).toEqual({ primary: 1, replica: 2, stale: 0 });
   });
 });
 
@@ -400,6 +411,158 @@ describe('a stale replica read never outruns a change committed at the primary',
     if (r.status === 200) {
       expect(r.body.evaluations.map((e: { decision: boolean }) => e.decision)).toEqual([false, false]);
     } else expect([401, 403]).toContain(r.status);
+  });
+
+  /** AuthZEN's batch of `items`, every read it can serve near the caller from the stale snapshot. */
+  const staleBatch = (s: Seeded, items: unknown[], evaluations_semantic?: string) =>
+    send(
+      'POST',
+      '/access/v1/evaluations',
+      s.agent.api_key,
+      {
+        evaluations: items,
+        ...(evaluations_semantic === undefined ? {} : { options: { evaluations_semantic } }),
+      },
+      { stale: true },
+    );
+  const decisions = (r: Sent) => r.body.evaluations.map((e: { decision: boolean }) => e.decision);
+  const receiptsOf = (r: Sent) =>
+    r.body.evaluations.map((e: { context: { receipt?: { body: { decision: string } } } }) =>
+      e.context.receipt === undefined ? 'no receipt' : e.context.receipt.body.decision,
+    );
+  const rollbackItem = (s: Seeded, run_id: string, approval_id: string) => ({
+    ...doorReads(s, run_id).authzen.body,
+    action: { name: 'execute_rollback' },
+    resource: { type: 'deployment', id: 'api/production' },
+    context: { input: ROLLBACK_INPUT, run_id, idempotency_key: `rollback-${uniqueName('k')}`, approval_id },
+  });
+
+  it("AuthZEN's batch, a quarantined contract: denied under every evaluation semantic", async () => {
+    const s = await seedTenant('st');
+    const run = await createRun(s);
+    await snapshot(s);
+    await call('POST', `/v1/contracts/${s.read_contract_sha256}/quarantine`, { key: s.admin.api_key });
+    const item = doorReads(s, run).authzen.body;
+    for (const [semantic, expected] of [
+      [undefined, [false, false]],
+      ['execute_all', [false, false]],
+      ['deny_on_first_deny', [false]],
+      ['permit_on_first_permit', [false, false]],
+    ] as const) {
+      const r = await staleBatch(s, [item, item], semantic);
+      expect(r.trips.stale).toBeGreaterThanOrEqual(1);
+      expect([semantic, r.status, decisions(r)]).toEqual([semantic, 200, expected]);
+      expect(receiptsOf(r)).toEqual(expected.map(() => 'denied'));
+    }
+  });
+
+  it("AuthZEN's batch, a revoked grant: every evaluation denied", async () => {
+    const s = await seedTenant('st');
+    const run = await createRun(s);
+    await snapshot(s);
+    expect((await call('POST', `/v1/grants/${s.grant_id}/revoke`, { key: s.admin.api_key })).status).toBe(
+      200,
+    );
+    const item = doorReads(s, run).authzen.body;
+    const r = await staleBatch(s, [item, item], 'permit_on_first_permit');
+    expect(r.trips.stale).toBeGreaterThanOrEqual(1);
+    expect([r.status, decisions(r), receiptsOf(r)]).toEqual([200, [false, false], ['denied', 'denied']]);
+  });
+
+  it("AuthZEN's batch, a spent run budget: denied; within a batch, one call per budgeted call", async () => {
+    const s = await seedTenant('st');
+    const spent = await createRun(s, { max_calls: 1 });
+    const fresh = await createRun(s, { max_calls: 1 });
+    await snapshot(s);
+    expect(
+      (await call('POST', '/v1/authorize', { key: s.agent.api_key, body: readBody(s, spent) })).status,
+    ).toBe(200);
+    const r = await staleBatch(s, [doorReads(s, spent).authzen.body], 'permit_on_first_permit');
+    // One item of a batch of one is still a batch (`evaluations` present and non-empty).
+    expect(r.trips.stale).toBeGreaterThanOrEqual(1);
+    expect([r.status, decisions(r)]).toEqual([200, [false]]);
+    expect(r.body.evaluations[0].context.violations).toContain('run_call_budget_spent');
+    // A run the replica shows unspent, spent by the batch's own first evaluation.
+    const item = doorReads(s, fresh).authzen.body;
+    const b = await staleBatch(s, [item, item, item]);
+    expect([b.status, decisions(b), receiptsOf(b)]).toEqual([
+      200,
+      [true, false, false],
+      ['authorized', 'denied', 'denied'],
+    ]);
+    const runRow = await call('GET', `/v1/runs/${fresh}`, { key: s.agent.api_key });
+    expect(runRow.body.calls_used).toBe(1);
+  });
+
+  it("AuthZEN's batch, a consumed approval: never used twice", async () => {
+    const s = await seedTenant('st');
+    const run = await createRun(s);
+    const approval_id = await approvedApproval(s);
+    await snapshot(s);
+    expect(
+      (
+        await call('POST', '/v1/authorize', {
+          key: s.agent.api_key,
+          body: authorizeBody(s, run, { approval_id }),
+        })
+      ).status,
+    ).toBe(200);
+    const r = await staleBatch(s, [rollbackItem(s, run, approval_id), rollbackItem(s, run, approval_id)]);
+    expect(r.trips.stale).toBeGreaterThanOrEqual(1);
+    expect([r.status, decisions(r), receiptsOf(r)]).toEqual([200, [false, false], ['denied', 'denied']]);
+    expect(r.body.evaluations[0].context.violations).toEqual(['approval_unusable']);
+  });
+
+  it("AuthZEN's batch, an approval the replica shows approved: consumed once, by one evaluation", async () => {
+    const s = await seedTenant('st');
+    const run = await createRun(s);
+    const approval_id = await approvedApproval(s);
+    await snapshot(s);
+    const r = await staleBatch(s, [rollbackItem(s, run, approval_id), rollbackItem(s, run, approval_id)]);
+    expect([r.status, decisions(r), receiptsOf(r)]).toEqual([200, [true, false], ['authorized', 'denied']]);
+    expect(r.body.evaluations[1].context.violations).toEqual(['approval_unusable']);
+  });
+
+  it("AuthZEN's batch, a changed policy: decided under the policy in force", async () => {
+    const s = await seedTenant('st');
+    const run = await createRun(s);
+    await snapshot(s);
+    const put = await call('PUT', '/v1/policy', {
+      key: s.admin.api_key,
+      body: { ...DEMO_POLICY, approval_required_effects: ['external_write', 'irreversible', 'read_only'] },
+    });
+    expect(put.status).toBe(200);
+    const item = doorReads(s, run).authzen.body;
+    const r = await staleBatch(s, [item, item]);
+    expect(r.trips.stale).toBeGreaterThanOrEqual(1);
+    expect([r.status, decisions(r)]).toEqual([200, [false, false]]);
+    for (const e of r.body.evaluations)
+      expect(e.context.receipt.body.policy_sha256).toBe(put.body.policy_sha256);
+  });
+
+  it("AuthZEN's batch, a tool pinned after the replica read: the binding is re-read at the primary", async () => {
+    const s = await seedTenant('st');
+    const run = await createRun(s);
+    await snapshot(s);
+    const tool_name = uniqueName('late_tool');
+    const pinned = await call('POST', '/v1/contracts', {
+      key: s.admin.api_key,
+      body: { ...ROLLBACK_CONTRACT, tool_name },
+    });
+    expect(pinned.status).toBe(201);
+    const item = {
+      ...doorReads(s, run).authzen.body,
+      action: { name: tool_name },
+      context: { input: ROLLBACK_INPUT, run_id: run, idempotency_key: `rollback-${uniqueName('k')}` },
+    };
+    const r = await staleBatch(s, [item, item]);
+    // Unknown at the stale replica, found at the primary: decided and receipted (no grant covers
+    // it), never refused as an unknown tool.
+    expect(r.trips.stale).toBeGreaterThanOrEqual(1);
+    expect([r.status, decisions(r), receiptsOf(r)]).toEqual([200, [false, false], ['denied', 'denied']]);
+    expect(r.body.evaluations[0].context.receipt.body.tool_contract_sha256).toBe(
+      pinned.body.tool_contract_sha256,
+    );
   });
 
   it('a revoked approver', async () => {
