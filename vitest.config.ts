@@ -34,6 +34,12 @@ const WATCHDOG_MS = 60_000;
 
 export default defineConfig({
   test: {
+    // Two test files at a time. Vitest's default outside watch mode is one fewer than the CPUs,
+    // so on the 2-core CI machine it ran every file one after another. The files share no state
+    // (each workers file has its own storage; no test writes files or listens on a fixed port),
+    // and nothing depends on timing (WATCHDOG_MS above), so running two at a time only
+    // changes how long the run takes.
+    maxWorkers: 2,
     projects: [
       {
         test: {
