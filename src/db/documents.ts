@@ -19,6 +19,15 @@ export function toCanonicalText(value: unknown): string {
   return canonicalize(value);
 }
 
+/**
+ * Whether canonical text about to be stored will read back through `parseStoredJson`. Not every
+ * value the JSON boundary accepts does: an integer-valued number of 2^53 or more written with an
+ * exponent (`1e20`) canonicalizes to an integer literal the strict decoder refuses.
+ */
+export function storedJsonReadsBack(text: string): boolean {
+  return decodeJsonText(text, STORED_LIMITS).ok;
+}
+
 export function parseStoredJson(what: string, text: string): JsonValue {
   const decoded = decodeJsonText(text, STORED_LIMITS);
   if (!decoded.ok) throw new StoredDocumentError(`stored ${what} is not valid json: ${decoded.error.reason}`);

@@ -105,7 +105,7 @@ const TENANT_COLUMNS: ReadonlyMap<string, readonly TenantColumn[]> = new Map(
 
 /** The columns of `table` (name, type, NOT NULL), or null for a table that is not a tenant table. */
 export function tenantTableColumns(table: string): readonly TenantColumn[] | null {
-  return Object.hasOwn(TENANT_TABLES, table) ? (TENANT_COLUMNS.get(table) ?? null) : null;
+  return TENANT_COLUMNS.get(table) ?? null;
 }
 
 /**

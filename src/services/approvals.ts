@@ -16,7 +16,7 @@
 import { z } from 'zod';
 import { toToolApproval } from '../core/authorization/approval.js';
 import { canonicalize, sha256Hex } from '../core/canonical/canonical.js';
-import { decodeJsonText, utf8Encode } from '../core/canonical/json.js';
+import { utf8Encode } from '../core/canonical/json.js';
 import { resolveTarget } from '../core/contracts/target.js';
 import type { JsonValue } from '../core/canonical/json.js';
 import { safeText } from '../core/errors.js';
@@ -24,7 +24,7 @@ import { IdempotencyKey, ResourceRef, type ToolContract } from '../core/model.js
 import { approvalRequestTtlMs } from '../core/policy.js';
 import { Identifier, JsonInput, Label, Sha256, UnixMs } from '../core/schema.js';
 import { textWarnings } from '../core/text.js';
-import { parseStoredJson } from '../db/documents.js';
+import { parseStoredJson, storedJsonReadsBack } from '../db/documents.js';
 import { newId } from '../db/ids.js';
 import { type TenantContext, ROLES_FOR, assertNamedIdentity, requireRole } from './context.js';
 import { ServiceError, notFound, unwrap } from './errors.js';
@@ -116,10 +116,8 @@ export async function requestApproval(ctx: TenantContext, body: CreateApprovalRe
       { path: 'input', message: `must be at most ${contract.max_input_bytes} bytes` },
     ]);
   }
-  // The stored text must read back as it is shown (`approvalView`) and imported (tenant-moves.ts):
-  // an integer-valued number past 2^53 written with an exponent (1e20) is accepted, but its
-  // canonical text is an integer literal the strict decoder refuses.
-  if (!decodeJsonText(input, { maxBytes: inputBytes.byteLength, maxDepth: 64 }).ok) {
+  // The stored text must read back as it is shown (`approvalView`) and imported (tenant-moves.ts).
+  if (!storedJsonReadsBack(input)) {
     throw new ServiceError('invalid_request', 'input does not read back as canonical JSON', [
       { path: 'input', message: 'must hold no integer-valued number outside the safe range' },
     ]);

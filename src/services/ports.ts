@@ -813,10 +813,6 @@ export interface TenantRow {
 }
 
 /**
- * The shards as a platform admin moving a tenant sees them. Each method touches the one shard
- * it names, except `record`, which writes the directory on shard 0.
- */
-/**
  * A column of a tenant table, as an import checks a row's value against it: its SQLite type (every
  * tenant column is TEXT or INTEGER) and whether it is NOT NULL.
  */
@@ -826,6 +822,10 @@ export interface TenantColumn {
   readonly notNull: boolean;
 }
 
+/**
+ * The shards as a platform admin moving a tenant sees them. Each method touches the one shard
+ * it names, except `record`, which writes the directory on shard 0.
+ */
 export interface TenantMovePort {
   /** The shard the directory names for the tenant, or null for an unknown tenant. */
   shardOf(tenant_id: string): Promise<number | null>;

@@ -10,8 +10,8 @@
  * the whole import with nothing written: a line that is not canonical JSON of that shape; an
  * unknown table or column, or a missing column (other than one a later migration added, which is
  * filled as that migration filled it: `MIGRATED_COLUMNS`); a value of another type than its column
- * (TEXT or INTEGER), or a null in a NOT NULL column (`columnValue`); a row of another tenant; other than exactly one
- * `tenants` and one `tenant_quotas` row; a receipt whose stored text is not canonical, whose body
+ * (TEXT or INTEGER), or a null in a NOT NULL column (`columnValue`); a row of another tenant; other
+ * than exactly one `tenants` and one `tenant_quotas` row; a receipt whose stored text is not canonical, whose body
  * (decoded from either encoding; a compact row gets its tenant and principal from the row's
  * columns) does not hash to its digest or whose digest is not the row's key; evidence held in R2
  * whose reference is malformed; a signature row whose envelope names another receipt, tenant or
@@ -20,8 +20,8 @@
  * the file; a policy, contract or grant document that does not hash to its key, or whose
  * contract `tool_name` / `effect` or grant `grant_id` / `principal_id` / `tenant_id` columns differ
  * from the document; a run whose envelope does not hash to its `run_envelope_sha256` or whose
- * budget and identity columns differ from the envelope; an approval whose `input` is not the bytes its `input_sha256` and
- * `input_bytes` bind, or of an unknown status or effect class.
+ * budget and identity columns differ from the envelope; an approval whose `input` is not the bytes
+ * its `input_sha256` and `input_bytes` bind, or of an unknown status or effect class.
  * R2 objects (large evidence, receipt archives) are not read: the bucket is shared by every shard,
  * a move neither copies nor changes them, and every read re-hashes an object against its digest.
  * Webhook secrets and deliveries are not moved (src/db/tenant-rows.ts, `TENANT_TABLES_NOT_MOVED`).
@@ -44,7 +44,7 @@
  * an import overwrite a tenant already on the target shard.
  */
 import { z } from 'zod';
-import { canonicalize, digestOf, sha256HexOfText } from '../core/canonical/canonical.js';
+import { canonicalize, digestOf, sha256Hex, sha256HexOfText } from '../core/canonical/canonical.js';
 import { decodeJsonText, type JsonValue, utf8Encode } from '../core/canonical/json.js';
 import { quoted } from '../core/errors.js';
 import { apiKeyDigest } from '../core/identity/identity.js';
@@ -1184,11 +1184,8 @@ function verifyDocuments(n: number, r: TenantRow): void {
       const input = r.row.input;
       text('input');
       text('target');
-      if (
-        typeof input !== 'string' ||
-        sha256HexOfText(input) !== r.row.input_sha256 ||
-        utf8Encode(input).byteLength !== r.row.input_bytes
-      )
+      const bytes = typeof input === 'string' ? utf8Encode(input) : null;
+      if (bytes === null || sha256Hex(bytes) !== r.row.input_sha256 || bytes.byteLength !== r.row.input_bytes)
         throw refuse(n, 'approval input does not match its input_sha256 and input_bytes');
       if (!(APPROVAL_STATUSES as readonly unknown[]).includes(r.row.status))
         throw refuse(

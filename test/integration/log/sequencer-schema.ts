@@ -5,17 +5,11 @@
  * can leave it past rows never read); without it the cursor is kept.
  */
 export function restoreMetaWithoutShard(sql: SqlStorage, version: number, cursor?: number): void {
-  sql.exec(`CREATE TABLE meta_v1 (
-    singleton INTEGER PRIMARY KEY CHECK (singleton = 1),
-    tenant_id TEXT NOT NULL,
-    cursor INTEGER NOT NULL,
-    state BLOB NOT NULL,
-    checkpoint TEXT
-  )`);
-  if (cursor === undefined)
-    sql.exec('INSERT INTO meta_v1 SELECT singleton, tenant_id, cursor, state, checkpoint FROM meta');
-  else sql.exec('INSERT INTO meta_v1 SELECT singleton, tenant_id, ?, state, checkpoint FROM meta', cursor);
-  sql.exec('DROP TABLE meta');
-  sql.exec('ALTER TABLE meta_v1 RENAME TO meta');
+  sql.exec('ALTER TABLE meta DROP COLUMN shard');
+  const left = sql.exec<{ n: number }>(
+    "SELECT count(*) AS n FROM pragma_table_info('meta') WHERE name = 'shard'",
+  );
+  if (left.one().n !== 0) throw new Error('meta still has its shard column');
+  if (cursor !== undefined) sql.exec('UPDATE meta SET cursor = ?', cursor);
   sql.exec('UPDATE schema_version SET v = ?', version);
 }

@@ -294,20 +294,22 @@ describe('a stale replica read never outruns a change committed at the primary',
   const snapshot = (s: Seeded) => snapshotDatabase(tenantD1(s), staleReplicaOf(shardOf(s)));
   const stale = (s: Seeded, body: unknown) =>
     send('POST', '/v1/authorize', s.agent.api_key, body, { stale: true });
-
-  it('a consumed approval', async () => {
+  /** A tenant whose approval the stale replica still shows approved, consumed since at the primary. */
+  async function consumedAfterSnapshot() {
     const s = await seedTenant('st');
     const run = await createRun(s);
     const approval_id = await approvedApproval(s);
     await snapshot(s);
-    expect(
-      (
-        await call('POST', '/v1/authorize', {
-          key: s.agent.api_key,
-          body: authorizeBody(s, run, { approval_id }),
-        })
-      ).status,
-    ).toBe(200);
+    const used = await call('POST', '/v1/authorize', {
+      key: s.agent.api_key,
+      body: authorizeBody(s, run, { approval_id }),
+    });
+    expect(used.status).toBe(200);
+    return { s, run, approval_id };
+  }
+
+  it('a consumed approval', async () => {
+    const { s, run, approval_id } = await consumedAfterSnapshot();
     const r = await stale(s, authorizeBody(s, run, { approval_id }));
     expect(r.trips.stale).toBe(1);
     expect(r.status).toBe(403);
@@ -495,18 +497,7 @@ describe('a stale replica read never outruns a change committed at the primary',
   });
 
   it("AuthZEN's batch, a consumed approval: never used twice", async () => {
-    const s = await seedTenant('st');
-    const run = await createRun(s);
-    const approval_id = await approvedApproval(s);
-    await snapshot(s);
-    expect(
-      (
-        await call('POST', '/v1/authorize', {
-          key: s.agent.api_key,
-          body: authorizeBody(s, run, { approval_id }),
-        })
-      ).status,
-    ).toBe(200);
+    const { s, run, approval_id } = await consumedAfterSnapshot();
     const r = await staleBatch(s, [rollbackItem(s, run, approval_id), rollbackItem(s, run, approval_id)]);
     expect(r.trips.stale).toBeGreaterThanOrEqual(1);
     expect([r.status, decisions(r), receiptsOf(r)]).toEqual([200, [false, false], ['denied', 'denied']]);
