@@ -294,6 +294,20 @@ describe('a stale replica read never outruns a change committed at the primary',
   const snapshot = (s: Seeded) => snapshotDatabase(tenantD1(s), staleReplicaOf(shardOf(s)));
   const stale = (s: Seeded, body: unknown) =>
     send('POST', '/v1/authorize', s.agent.api_key, body, { stale: true });
+  /** A tenant with a tool pinned at the primary after the stale replica's snapshot. */
+  async function pinnedAfterSnapshot() {
+    const s = await seedTenant('st');
+    const run = await createRun(s);
+    await snapshot(s);
+    const tool_name = uniqueName('late_tool');
+    const pinned = await call('POST', '/v1/contracts', {
+      key: s.admin.api_key,
+      body: { ...ROLLBACK_CONTRACT, tool_name },
+    });
+    expect(pinned.status).toBe(201);
+    return { s, run, tool_name, tool_contract_sha256: pinned.body.tool_contract_sha256 as string };
+  }
+
   /** A tenant whose approval the stale replica still shows approved, consumed since at the primary. */
   async function consumedAfterSnapshot() {
     const s = await seedTenant('st');
@@ -354,15 +368,7 @@ describe('a stale replica read never outruns a change committed at the primary',
   });
 
   it('a tool pinned after the replica read: a door re-reads the binding at the primary', async () => {
-    const s = await seedTenant('st');
-    const run = await createRun(s);
-    await snapshot(s);
-    const tool_name = uniqueName('late_tool');
-    const pinned = await call('POST', '/v1/contracts', {
-      key: s.admin.api_key,
-      body: { ...ROLLBACK_CONTRACT, tool_name },
-    });
-    expect(pinned.status).toBe(201);
+    const { s, run, tool_name, tool_contract_sha256 } = await pinnedAfterSnapshot();
     const r = await send(
       'POST',
       '/mcp/v1/authorize',
@@ -380,7 +386,7 @@ describe('a stale replica read never outruns a change committed at the primary',
     expect(r.trips.stale).toBe(1);
     expect(r.body.decision).toBe('deny');
     expect(r.body.receipt.body.decision).toBe('denied');
-    expect(r.body.receipt.body.tool_contract_sha256).toBe(pinned.body.tool_contract_sha256);
+    expect(r.body.receipt.body.tool_contract_sha256).toBe(tool_contract_sha256);
   });
 
   it('a revoked agent: never authorized', async () => {
@@ -532,15 +538,7 @@ describe('a stale replica read never outruns a change committed at the primary',
   });
 
   it("AuthZEN's batch, a tool pinned after the replica read: the binding is re-read at the primary", async () => {
-    const s = await seedTenant('st');
-    const run = await createRun(s);
-    await snapshot(s);
-    const tool_name = uniqueName('late_tool');
-    const pinned = await call('POST', '/v1/contracts', {
-      key: s.admin.api_key,
-      body: { ...ROLLBACK_CONTRACT, tool_name },
-    });
-    expect(pinned.status).toBe(201);
+    const { s, run, tool_name, tool_contract_sha256 } = await pinnedAfterSnapshot();
     const item = {
       ...doorReads(s, run).authzen.body,
       action: { name: tool_name },
@@ -551,9 +549,7 @@ describe('a stale replica read never outruns a change committed at the primary',
     // it), never refused as an unknown tool.
     expect(r.trips.stale).toBeGreaterThanOrEqual(1);
     expect([r.status, decisions(r), receiptsOf(r)]).toEqual([200, [false, false], ['denied', 'denied']]);
-    expect(r.body.evaluations[0].context.receipt.body.tool_contract_sha256).toBe(
-      pinned.body.tool_contract_sha256,
-    );
+    expect(r.body.evaluations[0].context.receipt.body.tool_contract_sha256).toBe(tool_contract_sha256);
   });
 
   it('a revoked approver', async () => {
