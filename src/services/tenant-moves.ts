@@ -1083,7 +1083,7 @@ function verifyDocuments(n: number, r: TenantRow): void {
   switch (r.table) {
     case 'receipts': {
       const stored = text('receipt');
-      const { sha256, principal_id, receipt, receipt_encoding } = r.row;
+      const { sha256, kind, principal_id, receipt, receipt_encoding } = r.row;
       if (receipt_encoding === RECEIPT_ENCODING.wrapped) {
         const keys = typeof stored === 'object' && stored !== null ? Object.keys(stored).sort() : [];
         if (keys.join(',') !== 'body,sha256') throw refuse(n, 'receipt is not {body, sha256}');
@@ -1094,6 +1094,7 @@ function verifyDocuments(n: number, r: TenantRow): void {
       let decoded = false;
       if (
         typeof sha256 === 'string' &&
+        typeof kind === 'string' &&
         typeof receipt === 'string' &&
         typeof receipt_encoding === 'number' &&
         (principal_id === null || typeof principal_id === 'string')
@@ -1103,6 +1104,7 @@ function verifyDocuments(n: number, r: TenantRow): void {
             decodeReceipt({
               tenant_id: String(r.row.tenant_id),
               sha256,
+              kind,
               principal_id,
               receipt,
               receipt_encoding,

@@ -67,6 +67,7 @@ export function asStoredBefore0004({ table, row }: { table: string; row: Row }):
     const receipt = decodeReceipt({
       tenant_id: String(row.tenant_id),
       sha256: String(row.sha256),
+      kind: String(row.kind),
       principal_id: row.principal_id as string | null,
       receipt: String(row.receipt),
       receipt_encoding: Number(row.receipt_encoding),

@@ -6,6 +6,8 @@
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { canonicalize } from '../../../src/core/canonical/canonical.js';
+import type { JsonValue } from '../../../src/core/canonical/json.js';
+import { decodeReceipt } from '../../../src/db/receipts.js';
 import { parseApiKey } from '../../../src/core/identity/identity.js';
 import { logSequencerStub } from '../../../durable-objects/log-sequencer.js';
 import type { Seeded } from '../../../scripts/seed.js';
@@ -52,18 +54,43 @@ function tamper(
   text: string,
   table: string,
   f: (row: Record<string, unknown>) => Record<string, unknown>,
+  which: (row: Record<string, unknown>) => boolean = () => true,
 ): string {
   let done = false;
-  return text
+  const out = text
     .split('\n')
     .map((line) => {
       if (done || line === '') return line;
       const v = JSON.parse(line) as { table: string; row: Record<string, unknown> };
-      if (v.table !== table) return line;
+      if (v.table !== table || !which(v.row)) return line;
       done = true;
       return canonicalize({ row: f(v.row), table: v.table });
     })
     .join('\n');
+  // A case that changed nothing would pass for the wrong reason.
+  if (!done) throw new Error(`no ${table} row to tamper with`);
+  return out;
+}
+
+/** The first receipt row stored in this encoding (src/db/receipts.ts `RECEIPT_ENCODING`). */
+const encoded = (n: number) => (row: Record<string, unknown>) => row.receipt_encoding === n;
+
+/**
+ * A receipt row re-stored, untampered, in an older encoding (1 wraps `{sha256, body}`, 2 is the
+ * body less the tenant and principal): today every authorization is written positionally (3).
+ */
+function inEncoding(row: Record<string, unknown>, n: 1 | 2): Record<string, unknown> {
+  const { sha256, body } = decodeReceipt({
+    tenant_id: String(row.tenant_id),
+    sha256: String(row.sha256),
+    kind: String(row.kind),
+    principal_id: row.principal_id as string | null,
+    receipt: String(row.receipt),
+    receipt_encoding: Number(row.receipt_encoding),
+  });
+  const { tenant_id: _t, principal_id: _p, ...rest } = body as Record<string, unknown>;
+  const receipt = n === 1 ? canonicalize({ sha256, body }) : canonicalize(rest as JsonValue);
+  return { ...row, receipt, receipt_encoding: n };
 }
 
 describe('tenant export', () => {
@@ -228,13 +255,17 @@ describe("a moved tenant's transparency log", () => {
 describe('an import is refused whole, writing nothing', () => {
   const cases: [string, (text: string) => string][] = [
     [
-      'a receipt whose body no longer hashes to its digest',
+      'a wrapped receipt whose body no longer hashes to its digest',
       (t) =>
         tamper(t, 'receipts', (row) => {
-          const stored = JSON.parse(String(row.receipt)) as { sha256: string; body: Record<string, unknown> };
+          const wrapped = inEncoding(row, 1);
+          const stored = JSON.parse(String(wrapped.receipt)) as {
+            sha256: string;
+            body: Record<string, unknown>;
+          };
           return {
-            ...row,
-            receipt: canonicalize({ ...stored, body: { ...stored.body, outcome: 'denied' } }),
+            ...wrapped,
+            receipt: canonicalize({ ...stored, body: { ...stored.body, outcome: 'denied' } } as JsonValue),
           };
         }),
     ],
@@ -243,14 +274,38 @@ describe('an import is refused whole, writing nothing', () => {
       (t) =>
         tamper(t, 'receipts', (row) => {
           // The stored text is the body less tenant_id and principal_id (encoding 2).
-          expect(row.receipt_encoding).toBe(2);
-          const body = JSON.parse(String(row.receipt)) as Record<string, unknown>;
-          return { ...row, receipt: canonicalize({ ...body, outcome: 'denied' }) };
+          const compact = inEncoding(row, 2);
+          const body = JSON.parse(String(compact.receipt)) as Record<string, unknown>;
+          return { ...compact, receipt: canonicalize({ ...body, outcome: 'denied' } as JsonValue) };
         }),
     ],
     [
+      'a positional receipt whose decision was changed',
+      (t) =>
+        tamper(
+          t,
+          'receipts',
+          (row) => {
+            // Encoding 3: [version, ...values in the layout's order]; 'decision' is the second member.
+            const values = JSON.parse(String(row.receipt)) as unknown[];
+            expect(['authorized', 'denied']).toContain(values[2]);
+            values[2] = values[2] === 'authorized' ? 'denied' : 'authorized';
+            return { ...row, receipt: canonicalize(values) };
+          },
+          encoded(3),
+        ),
+    ],
+    [
       'a compact receipt moved to another principal (the body is completed from the columns)',
-      (t) => tamper(t, 'receipts', (row) => ({ ...row, principal_id: 'prn-someoneelse' })),
+      (t) => tamper(t, 'receipts', (row) => ({ ...inEncoding(row, 2), principal_id: 'prn-someoneelse' })),
+    ],
+    [
+      'a positional receipt moved to another principal',
+      (t) => tamper(t, 'receipts', (row) => ({ ...row, principal_id: 'prn-someoneelse' }), encoded(3)),
+    ],
+    [
+      'a positional receipt stored under another kind',
+      (t) => tamper(t, 'receipts', (row) => ({ ...row, kind: 'execution' }), encoded(3)),
     ],
     [
       'evidence in R2 named by a malformed digest',
@@ -380,6 +435,31 @@ describe('an import is refused whole, writing nothing', () => {
       expect(await tenantRowsOn(to, s.tenant_id)).toBe(0);
       // The tenant still lives where it was, and its keys still work.
       expect((await call('GET', '/v1/policy', { key: s.admin.api_key })).status).toBe(200);
+    });
+  }
+
+  for (const encoding of [1, 2] as const) {
+    it(`accepts the same receipts re-stored untampered in encoding ${encoding} (the cases above change only what they name)`, async () => {
+      const { s } = await busyTenant(`encoding${encoding}`);
+      await approvedApproval(s);
+      const to = 1 - shardOf(s);
+      const e = await exportTenant(s.tenant_id);
+      let n = 0;
+      const older = e.text
+        .split('\n')
+        .map((line) => {
+          if (line === '') return line;
+          const v = JSON.parse(line) as { table: string; row: Record<string, unknown> };
+          if (v.table !== 'receipts') return line;
+          expect(v.row.receipt_encoding).toBe(3);
+          n += 1;
+          return canonicalize({ row: inEncoding(v.row, encoding), table: v.table } as JsonValue);
+        })
+        .join('\n');
+      expect(n).toBeGreaterThan(0);
+      const r = await importTo(to, older);
+      expect(r.status).toBe(201);
+      expect(await tenantRowsOn(to, s.tenant_id)).toBe(await tenantRowsOn(shardOf(s), s.tenant_id));
     });
   }
 

@@ -173,8 +173,8 @@ describe('authorization receipt evidence', { timeout: SLOW_MS }, () => {
       .first<{ bytes: number }>();
     // Measured and stated in docs/storage.md ("Bytes per receipt").
     console.info(`authorization receipt row: ${row?.bytes} bytes of receipt and evidence`);
-    // Version 2 receipts measured 1580 in `{sha256, body}` text; the compact encoding of
-    // migrations/0004 (tenant and principal ids in their columns) brings them to ~1400.
+    // Version 2 receipts measured 1580 in `{sha256, body}` text, ~1400 in the compact encoding of
+    // migrations/0004 (tenant and principal ids in their columns) and ~820 in the positional one.
     expect(row?.bytes).toBeLessThanOrEqual(1500);
 
     // With an approval (carried in the evidence) and as a denial under the empty grant.
