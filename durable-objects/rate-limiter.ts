@@ -20,6 +20,7 @@
 import { DurableObject } from 'cloudflare:workers';
 import { digestOf } from '../src/core/canonical/canonical.js';
 import {
+  isTakeable,
   parseRateLimit,
   type BucketState,
   takeFrom,
@@ -39,6 +40,11 @@ export interface RateLimitRequest {
   /** The tenant's aggregate limit over all its principals; both or neither (the Worker sends both). */
   readonly tenant_per_second?: number;
   readonly tenant_burst?: number;
+  /**
+   * Tokens this request takes from each bucket, default one: an AuthZEN batch takes one per
+   * evaluation beyond the first. At most the smaller burst; any other count is an invalid request.
+   */
+  readonly count?: number;
 }
 
 export interface RateLimitDecision {
@@ -55,10 +61,11 @@ export class RateLimiterObject extends DurableObject<Env> {
   readonly #buckets = new Map<string, BucketState>();
   #tenant: BucketState | undefined;
 
-  /** Take one token from the principal's bucket at `now`, or say when to retry. */
+  /** Take `count` tokens (default one) from the principal's bucket at `now`, or say when to retry. */
   async take(request: RateLimitRequest): Promise<RateLimitDecision> {
     const limit = parseRateLimit(request);
     const joint = request.tenant_per_second !== undefined || request.tenant_burst !== undefined;
+    const count = request.count ?? 1;
     // Half a tenant limit is a configuration error, never "no tenant limit".
     const tenantLimit = joint
       ? parseRateLimit({ per_second: request.tenant_per_second, burst: request.tenant_burst })
@@ -68,7 +75,9 @@ export class RateLimiterObject extends DurableObject<Env> {
       (tenantLimit !== null && !tenantLimit.ok) ||
       !Identifier.safeParse(request.tenant_id).success ||
       !Identifier.safeParse(request.principal_id).success ||
-      !UnixMs.safeParse(request.now).success
+      !UnixMs.safeParse(request.now).success ||
+      (limit.ok && !isTakeable(count, limit.value)) ||
+      (tenantLimit?.ok === true && !isTakeable(count, tenantLimit.value))
     ) {
       throw new Error('invalid rate limit request');
     }
@@ -85,6 +94,7 @@ export class RateLimiterObject extends DurableObject<Env> {
         tenantLimit.value,
         request.now,
         MAX_BUCKETS,
+        count,
       );
       this.#tenant = r.tenant;
       const o = r.outcome;
@@ -97,7 +107,14 @@ export class RateLimiterObject extends DurableObject<Env> {
             limited_by: o.limited_by,
           };
     }
-    const outcome = takeFrom(this.#buckets, request.principal_id, limit.value, request.now, MAX_BUCKETS);
+    const outcome = takeFrom(
+      this.#buckets,
+      request.principal_id,
+      limit.value,
+      request.now,
+      MAX_BUCKETS,
+      count,
+    );
     return outcome.allowed
       ? { allowed: true, remaining: outcome.remaining, retry_after_seconds: 0 }
       : { allowed: false, remaining: 0, retry_after_seconds: outcome.retry_after_seconds };

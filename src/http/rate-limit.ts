@@ -6,7 +6,9 @@
  * token from its principal's bucket (durable-objects/rate-limiter.ts),
  * `POST /v1/authorize` included (it stores a receipt, and may consume an approval and charge a
  * run). Reads are not limited. `POST /v1/tenants` (platform admin token, before authentication)
- * has no principal and is not limited here.
+ * has no principal and is not limited here. An AuthZEN batch of n evaluations costs n tokens: the
+ * one above before its body is read, and n - 1 more in one limiter call once it is parsed
+ * (`takeBatchTokens`), so a batch is never a way past the limit.
  *
  * Guarantees: an empty bucket is a 429 `rate_limited` with `Retry-After` in whole seconds,
  * raised before the body is read or anything is written; the limiter answers for the request's
@@ -32,14 +34,38 @@ export const rateLimitWrites = createMiddleware<AppEnv>(async (c, next) => {
   await next();
 });
 
-/** One token from the principal's bucket, or a 429 (also for doors that authenticate otherwise). */
+/**
+ * The rest of an AuthZEN batch's cost once its body is parsed: `evaluations` tokens in all, one
+ * already taken by `rateLimitWrites`. A batch larger than the burst could never be admitted: a
+ * 400 that says how many fit, before any token is taken for it.
+ */
+export async function takeBatchTokens(
+  c: Context<AppEnv>,
+  who: { readonly tenant_id: string; readonly principal_id: string },
+  evaluations: number,
+): Promise<void> {
+  const most = rateLimitPort(c.env).max_count;
+  if (evaluations > most) {
+    throw new ServiceError(
+      'invalid_request',
+      `this batch holds ${evaluations} evaluations; each is a write, and at most ${most} fit in one request under the write limit`,
+    );
+  }
+  if (evaluations > 1) await takeWriteToken(c, who, evaluations - 1);
+}
+
+/**
+ * `count` tokens (default one) from the principal's bucket and its tenant's, or a 429 (also for
+ * doors that authenticate otherwise).
+ */
 export async function takeWriteToken(
   c: Context<AppEnv>,
   { tenant_id, principal_id }: { readonly tenant_id: string; readonly principal_id: string },
+  count = 1,
 ): Promise<void> {
   let decision;
   try {
-    decision = await rateLimitPort(c.env).take(tenant_id, principal_id, c.var.now);
+    decision = await rateLimitPort(c.env).take(tenant_id, principal_id, c.var.now, count);
   } catch (e) {
     // Only the error's name is logged: the limiter's message could carry internal detail.
     c.set('log', { ...c.var.log, rate_limiter: 'unavailable', rate_limiter_error: errorName(e) });

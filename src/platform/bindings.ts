@@ -280,7 +280,8 @@ export function rateLimitPort(env: Env): RateLimitPort {
   const limit = rateLimit(env);
   const tenant = tenantRateLimit(env);
   return {
-    take: async (tenant_id, principal_id, now) => {
+    max_count: Math.min(limit.burst, tenant.burst),
+    take: async (tenant_id, principal_id, now, count = 1) => {
       const d = await rateLimiterStub(env, tenant_id).take({
         tenant_id,
         principal_id,
@@ -288,6 +289,7 @@ export function rateLimitPort(env: Env): RateLimitPort {
         ...limit,
         tenant_per_second: tenant.per_second,
         tenant_burst: tenant.burst,
+        ...(count === 1 ? {} : { count }),
       });
       return d.allowed
         ? { allowed: true, retry_after_seconds: 0 }

@@ -704,7 +704,10 @@ export interface RateLimitDecision {
  * deployment's configuration, which the adapter holds. Throws when the limiter cannot answer.
  */
 export interface RateLimitPort {
-  take(tenant_id: string, principal_id: string, now: number): Promise<RateLimitDecision>;
+  /** Takes `count` tokens (default one) from the principal's and the tenant's buckets, or none. */
+  take(tenant_id: string, principal_id: string, now: number, count?: number): Promise<RateLimitDecision>;
+  /** The most tokens one request may take: the smaller of the principal's and the tenant's burst. */
+  readonly max_count: number;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -2,12 +2,13 @@
  * Token buckets for per-principal rate limits: the arithmetic, and a bounded table of buckets.
  *
  * A bucket holds up to `burst` tokens and gains `per_second` tokens a second; each admitted
- * request takes one. Tokens are counted in integer milli-tokens and time in integer milliseconds,
+ * request takes one, or `count` when it stands for several writes (an AuthZEN batch). Tokens are counted in integer milli-tokens and time in integer milliseconds,
  * so there is no floating-point drift: one millisecond refills exactly `per_second` milli-tokens.
  *
  * Guarantees:
  * - from a full bucket, no span of time [t0, t1] admits more than
- *   `burst + floor(per_second * (t1 - t0) / 1000)` requests;
+ *   `burst + floor(per_second * (t1 - t0) / 1000)` tokens' worth of requests (a take of `count`
+ *   is admitted only when the bucket holds all `count` tokens, and takes them all or none);
  * - a denial takes nothing and names `retry_after_ms`, the exact wait after which the same bucket
  *   admits the next request (and not a millisecond earlier); `retry_after_seconds` is that wait
  *   rounded up to whole seconds, for `Retry-After`;
@@ -78,22 +79,36 @@ export function milliTokensAt(state: BucketState | undefined, limit: RateLimit, 
   return Math.min(full, held + Math.min(elapsed, toFull) * limit.per_second);
 }
 
-/** Take one token at `now`, or say exactly how long until one is there. */
-export function take(state: BucketState | undefined, limit: RateLimit, now: number): TakeOutcome {
+/**
+ * Whether `count` tokens can ever be taken at once under `limit`: a whole number from 1 to the
+ * burst. A larger take would wait for tokens the bucket cannot hold; callers refuse it first.
+ */
+export function isTakeable(count: number, limit: RateLimit): boolean {
+  return Number.isSafeInteger(count) && count >= 1 && count <= limit.burst;
+}
+
+/**
+ * Take `count` tokens (default one) at `now`, or say exactly how long until they are there.
+ * `count` must be takeable (`isTakeable`); any other count is refused, never admitted.
+ */
+export function take(state: BucketState | undefined, limit: RateLimit, now: number, count = 1): TakeOutcome {
   const tokens = milliTokensAt(state, limit, now);
   // Never move a bucket's time back: refilling from an earlier instant would count a span twice.
   const at = state === undefined ? now : Math.max(state.at_unix_ms, now);
-  if (tokens >= MILLI) {
-    const left = tokens - MILLI;
+  const needed = isTakeable(count, limit) ? count * MILLI : Infinity;
+  if (tokens >= needed) {
+    const left = tokens - needed;
     return {
       allowed: true,
       state: { milli_tokens: left, at_unix_ms: at },
       remaining: Math.floor(left / MILLI),
     };
   }
-  // Time already counted towards a bucket whose clock is ahead of `now` must still pass.
+  // Time already counted towards a bucket whose clock is ahead of `now` must still pass. A count
+  // that can never be taken is told to wait for a full bucket (callers refuse it before asking).
   const ahead = at - now;
-  const retry_after_ms = ahead + Math.ceil((MILLI - tokens) / limit.per_second);
+  const missing = Math.min(needed, limit.burst * MILLI) - tokens;
+  const retry_after_ms = ahead + Math.max(1, Math.ceil(missing / limit.per_second));
   return {
     allowed: false,
     state: { milli_tokens: tokens, at_unix_ms: at },
@@ -108,8 +123,9 @@ export function isFull(state: BucketState, limit: RateLimit, now: number): boole
 }
 
 /**
- * Take one token from `key`'s bucket in `table`, keeping at most `max_buckets` buckets. Every
- * bucket of one table is under the same limit (one tenant's object, one configuration).
+ * Take `count` tokens (default one) from `key`'s bucket in `table`, keeping at most `max_buckets`
+ * buckets. Every bucket of one table is under the same limit (one tenant's object, one
+ * configuration).
  */
 export function takeFrom(
   table: Map<string, BucketState>,
@@ -117,8 +133,9 @@ export function takeFrom(
   limit: RateLimit,
   now: number,
   max_buckets: number,
+  count = 1,
 ): TakeOutcome {
-  const outcome = take(table.get(key), limit, now);
+  const outcome = take(table.get(key), limit, now, count);
   if (!table.has(key) && table.size >= max_buckets) makeRoom(table, limit, now, max_buckets);
   table.set(key, outcome.state);
   return outcome;
@@ -161,8 +178,8 @@ export type JointOutcome =
     };
 
 /**
- * Take one token from `key`'s bucket in `table` (under `limit`) and one from the tenant's
- * aggregate bucket (under `tenant_limit`), or neither. A refusal changes no bucket and names the
+ * Take `count` tokens (default one) from `key`'s bucket in `table` (under `limit`) and as many
+ * from the tenant's aggregate bucket (under `tenant_limit`), or none from either. A refusal changes no bucket and names the
  * longest of the waits, so retrying after it finds both buckets holding a token (unless others
  * took them meanwhile). The new tenant bucket is returned for the caller to keep.
  */
@@ -174,9 +191,10 @@ export function takeJointlyFrom(
   tenant_limit: RateLimit,
   now: number,
   max_buckets: number,
+  count = 1,
 ): { readonly outcome: JointOutcome; readonly tenant: BucketState | undefined } {
-  const p = take(table.get(key), limit, now);
-  const t = take(tenant, tenant_limit, now);
+  const p = take(table.get(key), limit, now, count);
+  const t = take(tenant, tenant_limit, now, count);
   if (p.allowed && t.allowed) {
     if (!table.has(key) && table.size >= max_buckets) makeRoom(table, limit, now, max_buckets);
     table.set(key, p.state);

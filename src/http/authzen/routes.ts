@@ -31,7 +31,7 @@ import {
 import { searchTools } from '../../services/tools.js';
 import { accessRequestWire } from '../access-request.js';
 import { authenticate, bearerKeyRoute, keyedDoor, refusesCaller, requireRole } from '../auth.js';
-import { rateLimitWrites } from '../rate-limit.js';
+import { rateLimitWrites, takeBatchTokens } from '../rate-limit.js';
 import { readJsonValue } from '../body.js';
 import type { AppEnv } from '../env.js';
 import { wireError } from '../errors.js';
@@ -163,6 +163,9 @@ for (const prefix of ['', '/t/:tenant_id']) {
       throw new ServiceError('invalid_request', 'every evaluation needs a subject, action and resource');
     }
     if (batch.single) return c.json(await evaluate(c, batch.items[0] as Evaluation));
+    // Each evaluation may store a receipt: the batch pays one write token per evaluation it
+    // holds (all of them, also those a short-circuit semantic leaves unevaluated).
+    await takeBatchTokens(c, c.var.principal, batch.items.length);
     const semantic = parsed.data.options?.evaluations_semantic ?? 'execute_all';
     const evaluations: Decision[] = [];
     // In order, one after another: each evaluation may spend the run budget the next one needs.

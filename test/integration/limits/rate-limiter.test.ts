@@ -20,7 +20,8 @@ import {
   tenantRateLimit,
 } from '../../../src/platform/bindings.js';
 import { DEMO_POLICY } from '../../../scripts/seed.js';
-import { call, seedTenant, uniqueName, d1Of } from '../platform/harness.js';
+import type { Seeded } from '../../../scripts/seed.js';
+import { call, createRun, seedTenant, uniqueName, d1Of, READ_INPUT } from '../platform/harness.js';
 
 const T0 = 1_794_906_000_000;
 const BASE = 'https://writ.test';
@@ -75,6 +76,35 @@ describe('RateLimiterObject (RPC)', () => {
     runInDurableObject(rateLimiterStub(env, tenant), async (o: RateLimiterObject) => {
       await expect(o.take(request)).rejects.toThrow(message);
     });
+
+  it('takes a count at once from both buckets, and refuses a count no bucket can hold', async () => {
+    const tenant = uniqueName('rl');
+    const stub = rateLimiterStub(env, tenant);
+    const joint = { tenant_per_second: 1, tenant_burst: 5 };
+    expect(await stub.take(req(tenant, { ...joint, count: 3 }))).toEqual({
+      allowed: true,
+      remaining: 0,
+      retry_after_seconds: 0,
+    });
+    // The principal's bucket is empty; the tenant's still holds two.
+    expect(await stub.take(req(tenant, { ...joint, principal_id: 'other', count: 2 }))).toMatchObject({
+      allowed: true,
+    });
+    expect(await stub.take(req(tenant, { ...joint, principal_id: 'third', count: 1 }))).toMatchObject({
+      allowed: false,
+      limited_by: 'tenant',
+    });
+    // More than the principal's burst of 3, or than the tenant's: an invalid request, not a wait.
+    for (const over of [
+      { count: 4 },
+      { ...joint, tenant_burst: 2, count: 3 },
+      { count: 0 },
+      { count: 1.5 },
+    ]) {
+      const elsewhere = uniqueName('rl');
+      await refuses(elsewhere, req(elsewhere, over), /invalid rate limit request/);
+    }
+  });
 
   it('refuses a request for another tenant than the object holds', async () => {
     const tenant = uniqueName('rl');
@@ -298,5 +328,74 @@ describe('HTTP: 429 rate_limited on every write', () => {
     const s = await seedTenant('rl');
     const r = await call('POST', '/v1/runs', { key: s.agent.api_key, body: RUN });
     expect(r.status).toBe(201);
+  });
+});
+
+describe('HTTP: an AuthZEN batch pays one write token per evaluation', () => {
+  const evaluation = (s: Seeded, run_id: string) => ({
+    subject: { type: 'agent', id: s.agent.principal_id },
+    action: { name: 'get_deployment' },
+    resource: { type: 'deployment', id: 'api/production' },
+    context: { input: READ_INPUT, run_id },
+  });
+  const batch = (s: Seeded, run_id: string, n: number) => ({
+    evaluations: Array.from({ length: n }, () => evaluation(s, run_id)),
+  });
+  async function receiptCount(tenant_id: string): Promise<number> {
+    const r = await (
+      await d1Of(tenant_id)
+    )
+      .prepare('SELECT count(*) AS n FROM receipts WHERE tenant_id = ?')
+      .bind(tenant_id)
+      .first<{ n: number }>();
+    return r?.n ?? -1;
+  }
+
+  it('a batch of burst evaluations empties the bucket: the next write is a 429', async () => {
+    const s = await seedTenant('rl-batch');
+    const run_id = await createRun(s);
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(Date.now() + 60_000); // every bucket full again
+    const r = await send(tiny, 'POST', '/access/v1/evaluations', s.agent.api_key, batch(s, run_id, 2));
+    expect(r.status).toBe(200);
+    expect(r.body.evaluations.map((e: { decision: boolean }) => e.decision)).toEqual([true, true]);
+    // One token for the request would have left one: the batch took both.
+    const next = await send(tiny, 'POST', '/v1/runs', s.agent.api_key, RUN);
+    expect(next.status).toBe(429);
+    expect(next.body.error.code).toBe('rate_limited');
+  });
+
+  it('a batch whose further tokens are refused is a 429 and evaluates nothing', async () => {
+    const s = await seedTenant('rl-batch');
+    const run_id = await createRun(s);
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(Date.now() + 60_000);
+    expect((await send(tiny, 'POST', '/v1/runs', s.agent.api_key, RUN)).status).toBe(201);
+    const before = await receiptCount(s.tenant_id);
+    // One token left: the request's own, then one more for the second evaluation, refused.
+    const r = await send(tiny, 'POST', '/access/v1/evaluations', s.agent.api_key, batch(s, run_id, 2));
+    // AuthZEN error bodies are a message string (§10.1.2); the code is in a header.
+    expect(r.status).toBe(429);
+    expect(r.headers.get('writ-error-code')).toBe('rate_limited');
+    expect(r.headers.get('retry-after')).toBe('1');
+    expect(await receiptCount(s.tenant_id)).toBe(before);
+  });
+
+  it('a batch larger than the burst is a 400 that says how many fit, and evaluates nothing', async () => {
+    const s = await seedTenant('rl-batch');
+    const run_id = await createRun(s);
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(Date.now() + 60_000);
+    const before = await receiptCount(s.tenant_id);
+    const r = await send(tiny, 'POST', '/access/v1/evaluations', s.agent.api_key, batch(s, run_id, 3));
+    expect(r.status).toBe(400);
+    expect(r.headers.get('writ-error-code')).toBe('invalid_request');
+    expect(r.body).toMatch(/holds 3 evaluations.*at most 2 fit/);
+    expect(await receiptCount(s.tenant_id)).toBe(before);
+    // Under the tenant's burst too: the smaller of the two bursts bounds a batch.
+    const narrow = { ...env, WRIT_TENANT_RATE_LIMIT_BURST: '1' } as unknown as Env;
+    const t = await send(narrow, 'POST', '/access/v1/evaluations', s.agent.api_key, batch(s, run_id, 2));
+    expect(t.status).toBe(400);
+    expect(t.body).toMatch(/at most 1 fit/);
   });
 });

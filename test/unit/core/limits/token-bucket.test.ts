@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import {
   type BucketState,
   isFull,
+  isTakeable,
   milliTokensAt,
   parseRateLimit,
   RATE_LIMIT_MAX,
@@ -338,5 +339,118 @@ describe('takeJointlyFrom: a principal bucket and the tenant aggregate', () => {
         },
       ),
     );
+  });
+});
+
+describe('takes of several tokens at once (an AuthZEN batch)', () => {
+  /** Requests as (time offset, count), counts drawn within the burst the limit has. */
+  const weighted = (limit: RateLimit) =>
+    fc.array(
+      fc.record({ at: fc.integer({ min: 0, max: 60_000 }), count: fc.integer({ min: 1, max: limit.burst }) }),
+      { minLength: 1, maxLength: 200 },
+    );
+
+  it('takeable counts are whole numbers from 1 to the burst', () => {
+    const limit = { per_second: 1, burst: 5 };
+    expect([1, 2, 5].map((n) => isTakeable(n, limit))).toEqual([true, true, true]);
+    expect([0, -1, 6, 2.5, Number.NaN, Infinity].map((n) => isTakeable(n, limit))).toEqual([
+      false,
+      false,
+      false,
+      false,
+      false,
+      false,
+    ]);
+  });
+
+  it('admits a count only when the bucket holds all of it, and then takes all of it', () => {
+    const limit = { per_second: 1, burst: 5 };
+    const a = take(undefined, limit, T0, 3);
+    expect(a).toMatchObject({ allowed: true, remaining: 2 });
+    // Two tokens held: a take of three is refused, takes nothing, and names the exact wait.
+    const b = take(a.state, limit, T0, 3);
+    expect(b).toMatchObject({ allowed: false, retry_after_ms: 1_000, retry_after_seconds: 1 });
+    expect(milliTokensAt(b.state, limit, T0)).toBe(2_000);
+    expect(take(b.state, limit, T0 + 999, 3).allowed).toBe(false);
+    expect(take(b.state, limit, T0 + 1_000, 3)).toMatchObject({ allowed: true, remaining: 0 });
+  });
+
+  it('never admits a count the bucket cannot hold, however long it waits', () => {
+    fc.assert(
+      fc.property(
+        limits,
+        fc.integer({ min: 0, max: 600_000 }),
+        fc.integer({ min: 1, max: 50 }),
+        (limit, wait, over) => {
+          for (const count of [limit.burst + over, 0, -over, over + 0.5]) {
+            const d = take(undefined, limit, T0 + wait, count);
+            expect(d.allowed).toBe(false);
+            expect(milliTokensAt(d.state, limit, T0 + wait)).toBe(limit.burst * 1_000);
+            expect(d.allowed === false && d.retry_after_ms).toBeGreaterThan(0);
+          }
+        },
+      ),
+      { numRuns: 200 },
+    );
+  });
+
+  it('no span admits more than burst + rate * elapsed tokens, counted by weight (property)', () => {
+    fc.assert(
+      fc.property(
+        limits.chain((limit) => fc.tuple(fc.constant(limit), weighted(limit))),
+        ([limit, requests]) => {
+          const sorted = [...requests].sort((a, b) => a.at - b.at);
+          let state: BucketState | undefined;
+          const admitted = sorted.map(({ at, count }) => {
+            const o = take(state, limit, T0 + at, count);
+            state = o.state;
+            return o.allowed ? count : 0;
+          });
+          for (let i = 0; i < sorted.length; i++) {
+            let tokens = 0;
+            for (let j = i; j < sorted.length; j++) {
+              tokens += admitted[j] as number;
+              const span = (sorted[j]?.at as number) - (sorted[i]?.at as number);
+              expect(tokens).toBeLessThanOrEqual(limit.burst + Math.floor((limit.per_second * span) / 1_000));
+            }
+          }
+        },
+      ),
+      { numRuns: 100 },
+    );
+  });
+
+  it('Retry-After is exact for a count: the wait admits it, one millisecond less does not (property)', () => {
+    fc.assert(
+      fc.property(
+        limits.chain((limit) =>
+          fc.tuple(fc.constant(limit), weighted(limit), fc.integer({ min: 1, max: limit.burst })),
+        ),
+        ([limit, requests, count]) => {
+          let state: BucketState | undefined;
+          for (const r of requests) state = take(state, limit, T0 + r.at, r.count).state;
+          const now = T0 + Math.max(...requests.map((r) => r.at));
+          const d = take(state, limit, now, count);
+          if (d.allowed) return;
+          expect(take(d.state, limit, now + d.retry_after_ms, count).allowed).toBe(true);
+          expect(take(d.state, limit, now + d.retry_after_ms - 1, count).allowed).toBe(false);
+        },
+      ),
+      { numRuns: 300 },
+    );
+  });
+
+  it('a joint take of a count takes it from both buckets, or from neither', () => {
+    const limit = { per_second: 1, burst: 10 };
+    const tenantLimit = { per_second: 1, burst: 4 };
+    const table = new Map<string, BucketState>();
+    const first = takeJointlyFrom(table, 'p', limit, undefined, tenantLimit, T0, 10, 3);
+    expect(first.outcome).toMatchObject({ allowed: true, remaining: 1 });
+    // The tenant holds one token: a count of two is refused by it and changes neither bucket.
+    const second = takeJointlyFrom(table, 'p', limit, first.tenant, tenantLimit, T0, 10, 2);
+    expect(second.outcome).toMatchObject({ allowed: false, limited_by: 'tenant', retry_after_ms: 1_000 });
+    expect(second.tenant).toBe(first.tenant);
+    expect(milliTokensAt(table.get('p'), limit, T0)).toBe(7_000);
+    expect(takeFrom(table, 'p', limit, T0, 10, 7)).toMatchObject({ allowed: true, remaining: 0 });
   });
 });
