@@ -58,21 +58,25 @@ export function operation(s: Seeded, operation_id: string, state: string, settle
   };
 }
 
+/** The receipt `{sha256, body}` an exported receipts row holds, decoded as the reader decodes it. */
+export function receiptOfRow(row: Readonly<Record<string, unknown>>) {
+  return decodeReceipt({
+    tenant_id: String(row.tenant_id),
+    sha256: String(row.sha256),
+    kind: String(row.kind),
+    principal_id: row.principal_id as string | null,
+    receipt: String(row.receipt),
+    receipt_encoding: Number(row.receipt_encoding),
+  });
+}
+
 /**
  * A row of today's export as a database from before 0004 holds it after migrating: every receipt
  * wrapped (encoding 1), the 0004/0007 columns at what those migrations wrote.
  */
 export function asStoredBefore0004({ table, row }: { table: string; row: Row }): { table: string; row: Row } {
   if (table === 'receipts') {
-    const receipt = decodeReceipt({
-      tenant_id: String(row.tenant_id),
-      sha256: String(row.sha256),
-      kind: String(row.kind),
-      principal_id: row.principal_id as string | null,
-      receipt: String(row.receipt),
-      receipt_encoding: Number(row.receipt_encoding),
-    });
-    return { table, row: { ...row, receipt: canonicalize(receipt), receipt_encoding: 1 } };
+    return { table, row: { ...row, receipt: canonicalize(receiptOfRow(row)), receipt_encoding: 1 } };
   }
   if (table === 'approvals')
     return {

@@ -7,11 +7,11 @@ import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { canonicalize } from '../../../src/core/canonical/canonical.js';
 import type { JsonValue } from '../../../src/core/canonical/json.js';
-import { decodeReceipt } from '../../../src/db/receipts.js';
 import { parseApiKey } from '../../../src/core/identity/identity.js';
 import { logSequencerStub } from '../../../durable-objects/log-sequencer.js';
 import type { Seeded } from '../../../scripts/seed.js';
 import { TENANT_TABLES, tenantTableColumns } from '../../../src/db/tenant-rows.js';
+import { receiptOfRow } from './older-rows.js';
 import {
   ADMIN_TOKEN,
   READ_INPUT,
@@ -80,14 +80,7 @@ const encoded = (n: number) => (row: Record<string, unknown>) => row.receipt_enc
  * body less the tenant and principal): today every authorization is written positionally (3).
  */
 function inEncoding(row: Record<string, unknown>, n: 1 | 2): Record<string, unknown> {
-  const { sha256, body } = decodeReceipt({
-    tenant_id: String(row.tenant_id),
-    sha256: String(row.sha256),
-    kind: String(row.kind),
-    principal_id: row.principal_id as string | null,
-    receipt: String(row.receipt),
-    receipt_encoding: Number(row.receipt_encoding),
-  });
+  const { sha256, body } = receiptOfRow(row);
   const { tenant_id: _t, principal_id: _p, ...rest } = body as Record<string, unknown>;
   const receipt = n === 1 ? canonicalize({ sha256, body }) : canonicalize(rest as JsonValue);
   return { ...row, receipt, receipt_encoding: n };
