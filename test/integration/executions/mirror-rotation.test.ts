@@ -14,7 +14,10 @@ import { reconcileOperation } from '../../../src/core/execution/reconciliation.j
 import { generateKeyRing, type KeyRingDocument } from '../../../src/core/receipts/keys.js';
 import { database } from '../../../src/db/client.js';
 import { operations, receiptSignatures, receipts } from '../../../src/db/schema.js';
+import { app } from '../../../src/http/app.js';
 import { baselineRun, buildObservation } from '../../unit/core/fixtures.js';
+import { BASE, type Reply } from '../platform/harness.js';
+import { authorizedRollback, claim, observe, report, seedTenant, stub } from './helpers.js';
 
 /** The ring the test Worker signs with (vitest.config.ts). */
 const TEST_RING = generateKeyRing(new Uint8Array(32).fill(7), 'writ.test', 0);
@@ -130,5 +133,49 @@ describe('operation mirror after a key rotation', () => {
     expect(JSON.parse((await signatureOf(receipt.sha256)) ?? '{}').key_id).toBe(rotated.active);
     // The execution receipt keeps the signature it was issued with.
     expect(await signatureOf(run.execution.sha256)).toBe(executionSignature);
+  });
+});
+
+/** A request to the app with another key ring (the Worker's; the objects keep theirs). */
+async function callWith(ring: KeyRingDocument, path: string, key: string, body: unknown): Promise<Reply> {
+  const res = await app.fetch(
+    new Request(`${BASE}${path}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+    }),
+    { ...env, WRIT_RECEIPT_KEYS: JSON.stringify(ring) },
+  );
+  const text = await res.text();
+  return { status: res.status, body: text.length > 0 ? JSON.parse(text) : null, headers: res.headers };
+}
+
+describe('a report or reconciliation under a retired active key', () => {
+  it('is refused (503) before the operation records anything, like every receipt-issuing write', async () => {
+    const s = await seedTenant('retired-report');
+    const a = await authorizedRollback(s);
+    const c = await claim(s, a.sha256);
+    expect(c.status).toBe(200);
+    const operation_id = c.body.operation_id as string;
+    // The ring's only key, its window closed: it parses, but may not sign anything dated now.
+    const retired: KeyRingDocument = {
+      ...TEST_RING,
+      keys: TEST_RING.keys.map((k) => ({ ...k, signing_until_unix_ms: Date.now() - 1_000 })),
+    };
+    const observation = observe(a.receipt, 'succeeded');
+    const refused = await callWith(retired, '/v1/executions/report', s.executor.api_key, {
+      operation_id,
+      fencing_token: c.body.fencing_token,
+      observation,
+    });
+    expect(refused.status).toBe(503);
+    expect(refused.body.error.code).toBe('signing_unavailable');
+    // Nothing recorded: the operation is still pending, with no receipt, and the owner's report
+    // under a usable ring is recorded as usual.
+    const held = await stub(operation_id).read(s.tenant_id);
+    expect(held?.operation).toMatchObject({ status: 'pending', execution_receipt_sha256: null });
+    const ok = await report(s, operation_id, c.body.fencing_token as string, observation);
+    expect(ok.status).toBe(200);
+    expect(ok.body.operation.status).toBe('succeeded');
   });
 });
