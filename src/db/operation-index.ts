@@ -6,11 +6,11 @@
  * Guarantees: an index row never moves backwards (writes may land out of order, versions do not);
  * receipts are append-only and re-inserting identical content is a no-op.
  */
-import { sql } from 'drizzle-orm';
+import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Operation } from '../core/execution/idempotency.js';
 import type { Db } from './client.js';
 import { insertReceiptStatements, type ReceiptSigner, type TenantReceipt } from './receipts.js';
-import { operations } from './schema.js';
+import { operations, receiptSignatures } from './schema.js';
 
 /**
  * A single-use operation has no client key; its `operations.idempotency_key` is
@@ -63,6 +63,12 @@ function upsertOperationStatement(db: Db, op: Operation) {
 /**
  * Mirror one operation and its receipts (signed, issue 11) in one batch. Throws when D1 fails or
  * the receipts cannot be signed (the object retries from its alarm).
+ *
+ * A receipt whose signature row D1 already holds was mirrored by an earlier change and is not
+ * signed again: after a key rotation the active key cannot sign a receipt dated before its window
+ * (nor should it: the receipt keeps the signature it was issued with), and re-signing it would
+ * fail every later mirror of the operation (its reconciliation never reaching D1). Signature rows
+ * are never deleted, so an archived receipt is not re-inserted either.
  */
 export async function mirrorOperation(
   db: Db,
@@ -70,6 +76,30 @@ export async function mirrorOperation(
   op: Operation,
   receipts: readonly TenantReceipt[],
 ): Promise<void> {
-  const inserts = await insertReceiptStatements(db, sign, ...receipts);
+  const fresh = await unsignedReceipts(db, op.tenant_id, receipts);
+  const inserts = await insertReceiptStatements(db, sign, ...fresh);
   await db.batch([upsertOperationStatement(db, op), ...inserts]);
+}
+
+/** The receipts D1 holds no signature row of (by the unique (tenant, receipt) index). */
+async function unsignedReceipts(
+  db: Db,
+  tenant_id: string,
+  receipts: readonly TenantReceipt[],
+): Promise<readonly TenantReceipt[]> {
+  if (receipts.length === 0) return receipts;
+  const signed = await db
+    .select({ sha256: receiptSignatures.receipt_sha256 })
+    .from(receiptSignatures)
+    .where(
+      and(
+        eq(receiptSignatures.tenant_id, tenant_id),
+        inArray(
+          receiptSignatures.receipt_sha256,
+          receipts.map((r) => r.receipt.sha256),
+        ),
+      ),
+    );
+  const have = new Set(signed.map((r) => r.sha256));
+  return receipts.filter((r) => !have.has(r.receipt.sha256));
 }

@@ -25,7 +25,7 @@ import { r2ImportUploads } from '../db/import-uploads.js';
 import { deriveRecordKey, deriveStateKey } from '../services/import-verification-state.js';
 import { type BlobCollectionRun, collectOrphanBlobs } from '../services/blob-collection.js';
 import { type RetentionRun, archiveExpiredReceipts } from '../services/retention.js';
-import { publishedKeys, receiptSigner, requireKeyRing } from './receipt-keys.js';
+import { publishedKeys, receiptSigner, requireKeyRing, requireSigningKeyAt } from './receipt-keys.js';
 import { type RateLimit, parseRateLimit } from '../core/limits/token-bucket.js';
 import { type SignableReceipt, type SignatureEnvelope, prepareSignature } from '../core/receipts/signing.js';
 import type {
@@ -222,14 +222,15 @@ export function runBlobCollection(env: Env, now: number): Promise<BlobCollection
 export function operationsPort(env: Env, shard: number): OperationsPort {
   return {
     claim: (req) => operationStub(env, req.operation_id).claim(req, shard),
-    // Report and reconcile issue receipts (signed when the object mirrors them to D1): without a
-    // usable key ring they are refused here, before the object records anything.
+    // Report and reconcile issue receipts (signed at `req.now` when the object mirrors them to
+    // D1): without a key ring whose active key may sign then, they are refused here, before the
+    // object records anything.
     report: (id, req) => {
-      requireKeyRing(env);
+      requireSigningKeyAt(env, req.now);
       return operationStub(env, id).report(req);
     },
     reconcile: (id, req) => {
-      requireKeyRing(env);
+      requireSigningKeyAt(env, req.now);
       return operationStub(env, id).reconcile(req);
     },
     read: (id, tenant_id) => operationStub(env, id).read(tenant_id),

@@ -16,6 +16,7 @@
 import { isValidKeyName, ed25519KeyId, ed25519Signer } from '../core/log/note.js';
 import {
   type KeyRing,
+  keyValidAt,
   type PublicKeySet,
   type TrustedKeys,
   parseKeyRing,
@@ -62,6 +63,21 @@ export function requireKeyRing(env: { readonly WRIT_RECEIPT_KEYS?: string }): Ke
   const r = ring(env);
   if (!r.ok) throw unavailable(r.why);
   return r.ring;
+}
+
+/**
+ * The ring, or `signing_unavailable` unless its active key may sign a receipt issued at `at`: for
+ * a write whose receipt is signed later, away from the request (an operation's object records the
+ * receipt, then mirrors it into D1 signed at that time). Checked before anything is recorded: a
+ * receipt recorded under a retired active key could never be signed (no later key's window covers
+ * its issue time), so its operation would never reach D1.
+ */
+export function requireSigningKeyAt(env: { readonly WRIT_RECEIPT_KEYS?: string }, at: number): KeyRing {
+  const ring = requireKeyRing(env);
+  const key = ring.active;
+  if (at < key.valid_from_unix_ms) throw unavailable(`key "${key.key_id}" is not valid yet`);
+  if (!keyValidAt(key, at)) throw unavailable(`key "${key.key_id}" is retired`);
+  return ring;
 }
 
 /**

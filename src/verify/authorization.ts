@@ -135,8 +135,10 @@ export function verifyAuthorizationReceipt(receipt: unknown, o: ExecutorVerifyOp
   ) {
     return refuse('wrong_audience', 'the receipt is for another executor principal');
   }
-  // A receipt found in a log hours later must not become a standing permission.
-  if (o.now >= body.dispatch_deadline_unix_ms) {
+  // A receipt found in a log hours later must not become a standing permission. A clock reading
+  // that is not a time (NaN, a string, undefined from an untyped caller) compares false with any
+  // deadline: it is refused as expired, never read as "not yet".
+  if (!Number.isSafeInteger(o.now) || o.now >= body.dispatch_deadline_unix_ms) {
     return refuse('expired', 'the receipt is past its dispatch deadline');
   }
   if (o.input !== undefined) {

@@ -105,6 +105,14 @@ describe('verifyAuthorizationReceipt (executor side)', () => {
     expect(reason(wire(receipt), { ...opts, now: deadline + 3_600_000 })).toBe('expired');
   });
 
+  it('expired when the clock reading is not a time: a bad `now` never makes a receipt unexpiring', () => {
+    const { receipt, opts } = setup();
+    // NaN compares false with everything, so `now >= deadline` alone let these through.
+    for (const now of [Number.NaN, undefined, null, '1', Number.NEGATIVE_INFINITY, T.now + 0.5]) {
+      expect(reason(wire(receipt), { ...opts, now: now as unknown as number }), String(now)).toBe('expired');
+    }
+  });
+
   it('mutated: any changed body field, even re-signed fields are caught by the digest', () => {
     const { receipt, opts } = setup();
     for (const [k, v] of Object.entries({
