@@ -64,11 +64,12 @@ function upsertOperationStatement(db: Db, op: Operation) {
  * Mirror one operation and its receipts (signed, issue 11) in one batch. Throws when D1 fails or
  * the receipts cannot be signed (the object retries from its alarm).
  *
- * A receipt whose signature row D1 already holds was mirrored by an earlier change and is not
- * signed again: after a key rotation the active key cannot sign a receipt dated before its window
- * (nor should it: the receipt keeps the signature it was issued with), and re-signing it would
- * fail every later mirror of the operation (its reconciliation never reaching D1). Signature rows
- * are never deleted, so an archived receipt is not re-inserted either.
+ * Every receipt is signed again (deterministic: the same row) and re-inserted as a no-op, so the
+ * usual mirror is one D1 round trip. When that signing fails, a receipt whose signature row D1
+ * already holds was mirrored by an earlier change and is left out, then the rest are signed: after
+ * a key rotation the active key cannot sign a receipt dated before its window (nor should it: the
+ * receipt keeps the signature it was issued with), and re-signing it would fail every later mirror
+ * of the operation (its reconciliation never reaching D1). That costs one more read, only then.
  */
 export async function mirrorOperation(
   db: Db,
@@ -76,8 +77,15 @@ export async function mirrorOperation(
   op: Operation,
   receipts: readonly TenantReceipt[],
 ): Promise<void> {
-  const fresh = await unsignedReceipts(db, op.tenant_id, receipts);
-  const inserts = await insertReceiptStatements(db, sign, ...fresh);
+  let inserts;
+  try {
+    inserts = await insertReceiptStatements(db, sign, ...receipts);
+  } catch {
+    // Nothing was written: signing happens before any statement is built. A receipt that is still
+    // unsigned and cannot be signed now fails again here, and the object retries.
+    const fresh = await unsignedReceipts(db, op.tenant_id, receipts);
+    inserts = await insertReceiptStatements(db, sign, ...fresh);
+  }
   await db.batch([upsertOperationStatement(db, op), ...inserts]);
 }
 
