@@ -241,6 +241,8 @@ export async function claimExecution(ctx: TenantContext, body: ClaimBody) {
       approver_revoked: d.approver_revoked,
       contract_executor_release: pinned.contract.executor_release,
       executor_release: caller.executor_release,
+      audience_principal_id: 'executor_principal_id' in a ? a.executor_principal_id : null,
+      executor_principal_id: caller.principal_id,
     },
     now,
   );

@@ -175,6 +175,13 @@ export interface DispatchState {
   readonly contract_executor_release: string;
   /** The executor presenting the receipt (`null`: not an executor at all). */
   readonly executor_release: string | null;
+  /**
+   * The one executor principal the receipt names (a version 2 receipt's `executor_principal_id`),
+   * or `null`: any principal running the release (and every version 1 receipt).
+   */
+  readonly audience_principal_id: string | null;
+  /** The principal presenting the receipt. */
+  readonly executor_principal_id: string;
 }
 
 /**
@@ -206,6 +213,10 @@ export function dispatchRefusal(s: DispatchState, now: number): DispatchRefusal 
   }
   // Another executor release would interpret the reviewed input with unreviewed code.
   if (s.executor_release === null || s.executor_release !== s.contract_executor_release)
+    return 'executor_mismatch';
+  // A receipt addressed to one executor principal is that principal's alone, whatever else runs
+  // the same release.
+  if (s.audience_principal_id !== null && s.audience_principal_id !== s.executor_principal_id)
     return 'executor_mismatch';
   return null;
 }

@@ -627,6 +627,8 @@ describe('dispatchRefusal', () => {
     approver_revoked: false,
     contract_executor_release: 'rollback-executor 1.4.2',
     executor_release: 'rollback-executor 1.4.2',
+    audience_principal_id: null,
+    executor_principal_id: 'prn-executor',
   };
 
   it.each<[string, Partial<DispatchState>, number, DispatchRefusal | null]>([
@@ -653,6 +655,13 @@ describe('dispatchRefusal', () => {
       'executor_mismatch',
     ],
     ['a principal that is no executor', { executor_release: null }, T0 + 1, 'executor_mismatch'],
+    ['the executor principal the receipt names', { audience_principal_id: 'prn-executor' }, T0 + 1, null],
+    [
+      'another executor principal than the receipt names (same release)',
+      { audience_principal_id: 'prn-other-executor' },
+      T0 + 1,
+      'executor_mismatch',
+    ],
     [
       'denied and expired: denial first',
       { receipt: { ...base.receipt, decision: 'denied' } },
