@@ -51,17 +51,21 @@ export async function takeBatchTokens(
       `this batch holds ${evaluations} evaluations; each is a write, and at most ${most} fit in one request under the write limit`,
     );
   }
-  if (evaluations > 1) await takeWriteToken(c, who, evaluations - 1);
+  // A retry of the batch pays its own token again before these: its Retry-After covers it too.
+  if (evaluations > 1) await takeWriteToken(c, who, evaluations - 1, 1);
 }
 
 /**
  * `count` tokens (default one) from the principal's bucket and its tenant's, or a 429 (also for
- * doors that authenticate otherwise).
+ * doors that authenticate otherwise). `paid_first`: tokens a retry of the same request takes
+ * before these (an AuthZEN batch's own token); a refusal's Retry-After adds a second for each,
+ * since every bucket refills at least one token a second, so the retry finds them all.
  */
 export async function takeWriteToken(
   c: Context<AppEnv>,
   { tenant_id, principal_id }: { readonly tenant_id: string; readonly principal_id: string },
   count = 1,
+  paid_first = 0,
 ): Promise<void> {
   let decision;
   try {
@@ -83,7 +87,7 @@ export async function takeWriteToken(
         ? "too many writes by this tenant's principals together; retry after the indicated delay"
         : 'too many writes by this principal; retry after the indicated delay',
       [],
-      decision.retry_after_seconds,
+      decision.retry_after_seconds + paid_first,
     );
   }
 }
