@@ -11,8 +11,9 @@
  * (`takeBatchTokens`), so a batch is never a way past the limit.
  *
  * Guarantees: an empty bucket is a 429 `rate_limited` with `Retry-After` in whole seconds,
- * raised before the body is read or anything is written; the limiter answers for the request's
- * one clock read (`c.var.now`).
+ * raised before the body is read (a batch's further tokens: once it is parsed, before anything is
+ * evaluated) and before anything is written; the limiter answers for the request's one clock read
+ * (`c.var.now`).
  * Fails closed: a limiter that cannot answer (unreachable, overloaded, erroring) is a 429 with
  * `Retry-After: 1`, never a pass. The limiter protects storage; letting writes through while it
  * is down would remove the protection exactly when a flood overloads it (SECURITY.md).
