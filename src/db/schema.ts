@@ -185,7 +185,10 @@ export const receipts = sqliteTable(
      */
     observation_claim: text(),
     // -- Bounded D1 (migrations/0004) --
-    /** 1: `receipt` is canonical `{sha256, body}`; 2: the body less `tenant_id`/`principal_id` (src/db/receipts.ts). */
+    /**
+     * 1: `receipt` is canonical `{sha256, body}`; 2: the body less `tenant_id`/`principal_id`; 3: an
+     * authorization body as a positional array, less those and `receipt_kind` (src/db/receipts.ts).
+     */
     receipt_encoding: integer().notNull().default(1),
     /** Evidence held in R2 (`sha256/<hex>`) instead of `evidence`: its digest and size. */
     evidence_sha256: text(),

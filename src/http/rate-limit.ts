@@ -11,8 +11,9 @@
  * (`takeBatchTokens`), so a batch is never a way past the limit.
  *
  * Guarantees: an empty bucket is a 429 `rate_limited` with `Retry-After` in whole seconds,
- * raised before the body is read or anything is written; the limiter answers for the request's
- * one clock read (`c.var.now`).
+ * raised before the body is read (a batch's further tokens: once it is parsed, before anything is
+ * evaluated) and before anything is written; the limiter answers for the request's one clock read
+ * (`c.var.now`).
  * Fails closed: a limiter that cannot answer (unreachable, overloaded, erroring) is a 429 with
  * `Retry-After: 1`, never a pass. The limiter protects storage; letting writes through while it
  * is down would remove the protection exactly when a flood overloads it (SECURITY.md).
@@ -51,17 +52,21 @@ export async function takeBatchTokens(
       `this batch holds ${evaluations} evaluations; each is a write, and at most ${most} fit in one request under the write limit`,
     );
   }
-  if (evaluations > 1) await takeWriteToken(c, who, evaluations - 1);
+  // A retry of the batch pays its own token again before these: its Retry-After covers it too.
+  if (evaluations > 1) await takeWriteToken(c, who, evaluations - 1, 1);
 }
 
 /**
  * `count` tokens (default one) from the principal's bucket and its tenant's, or a 429 (also for
- * doors that authenticate otherwise).
+ * doors that authenticate otherwise). `paid_first`: tokens a retry of the same request takes
+ * before these (an AuthZEN batch's own token); a refusal's Retry-After adds a second for each,
+ * since every bucket refills at least one token a second, so the retry finds them all.
  */
 export async function takeWriteToken(
   c: Context<AppEnv>,
   { tenant_id, principal_id }: { readonly tenant_id: string; readonly principal_id: string },
   count = 1,
+  paid_first = 0,
 ): Promise<void> {
   let decision;
   try {
@@ -83,7 +88,7 @@ export async function takeWriteToken(
         ? "too many writes by this tenant's principals together; retry after the indicated delay"
         : 'too many writes by this principal; retry after the indicated delay',
       [],
-      decision.retry_after_seconds,
+      decision.retry_after_seconds + paid_first,
     );
   }
 }

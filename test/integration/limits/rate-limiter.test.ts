@@ -377,9 +377,43 @@ describe('HTTP: an AuthZEN batch pays one write token per evaluation', () => {
     // AuthZEN error bodies are a message string (§10.1.2); the code is in a header.
     expect(r.status).toBe(429);
     expect(r.headers.get('writ-error-code')).toBe('rate_limited');
-    expect(r.headers.get('retry-after')).toBe('1');
+    // One second for the further token, one for the token the retry pays first (at 1 a second).
+    expect(r.headers.get('retry-after')).toBe('2');
     expect(await receiptCount(s.tenant_id)).toBe(before);
   });
+
+  // The retry pays its own token again before the batch's further ones, so a Retry-After that
+  // covered only the further ones would be refused again: at 1 a second, forever.
+  for (const [bucket, vars] of [
+    ['principal', tiny],
+    [
+      'tenant',
+      { ...env, WRIT_TENANT_RATE_LIMIT_BURST: '2', WRIT_TENANT_RATE_LIMIT_PER_SECOND: '1' } as unknown as Env,
+    ],
+  ] as const) {
+    it(`a refused batch retried after its Retry-After is admitted (${bucket} bucket)`, async () => {
+      const s = await seedTenant('rl-batch');
+      const run_id = await createRun(s);
+      vi.useFakeTimers({ toFake: ['Date'] });
+      const t0 = Date.now() + 60_000;
+      vi.setSystemTime(t0);
+      expect((await send(vars, 'POST', '/v1/runs', s.agent.api_key, RUN)).status).toBe(201);
+      const refused = await send(
+        vars,
+        'POST',
+        '/access/v1/evaluations',
+        s.agent.api_key,
+        batch(s, run_id, 2),
+      );
+      expect(refused.status).toBe(429);
+      const wait = Number(refused.headers.get('retry-after'));
+      expect(wait).toBeGreaterThan(0);
+      vi.setSystemTime(t0 + wait * 1000);
+      const again = await send(vars, 'POST', '/access/v1/evaluations', s.agent.api_key, batch(s, run_id, 2));
+      expect(again.status).toBe(200);
+      expect(again.body.evaluations.map((e: { decision: boolean }) => e.decision)).toEqual([true, true]);
+    });
+  }
 
   it('a batch larger than the burst is a 400 that says how many fit, and evaluates nothing', async () => {
     const s = await seedTenant('rl-batch');
