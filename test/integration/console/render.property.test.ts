@@ -68,6 +68,25 @@ function visibleText(html: string): string {
 }
 
 describe('console rendering (properties)', () => {
+  it('every default-ignorable code point (drawn as nothing) is marked, tag characters U+E0000-E007F included', () => {
+    // Unicode's Default_Ignorable_Code_Point: what a renderer draws as nothing, assigned or not
+    // (U+E0000, U+E0002-E001F, U+2065 and U+FFF0-FFF8 are reserved, and still drawn as nothing).
+    const ignorable = /\p{Default_Ignorable_Code_Point}/u;
+    const missed: string[] = [];
+    for (let cp = 0; cp <= 0x10ffff; cp++) {
+      if (cp >= 0xd800 && cp <= 0xdfff) continue;
+      const ch = String.fromCodePoint(cp);
+      if (ignorable.test(ch) && !hasSuspicious(ch)) missed.push(codepointLabel(ch));
+    }
+    expect(missed.slice(0, 12)).toEqual([]);
+    for (let cp = 0xe0000; cp <= 0xe007f; cp++) {
+      expect(hasSuspicious(String.fromCodePoint(cp)), codepointLabel(String.fromCodePoint(cp))).toBe(true);
+    }
+    const f = new Findings();
+    expect(String(shown('rm /tmp/a\u{e0002}', f))).toContain('⟨U+E0002⟩');
+    expect(f.count).toBe(1);
+  });
+
   it('a shown string has no hidden character and no markup; each hidden one is a counted marker', () => {
     fc.assert(
       fc.property(text, (s) => {
