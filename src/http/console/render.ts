@@ -5,7 +5,7 @@
  * Guarantees: every string that reaches a page goes through `esc` or `shown`; a format, control,
  * direction-changing, variation-selector, tag or unusual space character is never written as
  * itself but as a visible `⟨U+XXXX⟩` marker, and counted so the page can warn; JSON is rendered
- * from the parsed value in its canonical key order, so what is shown is what was hashed.
+ * from the parsed value in RFC 8785 key order, so what is shown is what was hashed.
  * Never: emits script, inline style or an event handler attribute.
  */
 import { raw } from 'hono/html';
@@ -74,7 +74,8 @@ function jsonString(s: string, cls: string, f: Findings): string {
 
 /**
  * Indented JSON with `.k` keys, `.s` strings, `.n` numbers, `.b` booleans, `.z` null. Object keys
- * keep the order of `value`, which for a parsed canonical text is the RFC 8785 order.
+ * in RFC 8785 order (by UTF-16 code units, as `<` compares strings): not the order of
+ * `value`, which even for a parsed canonical text lists integer-like keys first, numerically.
  */
 export function jsonHtml(value: unknown, f: Findings, depth = 0): string {
   const pad = '  '.repeat(depth);
@@ -89,7 +90,9 @@ export function jsonHtml(value: unknown, f: Findings, depth = 0): string {
     return `[\n${items.join(',\n')}\n${pad}]`;
   }
   if (typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>);
+    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) =>
+      a < b ? -1 : a > b ? 1 : 0,
+    );
     if (entries.length === 0) return '{}';
     const items = entries.map(([k, v]) => `${inner}${jsonString(k, 'k', f)}: ${jsonHtml(v, f, depth + 1)}`);
     return `{\n${items.join(',\n')}\n${pad}}`;
