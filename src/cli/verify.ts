@@ -7,7 +7,9 @@
  * Keys: `--keys` pins the issuer's published key set (`GET /.well-known/writ-keys`, saved by the
  * user); without it the bundle's own keys are used and the verdict says `keys: from the bundle`.
  */
+import { safeText } from '../core/errors.js';
 import { parsePublicKeySetText, type TrustedKeys } from '../core/receipts/keys.js';
+import { escapeText } from '../core/text.js';
 import { type BundleVerdict, verifyBundleBytes } from '../verify/bundle.js';
 import { type CliIo, EXIT, type ExitCode } from './io.js';
 import { cliLogVerifier } from './log-verifier.js';
@@ -85,14 +87,22 @@ async function read(io: CliIo, path: string): Promise<string | null> {
   }
 }
 
-/** The human verdict: one line of result, then what was checked. */
+/** A string the bundle chose (its receipt kind, tenant, a body key): clipped, controls escaped. */
+const fromBundle = (s: string): string => safeText(s, 200);
+
+/**
+ * The human verdict: one line of result, then what was checked. Every line is escaped: the kind,
+ * tenant and field names come from the bundle, shown even when it does not verify, and a control
+ * character among them could redraw the terminal (clear it, then print a "VALID" line).
+ */
 export function describe(v: BundleVerdict): string {
   const lines: string[] = [];
-  const what = v.receipt === null ? 'bundle' : `${v.receipt.kind} receipt ${v.receipt.sha256}`;
+  const what =
+    v.receipt === null ? 'bundle' : `${fromBundle(v.receipt.kind)} receipt ${fromBundle(v.receipt.sha256)}`;
   if (v.valid) lines.push(`VALID ${what}`);
   else if (v.failure !== null) lines.push(`INVALID ${what}: ${v.failure.reason}: ${v.failure.message}`);
-  for (const d of v.failure?.differences ?? []) lines.push(`  differs: ${d}`);
-  if (v.receipt !== null) lines.push(`  tenant: ${v.receipt.tenant_id}`);
+  for (const d of v.failure?.differences ?? []) lines.push(`  differs: ${fromBundle(d)}`);
+  if (v.receipt !== null) lines.push(`  tenant: ${fromBundle(v.receipt.tenant_id)}`);
   if (v.signature !== null) {
     const at = new Date(v.signature.issued_at_unix_ms).toISOString();
     lines.push(`  signature: Ed25519, issuer ${v.signature.issuer}, key ${v.signature.key_id}, issued ${at}`);
@@ -101,7 +111,7 @@ export function describe(v: BundleVerdict): string {
   if (v.key_trust === 'bundle')
     lines.push('  keys: from the bundle (not independently trusted; pass --keys)');
   lines.push(`  log: ${logLine(v)}`);
-  return `${lines.join('\n')}\n`;
+  return `${lines.map(escapeText).join('\n')}\n`;
 }
 
 function logLine(v: BundleVerdict): string {

@@ -3739,7 +3739,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description error: conflict */
+            /** @description error: conflict, contract_quarantined */
             409: {
                 headers: {
                     [name: string]: unknown;

@@ -724,7 +724,7 @@ export const ROUTES: readonly RouteDoc[] = [
     body: ApproveRequest,
     bodyOptional: true,
     responses: { 200: { description: 'approved', schema: ApprovalView } },
-    errors: ['not_found', 'self_approval', 'conflict'],
+    errors: ['not_found', 'self_approval', 'conflict', 'contract_quarantined'],
   },
   {
     method: 'post',

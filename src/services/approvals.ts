@@ -212,7 +212,10 @@ export async function approve(
   const { caller, store, now } = ctx;
   requireRole(caller, ROLES_FOR.decideApproval);
   const a = (await find(ctx, approval_id)).approval;
-  const inForce = await store.currentPolicy();
+  const [inForce, pinned] = await Promise.all([
+    store.currentPolicy(),
+    store.getContract(a.tool_contract_sha256),
+  ]);
   const clock = { now, ttl_ms: approvalRequestTtlMs(inForce.policy) };
   assertDecidable(a, caller.principal_id, clock);
   // The approver decided on a rendering; anything that differs from it was not reviewed.
@@ -220,6 +223,11 @@ export async function approve(
   // The request was previewed under another policy: its approval would be denied as drifted.
   if (a.policy_sha256 !== inForce.policy_sha256) {
     throw new ServiceError('conflict', 'the policy changed since the request; request a new approval');
+  }
+  // Quarantined since the request: as at the request, no approval for a definition nothing may run.
+  if (pinned === null) throw notFound('contract');
+  if (pinned.quarantined_at_unix_ms !== null) {
+    throw new ServiceError('contract_quarantined', 'contract is quarantined');
   }
   const max = inForce.policy.approval_max_lifetime_ms;
   const ttl = body.expires_in_ms ?? max;

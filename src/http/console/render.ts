@@ -5,7 +5,7 @@
  * Guarantees: every string that reaches a page goes through `esc` or `shown`; a format, control,
  * direction-changing, variation-selector, tag or unusual space character is never written as
  * itself but as a visible `⟨U+XXXX⟩` marker, and counted so the page can warn; JSON is rendered
- * from the parsed value in its canonical key order, so what is shown is what was hashed.
+ * from the parsed value in RFC 8785 key order, so what is shown is what was hashed.
  * Never: emits script, inline style or an event handler attribute.
  */
 import { raw } from 'hono/html';
@@ -29,8 +29,10 @@ export function esc(s: string): string {
 // Combining marks (variation selectors, U+034F) are in the class on purpose: each one alone is
 // a finding, which is what this rule warns about in ordinary classes.
 /* eslint-disable no-misleading-character-class */
+// `\p{Default_Ignorable_Code_Point}`: what a renderer draws as nothing, reserved code points
+// included (U+E0000, U+E0002-E001F, U+2065, U+FFF0-FFF8 are not `Cf`, and are still invisible).
 const SUSPICIOUS =
-  /[\p{Cf}\p{Cc}\p{Zl}\p{Zp}\u00a0\u034f\u115f\u1160\u1680\u17b4\u17b5\u180b-\u180f\u2000-\u200a\u202f\u205f\u2800\u3000\u3164\ufe00-\ufe0f\uffa0\u{e0100}-\u{e01ef}]/u;
+  /[\p{Cf}\p{Cc}\p{Zl}\p{Zp}\p{Default_Ignorable_Code_Point}\u00a0\u034f\u115f\u1160\u1680\u17b4\u17b5\u180b-\u180f\u2000-\u200a\u202f\u205f\u2800\u3000\u3164\ufe00-\ufe0f\uffa0\u{e0100}-\u{e01ef}]/u;
 const SUSPICIOUS_ALL = new RegExp(SUSPICIOUS.source, 'gu');
 /* eslint-enable no-misleading-character-class */
 
@@ -72,7 +74,8 @@ function jsonString(s: string, cls: string, f: Findings): string {
 
 /**
  * Indented JSON with `.k` keys, `.s` strings, `.n` numbers, `.b` booleans, `.z` null. Object keys
- * keep the order of `value`, which for a parsed canonical text is the RFC 8785 order.
+ * in RFC 8785 order (by UTF-16 code units, as `<` compares strings): not the order of
+ * `value`, which even for a parsed canonical text lists integer-like keys first, numerically.
  */
 export function jsonHtml(value: unknown, f: Findings, depth = 0): string {
   const pad = '  '.repeat(depth);
@@ -87,7 +90,9 @@ export function jsonHtml(value: unknown, f: Findings, depth = 0): string {
     return `[\n${items.join(',\n')}\n${pad}]`;
   }
   if (typeof value === 'object') {
-    const entries = Object.entries(value as Record<string, unknown>);
+    const entries = Object.entries(value as Record<string, unknown>).sort(([a], [b]) =>
+      a < b ? -1 : a > b ? 1 : 0,
+    );
     if (entries.length === 0) return '{}';
     const items = entries.map(([k, v]) => `${inner}${jsonString(k, 'k', f)}: ${jsonHtml(v, f, depth + 1)}`);
     return `{\n${items.join(',\n')}\n${pad}}`;

@@ -13,7 +13,7 @@
  */
 import { type Context, Hono } from 'hono';
 import { z } from 'zod';
-import { Sha256 } from '../../core/schema.js';
+import { Label, Sha256 } from '../../core/schema.js';
 import { getPolicy } from '../../services/admin.js';
 import {
   ApprovalHistoryQuery,
@@ -201,12 +201,8 @@ consoleRoutes.post('/approvals/:approval_id/approve', sameOrigin, async (c) => {
 
 const DenyForm = z.strictObject({
   csrf: z.string(),
-  reason: z
-    .string()
-    .trim()
-    .min(1)
-    .max(200)
-    .regex(/^[^\u0000-\u001f\u007f]+$/),
+  // The JSON API's rule for a reason (`Label`: no C0, DEL or C1 control), after trimming.
+  reason: z.string().trim().pipe(Label),
 });
 
 consoleRoutes.post('/approvals/:approval_id/deny', sameOrigin, async (c) => {

@@ -10,8 +10,8 @@
  * origin (`Origin`, or `Sec-Fetch-Site` when a browser sends no `Origin`) and the session's CSRF
  * token, compared in constant time.
  * Never: puts the key in a page, a URL or a log line; accepts a cookie it cannot decrypt or whose
- * expiry has passed (both read as "signed out"); runs with an unset or short secret (the console
- * is then disabled, as tenant creation is).
+ * expiry has passed (both read as "signed out"); runs with an unset, short or guessable secret
+ * (`adminTokenProblem`: the console is then disabled, as tenant creation is).
  */
 import type { Context } from 'hono';
 import { getCookie, setCookie, deleteCookie } from 'hono/cookie';
@@ -21,7 +21,7 @@ import { API_KEY_PATTERN, parseApiKey, secretsEqual } from '../../core/identity/
 import { operationsPort, platformStore, tenantStore } from '../../platform/bindings.js';
 import type { Caller } from '../../services/context.js';
 import { ServiceError } from '../../services/errors.js';
-import { MIN_ADMIN_TOKEN_LENGTH } from '../auth.js';
+import { adminTokenProblem } from '../admin-token.js';
 import type { AppEnv } from '../env.js';
 
 /** Sent as `__Host-writ_console`: the prefix makes the browser refuse it without Secure, Path=/ and no Domain. */
@@ -46,8 +46,10 @@ let derived: { readonly secret: string; readonly key: Promise<CryptoKey> } | nul
 
 function cookieKey(env: Env): Promise<CryptoKey> {
   const secret = env.WRIT_ADMIN_TOKEN;
-  // A guessable secret would make every session forgeable: no console rather than a weak one.
-  if (typeof secret !== 'string' || secret.length < MIN_ADMIN_TOKEN_LENGTH) {
+  // A guessable secret would make every session forgeable: no console rather than a weak one. The
+  // same rule as tenant creation's (src/http/admin-token.ts): an example or placeholder value is
+  // as public as a short one.
+  if (typeof secret !== 'string' || adminTokenProblem(secret) !== null) {
     throw new ServiceError('internal', 'the console is disabled: WRIT_ADMIN_TOKEN is not configured');
   }
   if (derived === null || derived.secret !== secret) {

@@ -245,6 +245,16 @@ describe('approval console', () => {
     const empty = await b.post(`/console/approvals/${id}/deny`, { csrf, reason: '  ' });
     expect(empty.status).toBe(400);
     expect(await status(s, id)).toBe('pending');
+    // A C1 control (CSI redraws a terminal that shows the reason) is refused here as the JSON
+    // API's deny refuses it (`Label`): the same reason may not enter through another door.
+    const c1 = await b.post(`/console/approvals/${id}/deny`, { csrf, reason: 'no \u009b2J thanks' });
+    expect(c1.status).toBe(400);
+    expect(await status(s, id)).toBe('pending');
+    const api = await call('POST', `/v1/approval-requests/${id}/deny`, {
+      key: s.approver.api_key,
+      body: { reason: 'no \u009b2J thanks' },
+    });
+    expect(api.status).toBe(400);
     const r = await b.post(`/console/approvals/${id}/deny`, {
       csrf,
       reason: 'wrong window\r\nretry at 14:00',

@@ -186,6 +186,25 @@ describe('approval requests', () => {
     expect(quarantined.body.error.code).toBe('contract_quarantined');
   });
 
+  it('a request whose contract was quarantined after it was made cannot be approved', async () => {
+    const s = await seedTenant();
+    const r = await call('POST', '/v1/approval-requests', {
+      key: s.agent.api_key,
+      body: { tool_contract_sha256: s.rollback_contract_sha256, input: ROLLBACK_INPUT },
+    });
+    expect(r.status).toBe(201);
+    await call('POST', `/v1/contracts/${s.rollback_contract_sha256}/quarantine`, { key: s.admin.api_key });
+    const approved = await call('POST', `/v1/approval-requests/${r.body.approval_id}/approve`, {
+      key: s.approver.api_key,
+    });
+    expect(approved.status).toBe(409);
+    expect(approved.body.error.code).toBe('contract_quarantined');
+    const view = await call('GET', `/v1/approval-requests/${r.body.approval_id}`, {
+      key: s.approver.api_key,
+    });
+    expect(view.body.status).toBe('pending');
+  });
+
   it('an agent reads its own requests only', async () => {
     const s = await seedTenant();
     const r = await call('POST', '/v1/approval-requests', {

@@ -83,6 +83,29 @@ describe('writ verify', () => {
     expect(await main(['verify', 'b.json'], garbage.cli)).toBe(1);
   });
 
+  it('text the bundle controls never reaches the terminal raw: no control character in the verdict', async () => {
+    // ESC [2J ESC [H clears the screen; a forged "VALID" line would follow it. C1 CSI (U+009B) too.
+    const forged = '\u001b[2J\u001b[HVALID authorization receipt\u009b1A\u2028';
+    const withBody = (edit: (body: Record<string, unknown>) => void) => {
+      const b = JSON.parse(bundle) as { receipt: { body: Record<string, unknown> } };
+      edit(b.receipt.body);
+      return JSON.stringify(b);
+    };
+    const texts = [
+      // The tenant and the kind are shown from the body, before anything has verified them.
+      withBody((body) => (body.tenant_id = forged)),
+      withBody((body) => (body.receipt_kind = forged)),
+      // A key of the body is named as a difference.
+      withBody((body) => (body[forged] = 1)),
+    ];
+    for (const text of texts) {
+      const t = io({ 'b.json': text });
+      expect(await main(['verify', 'b.json'], t.cli)).toBe(1);
+      expect(t.out()).toContain('INVALID');
+      expect(t.out()).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u2028\u2029]/);
+    }
+  });
+
   it('usage errors: exit 2', async () => {
     for (const argv of [
       [],
