@@ -296,6 +296,30 @@ async function main(): Promise<void> {
   );
   assert.equal(await page.evaluate<string>('document.cookie'), '', 'no script can read the cookie');
 
+  // -- A console link followed from another site keeps the session ----------------------------
+  // The SameSite=Strict cookie is held back on a cross-site navigation: the console answers a
+  // page whose link, followed from its own origin, brings it, and the session is not replaced.
+  const elsewhere = await newPage(context);
+  await elsewhere.goto(`data:text/html,<a id="open" href="${base}/console/approvals/${good}">review</a>`);
+  const target = `${base}/console/approvals/${good}`;
+  const [crossSite] = await Promise.all([
+    elsewhere.waitForResponse((r) => r.url() === target),
+    elsewhere.click('#open'),
+  ]);
+  assert.equal((await crossSite.request().allHeaders())['sec-fetch-site'], 'cross-site');
+  await elsewhere.waitForLoadState('domcontentloaded');
+  assert.ok((await elsewhere.content()).includes('Continue to the approval console'), 'the continue page');
+  const [followed] = await Promise.all([
+    elsewhere.waitForResponse((r) => r.url() === target),
+    elsewhere.click('main a:has-text("Continue")'),
+  ]);
+  assert.equal(followed.status(), 200);
+  await elsewhere.waitForLoadState('domcontentloaded');
+  assert.ok((await elsewhere.content()).includes(good), 'the request, signed in, after one click');
+  const kept = (await context.cookies()).find((c) => c.name === SESSION_COOKIE);
+  assert.equal(kept?.value, session.value, 'the session cookie was not replaced');
+  await elsewhere.close();
+
   // -- Pending queue, paged by keyboard -------------------------------------------------------
   const pending = await page.content();
   assert.ok(pending.includes(good) && pending.includes(tricky), 'the oldest requests are on page 1');

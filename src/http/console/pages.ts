@@ -74,6 +74,24 @@ export function signInPage(csrf: string, error: string | null): Html {
   );
 }
 
+/**
+ * The answer to a console link followed from another site: the same address as a link, which a
+ * browser follows from this origin with the SameSite=Strict session cookie (`href` is this
+ * origin's path and query, escaped as every attribute is).
+ */
+export function continuePage(href: string): Html {
+  return layout(
+    'Continue',
+    { caller: null, csrf: null },
+    html`<h1>Continue to the approval console</h1>
+      <p>
+        You followed a link from another site. Your browser sends the console's sign-in cookie only to pages
+        opened from the console itself, so this page stops here first.
+      </p>
+      <p><a href="${href}">Continue</a></p>`,
+  );
+}
+
 export function errorPage(chrome: Chrome, status: number, message: string): Html {
   return layout(
     'Error',

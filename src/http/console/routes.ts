@@ -36,6 +36,7 @@ import {
   type Chrome,
   type Notice,
   approvalPage,
+  continuePage,
   errorPage,
   historyPage,
   pendingPage,
@@ -49,6 +50,7 @@ import {
   callerFor,
   clearSession,
   csrfMatches,
+  hasSessionCookie,
   establish,
   randomToken,
   readForm,
@@ -74,7 +76,21 @@ consoleRoutes.use('*', async (c, next) => {
   c.header('referrer-policy', 'same-origin');
   c.header('cross-origin-opener-policy', 'same-origin');
   c.header('cache-control', 'no-store');
-  await next();
+  // A link from another site (an email, a chat message) arrives without the session cookie: it
+  // is SameSite=Strict, so the browser holds it back on a cross-site navigation, yet may store a
+  // cookie the response sets. Answered as signed out, the request would write a signed-out cookie
+  // over the session (sign-in) or delete it. Instead: a page whose link to the same address,
+  // followed from this origin, brings the cookie. Nothing is read or written.
+  if (
+    c.req.method === 'GET' &&
+    c.req.header('sec-fetch-site') === 'cross-site' &&
+    !hasSessionCookie(c) &&
+    c.req.path !== '/console/style.css'
+  ) {
+    const url = new URL(c.req.url);
+    return c.html(continuePage(`${url.pathname}${url.search}`));
+  }
+  return next();
 });
 
 consoleRoutes.get('/style.css', (c) => {
@@ -284,7 +300,9 @@ async function signedIn(c: Context<AppEnv>): Promise<Chrome & { readonly session
   const s = await readSession(c);
   const caller = s === null || s.k === null ? null : await callerFor(c.env, s.k);
   if (s === null || caller === null) {
-    clearSession(c);
+    // Only a cookie that was sent can be stale: clearing one the browser held back (a cross-site
+    // request) would sign out a session that is still good.
+    if (hasSessionCookie(c)) clearSession(c);
     throw new ServiceError('unauthenticated', 'sign in with a valid API key');
   }
   establish(c, caller);

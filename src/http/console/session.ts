@@ -147,6 +147,11 @@ export function clearSession(c: Context<AppEnv>): void {
   deleteCookie(c, SESSION_COOKIE, { path: '/', secure: true, prefix: 'host' });
 }
 
+/** Whether the request carried a session cookie at all, valid or not. */
+export function hasSessionCookie(c: Context<AppEnv>): boolean {
+  return getCookie(c, SESSION_COOKIE, 'host') !== undefined;
+}
+
 export function readSession(c: Context<AppEnv>): Promise<Session | null> {
   return openSession(c.env, getCookie(c, SESSION_COOKIE, 'host'), c.var.now);
 }
