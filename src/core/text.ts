@@ -21,14 +21,18 @@ const BIDI_CONTROL = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/gu;
 
 /**
  * Renders as nothing (or as a blank) yet is part of the bytes: two values that look equal to an
- * approver can differ, or hidden text (tag characters) can ride along. Line and paragraph
- * separators are included: they break a one-line preview without being a control character.
+ * approver can differ, or hidden text (tag characters) can ride along. Every Unicode
+ * Default_Ignorable_Code_Point that is not a bidi control (reserved ones included, which a
+ * renderer also draws as nothing: U+2065, U+FFF0-FFF8, U+E0080-E0FFF; and the variation
+ * selectors), plus line and paragraph separators (they break a one-line preview without being a
+ * control character) and the interlinear annotation characters. A unit test checks the whole
+ * code space against the property.
  */
-// Each escape is one code point listed on purpose; the combining marks among them (U+034F,
-// U+17B4) are the point, not a mistake.
+// Each escape is one code point or range listed on purpose; the combining marks among them
+// (U+034F, U+17B4, the variation selectors) are the point, not a mistake.
 const INVISIBLE =
   // eslint-disable-next-line no-misleading-character-class
-  /[\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200d\u2028\u2029\u2060-\u2064\u206a-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb\u{e0000}-\u{e007f}]/gu;
+  /[\u00ad\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200d\u2028\u2029\u2060-\u2065\u206a-\u206f\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff0-\ufffb\u{1bca0}-\u{1bca3}\u{1d173}-\u{1d17a}\u{e0000}-\u{e0fff}]/gu;
 
 export type TextWarningKind = 'bidi_control' | 'invisible';
 

@@ -99,6 +99,18 @@ describe('textWarnings: bidi controls and invisible characters, located', () => 
     ]);
   });
 
+  it('flags every default-ignorable code point, as bidi control or invisible (the whole code space)', () => {
+    const ignorable = /\p{Default_Ignorable_Code_Point}/u;
+    const missed: string[] = [];
+    for (let cp = 0; cp <= 0x10ffff; cp++) {
+      if (cp >= 0xd800 && cp <= 0xdfff) continue;
+      const ch = String.fromCodePoint(cp);
+      if (!ignorable.test(ch)) continue;
+      if (textWarnings([['/x', ch]]).warnings.length !== 1) missed.push(cp.toString(16));
+    }
+    expect(missed).toEqual([]);
+  });
+
   it('plain text has none; the list is bounded and the rest counted', () => {
     expect(textWarnings([['/input', { a: 'Zürich — ok', b: [1, true, null] }]]).warnings).toEqual([]);
     const many = Array.from({ length: MAX_TEXT_WARNINGS + 5 }, () => 'x\u200b');
