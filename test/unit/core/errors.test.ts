@@ -9,10 +9,9 @@ import { parseToolInvocation } from '../../../src/library/invocation.js';
 import { ToolInvocation } from '../../../src/core/model.js';
 import { buildInvocation } from './fixtures.js';
 
-// Controls and separators, and (issue 9) bidi controls and invisible characters.
-const UNSAFE =
-  // eslint-disable-next-line no-misleading-character-class -- single code points, listed on purpose
-  /[\u0000-\u001f\u007f-\u009f\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u2028-\u202e\u2060-\u2064\u2066-\u206f\u3164\ufeff\uffa0\ufff9-\ufffb\u{e0000}-\u{e007f}]/u;
+// Controls and separators, and (issue 9) bidi controls and invisible characters: every Unicode
+// default-ignorable code point (src/core/text.ts), and the interlinear annotation characters.
+const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\ufff9-\ufffb\p{Default_Ignorable_Code_Point}]/u;
 
 /** Clipped to MAX_ISSUE_TEXT input units (plus "…"), each of which may become a 6-unit escape. */
 function isSafe(text: string): boolean {
