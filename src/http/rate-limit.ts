@@ -8,7 +8,8 @@
  * run). Reads are not limited. `POST /v1/tenants` (platform admin token, before authentication)
  * has no principal and is not limited here. An AuthZEN batch of n evaluations costs n tokens: the
  * one above before its body is read, and n - 1 more in one limiter call once it is parsed
- * (`takeBatchTokens`), so a batch is never a way past the limit.
+ * (`takeBatchTokens`), so a batch is never a way past the limit; likewise `POST /mcp/v1/after-call`
+ * with evidence (an execution and an observation receipt) costs two.
  *
  * Guarantees: an empty bucket is a 429 `rate_limited` with `Retry-After` in whole seconds,
  * raised before the body is read (a batch's further tokens: once it is parsed, before anything is

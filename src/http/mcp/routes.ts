@@ -25,7 +25,7 @@ import { authorizeNamedToolByKey } from '../../services/tool-call.js';
 import { reportToolCall, toolCatalog } from '../../services/tools.js';
 import { accessRequestWire } from '../access-request.js';
 import { authenticate, bearerKeyRoute, keyedDoor, refusesCaller, requireRole } from '../auth.js';
-import { rateLimitWrites } from '../rate-limit.js';
+import { rateLimitWrites, takeWriteToken } from '../rate-limit.js';
 import { readJsonValue } from '../body.js';
 import type { AppEnv } from '../env.js';
 import { wireError } from '../errors.js';
@@ -175,6 +175,9 @@ mcpRoutes.post('/mcp/v1/after-call', requireRole(ROLES_FOR.report), async (c) =>
     throw new ServiceError('invalid_request', 'result must be a CallToolResult or a tools/call response');
   }
   const e = b.evidence;
+  // With evidence, an observation receipt beside the execution receipt: two writes, two tokens
+  // (one taken by `rateLimitWrites` before the body was read), before anything is written.
+  if (e !== undefined) await takeWriteToken(c, c.var.principal, 1, 1);
   const reported = await reportToolCall(c.var.tenant, {
     operation_id: b.operation_id,
     fencing_token: b.fencing_token,

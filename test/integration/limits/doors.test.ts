@@ -6,7 +6,16 @@
 import { env } from 'cloudflare:workers';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { app } from '../../../src/http/app.js';
-import { BASE, seedTenant } from '../platform/harness.js';
+import { digestOf } from '../../../src/core/canonical/canonical.js';
+import {
+  BASE,
+  ROLLBACK_INPUT,
+  approvedApproval,
+  call,
+  createRun,
+  seedTenant,
+  uniqueName,
+} from '../platform/harness.js';
 
 /** The Worker's vars with a tiny limit: 2 writes at once, 1 a second. */
 const tiny = { ...env, WRIT_RATE_LIMIT_BURST: '2', WRIT_RATE_LIMIT_PER_SECOND: '1' } as unknown as Env;
@@ -21,7 +30,9 @@ async function post(path: string, key: string, body: unknown) {
     },
     tiny,
   );
-  return { status: res.status, headers: res.headers };
+  const text = await res.text();
+  const json = text.length > 0 ? JSON.parse(text) : null;
+  return { status: res.status, headers: res.headers, body: json as Record<string, unknown> | null };
 }
 
 const RUN = { max_calls: 5, max_external_writes: 1, max_duration_ms: 600_000 };
@@ -54,5 +65,59 @@ describe('the write limit at the AuthZEN and MCP doors', () => {
     });
     expect(r.status).toBe(429);
     expect(r.headers.get('retry-after')).toBe('1');
+  });
+
+  it('an MCP after-call that also records an observation stores two receipts and pays two tokens', async () => {
+    const s = await seedTenant('rl-doors');
+    const runId = await createRun(s);
+    const approval_id = await approvedApproval(s);
+    const allowed = await call('POST', '/mcp/v1/authorize', {
+      key: s.agent.api_key,
+      body: {
+        jsonrpc: '2.0',
+        id: 1,
+        method: 'tools/call',
+        params: {
+          name: 'execute_rollback',
+          arguments: ROLLBACK_INPUT,
+          _meta: {
+            'dev.writ/run_id': runId,
+            'dev.writ/idempotency_key': `rollback-${uniqueName('k')}`,
+            'dev.writ/approval_id': approval_id,
+          },
+        },
+      },
+    });
+    expect(allowed.body.decision).toBe('allow');
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(Date.now());
+    // The executor's bucket holds 2: the claim takes one.
+    const claimed = await post('/v1/executions/claim', s.executor.api_key, {
+      authorization_receipt_sha256: allowed.body.receipt.sha256,
+    });
+    expect(claimed.status).toBe(200);
+    const started = allowed.body.receipt.body.evaluated_at_unix_ms as number;
+    const report = {
+      operation_id: claimed.body?.operation_id,
+      fencing_token: claimed.body?.fencing_token,
+      observation_id: `obs-${uniqueName('x')}`,
+      started_at_unix_ms: started,
+      completed_at_unix_ms: started + 5,
+      effect_id: 'rollout-1',
+      before_state_sha256: digestOf({ v: 'v42' }),
+      after_state_sha256: digestOf({ v: 'v41' }),
+      result: { content: [{ type: 'text', text: 'rolled back' }] },
+      evidence: { observation_id: `ev-${uniqueName('x')}`, source_release: 'demo-mcp 1.0.0' },
+    };
+    // An execution receipt and an observation receipt: two writes, one token left. Refused, and
+    // nothing is recorded (the accepted retry below is not a replay).
+    const refused = await post('/mcp/v1/after-call', s.executor.api_key, report);
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get('retry-after')).toBe('2');
+    vi.setSystemTime(Date.now() + 2_000);
+    const r = await post('/mcp/v1/after-call', s.executor.api_key, report);
+    expect(r.status).toBe(200);
+    expect((r.body?.execution as { status: string }).status).toBe('verified_succeeded');
+    expect(r.body?.observation).toMatchObject({ replayed: false });
   });
 });
