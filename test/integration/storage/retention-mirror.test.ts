@@ -80,3 +80,34 @@ describe('retention and the operation mirror', { timeout: SLOW_MS }, () => {
     expect(await live(reconciliation)).toBe(0);
   });
 });
+
+describe('retention over a receipt already archived', { timeout: SLOW_MS }, () => {
+  it('archives a row that is back in D1 (written before the guard) without failing the run', async () => {
+    const s = await seedTenant('retention-again');
+    const a = await authorizedRollback(s);
+    const db = tenantD1(s);
+    const saved = await db
+      .prepare('SELECT * FROM receipts WHERE tenant_id = ? AND sha256 = ?')
+      .bind(s.tenant_id, a.sha256)
+      .first<Record<string, unknown>>();
+    expect(saved).not.toBeNull();
+    expect((await setQuotas(s.tenant_id, { receipt_retention_days: 1 })).status).toBe(200);
+    await runRetention(env, Date.now() + 2 * DAY_MS);
+    // The row as an earlier mirror brought it back (before inserts checked for an archive entry).
+    const columns = Object.keys(saved ?? {});
+    await db
+      .prepare(`INSERT INTO receipts (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`)
+      .bind(...columns.map((c) => saved?.[c] ?? null))
+      .run();
+
+    await expect(runRetention(env, Date.now() + 4 * DAY_MS)).resolves.toMatchObject({ more: false });
+    const left = await db
+      .prepare('SELECT count(*) AS n FROM receipts WHERE tenant_id = ?')
+      .bind(s.tenant_id)
+      .first<{ n: number }>();
+    expect(left?.n).toBe(0);
+    const got = await call('GET', `/v1/receipts/${a.sha256}`, { key: s.admin.api_key });
+    expect(got.status).toBe(200);
+    expect(got.body.replay).toEqual({ ok: true, differences: [] });
+  });
+});
