@@ -76,7 +76,10 @@ describe('retention and the operation mirror', { timeout: SLOW_MS }, () => {
     expect(await bytes()).toBe(before + (reconciliationRow?.n ?? 0) + (signature?.n ?? 0));
 
     // Retention keeps working for this shard.
-    await expect(runRetention(env, Date.now() + 4 * DAY_MS)).resolves.toMatchObject({ more: false });
+    await expect(runRetention(env, Date.now() + 4 * DAY_MS)).resolves.toMatchObject({
+      more: false,
+      failed: 0,
+    });
     expect(await live(reconciliation)).toBe(0);
   });
 });
@@ -100,7 +103,10 @@ describe('retention over a receipt already archived', { timeout: SLOW_MS }, () =
       .bind(...columns.map((c) => saved?.[c] ?? null))
       .run();
 
-    await expect(runRetention(env, Date.now() + 4 * DAY_MS)).resolves.toMatchObject({ more: false });
+    await expect(runRetention(env, Date.now() + 4 * DAY_MS)).resolves.toMatchObject({
+      more: false,
+      failed: 0,
+    });
     const left = await db
       .prepare('SELECT count(*) AS n FROM receipts WHERE tenant_id = ?')
       .bind(s.tenant_id)
