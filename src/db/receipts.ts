@@ -19,7 +19,7 @@ import type { AuthorizationReceiptBody, ToolApproval, ToolInvocation } from '../
 import type { BlobRef, NewReceipt, SignatureRow, StoredReceipt } from '../services/ports.js';
 import type { Db } from './client.js';
 import { StoredDocumentError, parseStoredJson, toCanonicalText } from './documents.js';
-import { receipts, receiptSignatures } from './schema.js';
+import { receiptArchiveEntries, receipts, receiptSignatures } from './schema.js';
 
 /**
  * Signs one receipt at its issue time, or throws (a missing or unusable key ring): the caller
@@ -271,24 +271,19 @@ function insertReceiptStatement(db: Db, r: TenantReceipt) {
     r.evidence_blob !== undefined || r.evidence === undefined || r.evidence === null
       ? null
       : toCanonicalText(r.evidence);
+  // Columns in table order (src/db/schema.ts). A receipt that retention moved to an R2 archive
+  // (it has an archive entry) is not inserted again: re-inserting identical content stays a no-op
+  // after archiving too (the idempotency object re-mirrors its operation's receipts after every
+  // change), so the row is never counted twice against the quota nor archived a second time.
   return db
     .insert(receipts)
-    .values({
-      tenant_id: r.tenant_id,
-      sha256: r.receipt.sha256,
-      kind: r.kind,
-      receipt: text,
-      receipt_encoding: encoding,
-      evidence: inline,
-      evidence_sha256: r.evidence_blob?.sha256 ?? null,
-      evidence_bytes: r.evidence_blob?.bytes ?? null,
-      outcome: r.outcome,
-      principal_id: r.principal_id ?? null,
-      created_at_unix_ms: r.created_at_unix_ms,
-      observation_id: r.observation?.observation_id ?? null,
-      observation_raw_sha256: r.observation?.raw_sha256 ?? null,
-      observation_claim: r.observation?.claim ?? null,
-    })
+    .select(
+      sql`SELECT ${r.tenant_id}, ${r.receipt.sha256}, ${r.kind}, ${text}, ${inline}, ${r.outcome},
+          ${r.principal_id ?? null}, ${r.created_at_unix_ms}, ${r.observation?.observation_id ?? null},
+          ${r.observation?.raw_sha256 ?? null}, ${r.observation?.claim ?? null}, ${encoding},
+          ${r.evidence_blob?.sha256 ?? null}, ${r.evidence_blob?.bytes ?? null}
+        WHERE NOT EXISTS (SELECT 1 FROM ${receiptArchiveEntries} WHERE ${receiptArchiveEntries.tenant_id} = ${r.tenant_id} AND ${receiptArchiveEntries.sha256} = ${r.receipt.sha256})`,
+    )
     .onConflictDoNothing();
 }
 /** The tenant's signature rows after `after_seq`, in `seq` order, at most `limit`. */

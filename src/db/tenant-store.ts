@@ -1114,19 +1114,28 @@ class D1TenantStore implements TenantStore, RetentionStore {
     const shas = JSON.stringify(m.sha256s);
     // Manifest first, then entries (a trigger refuses an entry without its manifest), then the
     // deletion, which `receipts_no_delete` allows only for rows that have an entry.
+    // A row that was archived before and came back (an operation mirror re-inserted it, before
+    // receipt inserts checked for an archive entry) keeps its first entry, whose archive holds the
+    // same line; an identical archive (the same rows again) keeps its manifest. Neither conflict may
+    // fail the batch: it would stop retention for every later tenant and shard, run after run.
     await this.db.batch([
-      this.db.insert(receiptArchives).values({
-        tenant_id: t,
-        archive_sha256: m.archive_sha256,
-        day: m.day,
-        receipts: m.sha256s.length,
-        bytes: m.bytes,
-        created_at_unix_ms: now,
-      }),
-      // One bound JSON array, not one parameter per digest (D1 allows 100 per statement).
+      this.db
+        .insert(receiptArchives)
+        .values({
+          tenant_id: t,
+          archive_sha256: m.archive_sha256,
+          day: m.day,
+          receipts: m.sha256s.length,
+          bytes: m.bytes,
+          created_at_unix_ms: now,
+        })
+        .onConflictDoNothing(),
+      // One bound JSON array, not one parameter per digest (D1 allows 100 per statement). The
+      // WHERE clause keeps SQLite from reading ON CONFLICT as part of the SELECT.
       this.db
         .insert(receiptArchiveEntries)
-        .select(sql`SELECT ${t}, value, ${m.archive_sha256} FROM json_each(${shas})`),
+        .select(sql`SELECT ${t}, value, ${m.archive_sha256} FROM json_each(${shas}) WHERE true`)
+        .onConflictDoNothing(),
       this.db
         .delete(receipts)
         .where(

@@ -180,21 +180,37 @@ export function blobStore(env: Env): BlobStore {
  */
 export async function runRetention(env: Env, now: number): Promise<RetentionRun> {
   const blobs = blobStore(env);
-  const total = { archives: 0, receipts: 0, bytes: 0, more: false };
+  const total = { archives: 0, receipts: 0, bytes: 0, more: false, failed: 0 };
   for (const shard of allShards(env)) {
     const db = shardDb(env, shard);
-    const run = await archiveExpiredReceipts(
-      {
-        platform: d1PlatformStore(db),
-        tenant: (id) => d1TenantStore(db, id, receiptHooks(env, { tenant_id: id, shard }), blobs),
-        blobs,
-      },
-      now,
-    );
+    let run: RetentionRun;
+    try {
+      run = await archiveExpiredReceipts(
+        {
+          platform: d1PlatformStore(db),
+          tenant: (id) => d1TenantStore(db, id, receiptHooks(env, { tenant_id: id, shard }), blobs),
+          blobs,
+        },
+        now,
+      );
+    } catch (e) {
+      // A shard whose tenant list cannot be read does not hold up the shards after it.
+      console.error(
+        JSON.stringify({
+          level: 'error',
+          what: 'retention failed for a shard; skipped until the next run',
+          shard,
+          error: e instanceof Error ? e.name : 'unknown',
+        }),
+      );
+      total.failed++;
+      continue;
+    }
     total.archives += run.archives;
     total.receipts += run.receipts;
     total.bytes += run.bytes;
     total.more ||= run.more;
+    total.failed += run.failed;
   }
   return total;
 }

@@ -10,6 +10,9 @@
  * if the batch then fails, the archive is an orphan object (harmless: nothing refers to it, and
  * the next run writes the same bytes under the same key) and every receipt is still in D1.
  * `GET /v1/receipts/{sha256}` and replay read archived receipts through the entries.
+ * A tenant whose archiving fails (a D1 or R2 error, a row that cannot be archived) is logged,
+ * counted in `failed` and skipped for this run, with nothing of its failed batch written: it
+ * never stops the run for the tenants after it (nor, in `runRetention`, for the later shards).
  * Never: deletes a receipt it has not archived, or one younger than the window.
  */
 import { canonicalize } from '../core/canonical/canonical.js';
@@ -30,6 +33,8 @@ export interface RetentionRun {
   readonly bytes: number;
   /** True when the run stopped at its budget with receipts still due (the next run continues). */
   readonly more: boolean;
+  /** Tenants (or, from `runRetention`, shards) whose archiving failed this run and was skipped. */
+  readonly failed: number;
 }
 
 /**
@@ -48,30 +53,45 @@ export async function archiveExpiredReceipts(
   let archives = 0;
   let receipts = 0;
   let bytes = 0;
+  let failed = 0;
   let after: string | null = null;
   for (;;) {
     const page = await deps.platform.retentionWindows(after, TENANT_PAGE);
     for (const w of page) {
       const store = deps.tenant(w.tenant_id);
       const before = now - w.receipt_retention_days * DAY_MS;
-      for (;;) {
-        if (archives >= budget) return { archives, receipts, bytes, more: true };
-        const due = await store.expiredReceipts(before, ARCHIVE_MAX_RECEIPTS);
-        if (due === null || due.sha256s.length === 0) break;
-        const text = due.lines.map((l) => `${canonicalize(l)}\n`).join('');
-        const ref = await deps.blobs.put(new TextEncoder().encode(text), 'application/jsonl');
-        await store.commitArchive(
-          { archive_sha256: ref.sha256, day: due.day, bytes: ref.bytes, sha256s: due.sha256s },
-          now,
+      try {
+        for (;;) {
+          if (archives >= budget) return { archives, receipts, bytes, more: true, failed };
+          const due = await store.expiredReceipts(before, ARCHIVE_MAX_RECEIPTS);
+          if (due === null || due.sha256s.length === 0) break;
+          const text = due.lines.map((l) => `${canonicalize(l)}\n`).join('');
+          const ref = await deps.blobs.put(new TextEncoder().encode(text), 'application/jsonl');
+          await store.commitArchive(
+            { archive_sha256: ref.sha256, day: due.day, bytes: ref.bytes, sha256s: due.sha256s },
+            now,
+          );
+          archives++;
+          receipts += due.sha256s.length;
+          bytes += ref.bytes;
+        }
+      } catch (e) {
+        // The failed batch wrote nothing (an uncommitted archive is an orphan object); this
+        // tenant is tried again next run, and the tenants after it are not held up.
+        failed++;
+        console.error(
+          JSON.stringify({
+            level: 'error',
+            what: 'retention failed for a tenant; skipped until the next run',
+            tenant_id: w.tenant_id,
+            error: e instanceof Error ? e.name : 'unknown',
+          }),
         );
-        archives++;
-        receipts += due.sha256s.length;
-        bytes += ref.bytes;
       }
     }
     const last = page.at(-1);
     if (page.length < TENANT_PAGE || last === undefined) break;
     after = last.tenant_id;
   }
-  return { archives, receipts, bytes, more: false };
+  return { archives, receipts, bytes, more: false, failed };
 }
