@@ -9,7 +9,7 @@
  * definitions. A name whose every contract is quarantined resolves to the latest one, so the
  * call is decided (and receipted) as `contract_quarantined`. An unknown name is `not_found`.
  */
-import type { ResourceRef } from '../core/model.js';
+import type { ResourceRef, ToolEffect } from '../core/model.js';
 import { type PermittedTool, permittedTools } from '../core/authorization/permitted.js';
 import { safeText } from '../core/errors.js';
 import { sha256HexOfText } from '../core/canonical/canonical.js';
@@ -129,7 +129,15 @@ export interface ToolCallOutcome {
   readonly operation_id: string;
   readonly fencing_token: string;
   readonly observation_id: string;
-  readonly outcome: 'succeeded' | 'failed_no_effect' | 'indeterminate';
+  /**
+   * What the executor says happened, or `null`: then `succeeded`, unless the tool's result was an
+   * error (`result_is_error`). An MCP tool error does not prove that nothing happened, so it reads
+   * as `failed_no_effect` only for a read-only contract, and as `indeterminate` (reconciliation)
+   * for every contract with an effect.
+   */
+  readonly outcome: 'succeeded' | 'failed_no_effect' | 'indeterminate' | null;
+  /** The tool's result was an error (`isError: true`). */
+  readonly result_is_error: boolean;
   readonly started_at_unix_ms: number;
   readonly completed_at_unix_ms: number;
   /** The canonical output text: its digest and size are the execution's output. */
@@ -151,6 +159,15 @@ export interface ToolCallOutcome {
  * observe its output as untrusted evidence (`observe`). The authorization receipt, invocation
  * and idempotency key come from the operation's own receipt, never from the door.
  */
+/** The outcome of a report that names none (see `ToolCallOutcome.outcome`): fail closed on errors. */
+export function defaultOutcome(
+  result_is_error: boolean,
+  effect: ToolEffect,
+): 'succeeded' | 'failed_no_effect' | 'indeterminate' {
+  if (!result_is_error) return 'succeeded';
+  return effect === 'read_only' ? 'failed_no_effect' : 'indeterminate';
+}
+
 export async function reportToolCall(ctx: TenantContext, o: ToolCallOutcome) {
   requireRole(ctx.caller, ROLES_FOR.report);
   const found = Sha256.safeParse(o.operation_id).success
@@ -177,7 +194,7 @@ export async function reportToolCall(ctx: TenantContext, o: ToolCallOutcome) {
       authorization_receipt_sha256: authorization.sha256,
       invocation_sha256: auth.invocation_sha256,
       executor_release,
-      outcome: o.outcome,
+      outcome: o.outcome ?? defaultOutcome(o.result_is_error, auth.effect),
       started_at_unix_ms: o.started_at_unix_ms,
       completed_at_unix_ms: o.completed_at_unix_ms,
       output_sha256,

@@ -147,8 +147,12 @@ const AfterCall = z.strictObject({
   observation_id: Identifier,
   started_at_unix_ms: UnixMs,
   completed_at_unix_ms: UnixMs,
-  /** Only to say less than the result does: an error whose effect is unknown. */
-  outcome: z.literal('indeterminate').optional(),
+  /**
+   * Only what the result cannot say: `indeterminate` (the effect is unknown), or, for an error
+   * result, `failed_no_effect` (the executor checked that nothing happened). Absent: `succeeded`,
+   * or for an error result `indeterminate` unless the contract is read-only (`defaultOutcome`).
+   */
+  outcome: z.enum(['indeterminate', 'failed_no_effect']).optional(),
   effect_id: Identifier.nullable().default(null),
   before_state_sha256: Sha256.nullable().default(null),
   after_state_sha256: Sha256.nullable().default(null),
@@ -174,6 +178,13 @@ mcpRoutes.post('/mcp/v1/after-call', requireRole(ROLES_FOR.report), async (c) =>
   if (result === null) {
     throw new ServiceError('invalid_request', 'result must be a CallToolResult or a tools/call response');
   }
+  const is_error = isErrorResult(result);
+  // A result that reports success cannot also be a failure without effect.
+  if (b.outcome === 'failed_no_effect' && !is_error) {
+    throw new ServiceError('invalid_request', 'outcome failed_no_effect needs an isError result', [
+      { path: 'outcome', message: 'the result is not an error' },
+    ]);
+  }
   const e = b.evidence;
   // With evidence, an observation receipt beside the execution receipt: two writes, two tokens
   // (one taken by `rateLimitWrites` before the body was read), before anything is written.
@@ -182,7 +193,8 @@ mcpRoutes.post('/mcp/v1/after-call', requireRole(ROLES_FOR.report), async (c) =>
     operation_id: b.operation_id,
     fencing_token: b.fencing_token,
     observation_id: b.observation_id,
-    outcome: b.outcome ?? (isErrorResult(result) ? 'failed_no_effect' : 'succeeded'),
+    outcome: b.outcome ?? null,
+    result_is_error: is_error,
     started_at_unix_ms: b.started_at_unix_ms,
     completed_at_unix_ms: b.completed_at_unix_ms,
     output_text: outputText(result),

@@ -458,7 +458,7 @@ describe('outcome → /mcp/v1/after-call', { timeout: SLOW_MS }, () => {
     expect(r.body.observation.candidate.authority).toBe('untrusted_evidence_only');
   });
 
-  it('an isError result is a failed execution and no observation; a write without state digests is rejected', async () => {
+  it('an isError result of a write is indeterminate unless the executor says no effect; no observation; a write without state digests is rejected', async () => {
     const s = await seedTenant('mcp');
     const a = await allowedRollbackViaMcp(s);
     const started = a.receipt.body.evaluated_at_unix_ms as number;
@@ -470,7 +470,9 @@ describe('outcome → /mcp/v1/after-call', { timeout: SLOW_MS }, () => {
       completed_at_unix_ms: started + 5,
       evidence: { observation_id: `ev-${uniqueName('x')}`, source_release: 'demo-mcp 1.0.0' },
     };
-    const failed = await post(
+    // No outcome named: an MCP tool error does not prove the rollback did nothing, so the
+    // operation goes to reconciliation rather than closing as "no effect".
+    const unknown = await post(
       s,
       '/mcp/v1/after-call',
       {
@@ -481,9 +483,54 @@ describe('outcome → /mcp/v1/after-call', { timeout: SLOW_MS }, () => {
       {},
       s.executor.api_key,
     );
+    expect(unknown.status).toBe(200);
+    expect(unknown.body.execution.status).toBe('indeterminate');
+    expect(unknown.body.execution.operation.status).toBe('reconciliation_required');
+    expect(unknown.body.observation).toBeNull();
+
+    // The executor that checked says so: then the failure is verified as having had no effect.
+    const c = await allowedRollbackViaMcp(s);
+    const failed = await post(
+      s,
+      '/mcp/v1/after-call',
+      {
+        ...base,
+        operation_id: c.operation_id,
+        fencing_token: c.fencing_token,
+        observation_id: `obs-${uniqueName('z')}`,
+        started_at_unix_ms: c.receipt.body.evaluated_at_unix_ms,
+        completed_at_unix_ms: c.receipt.body.evaluated_at_unix_ms + 5,
+        outcome: 'failed_no_effect',
+        before_state_sha256: digestOf({ v: 'v42' }),
+        result: { content: [{ type: 'text', text: 'boom' }], isError: true },
+      },
+      {},
+      s.executor.api_key,
+    );
     expect(failed.status).toBe(200);
     expect(failed.body.execution.status).toBe('verified_failed_no_effect');
     expect(failed.body.observation).toBeNull();
+    // "No effect" beside a result that reports success contradicts it: refused, nothing recorded.
+    const d = await allowedRollbackViaMcp(s);
+    const contradicted = await post(
+      s,
+      '/mcp/v1/after-call',
+      {
+        ...base,
+        operation_id: d.operation_id,
+        fencing_token: d.fencing_token,
+        observation_id: `obs-${uniqueName('w')}`,
+        outcome: 'failed_no_effect',
+        before_state_sha256: digestOf({ v: 'v42' }),
+        result: { content: [{ type: 'text', text: 'done' }] },
+      },
+      {},
+      s.executor.api_key,
+    );
+    expect(contradicted.status).toBe(400);
+    expect(contradicted.body.error.issues).toEqual([
+      { path: 'outcome', message: 'the result is not an error' },
+    ]);
 
     const b = await allowedRollbackViaMcp(s);
     const bare = await post(
