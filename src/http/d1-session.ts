@@ -21,7 +21,8 @@
  * for a read at least as fresh as it (never older than an unconstrained session), so it cannot
  * undo a revocation: authorization's guards run in its write batch, at the primary.
  * Never: starts a write route's session from a client's bookmark, starts one shard's session from
- * another shard's bookmark, or logs the bookmark.
+ * another shard's bookmark, logs the bookmark, or answers one to a request refused as
+ * unauthenticated.
  */
 import { createMiddleware } from 'hono/factory';
 import { MAX_SHARDS } from '../core/identity/identity.js';
@@ -76,5 +77,7 @@ export const d1Session = createMiddleware<AppEnv>(async (c, next) => {
   c.env = sessions.env;
   await next();
   const header = formatBookmarkHeader(sessions.bookmarks());
-  if (header !== null) c.header(BOOKMARK_HEADER, header);
+  // A bookmark is a write position of the shard: a caller that did not authenticate (a key
+  // naming a shard, but no key of it) is not told how that shard's writes move.
+  if (header !== null && c.res.status !== 401) c.header(BOOKMARK_HEADER, header);
 });

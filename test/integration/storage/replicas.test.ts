@@ -15,6 +15,7 @@ import { DEMO_POLICY, ROLLBACK_CONTRACT, type Seeded } from '../../../scripts/se
 import worker from '../../../src/worker.js';
 import { MAX_BOOKMARK_HEADER_LENGTH } from '../../../src/db/client.js';
 import { allShards } from '../../../src/platform/shards.js';
+import { API_KEY_BYTES, formatApiKey } from '../../../src/core/identity/identity.js';
 import {
   type TripCounts,
   counting,
@@ -241,6 +242,24 @@ describe('Writ-D1-Bookmark', { timeout: SLOW_MS }, () => {
     expect(g.headers.get('writ-d1-bookmark')).toMatch(BOOKMARK);
     // GET reads near the caller: the key lookup and the run are replica reads.
     expect(g.trips.primary).toBe(0);
+  });
+
+  it('a request refused as unauthenticated gets no bookmark of the shard its key names', async () => {
+    const s = await seedTenant('bm');
+    for (const shard of [0, 1]) {
+      const stranger = formatApiKey(crypto.getRandomValues(new Uint8Array(API_KEY_BYTES)), shard);
+      const run = await createRun(s);
+      for (const [method, path, body] of [
+        ['GET', `/v1/runs/${run}`, undefined],
+        ['POST', '/v1/authorize', readBody(s, run)],
+      ] as const) {
+        const r = await send(method, path, stranger, body);
+        expect([shard, method, r.status]).toEqual([shard, method, 401]);
+        // The key lookup did touch the shard: the header is left out, not absent for lack of a session.
+        expect(r.trips.primary + r.trips.replica).toBeGreaterThan(0);
+        expect(r.headers.get('writ-d1-bookmark')).toBeNull();
+      }
+    }
   });
 
   it('a malformed bookmark is a 400 invalid_request before storage is touched, and nothing is written', async () => {
