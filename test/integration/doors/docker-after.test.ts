@@ -25,16 +25,8 @@ import type { Seeded } from '../../../scripts/seed.js';
 import { digestOf, sha256HexOfText } from '../../../src/core/canonical/canonical.js';
 import { outputText } from '../../../src/http/mcp/translate.js';
 import worker from '../../../src/worker.js';
-import {
-  BASE,
-  ROLLBACK_INPUT,
-  approvedApproval,
-  call,
-  createRun,
-  seedTenant,
-  uniqueName,
-  workerFetch,
-} from '../platform/harness.js';
+import { BASE, call, seedTenant, uniqueName, workerFetch } from '../platform/harness.js';
+import { mcpAuthorizedRollback } from '../executions/helpers.js';
 
 const SLOW_MS = 30_000;
 const AFTER = '/docker-mcp/v1/after';
@@ -154,34 +146,15 @@ describe('Docker MCP Gateway after interceptor → /docker-mcp/v1/after', { time
 
   it('names the digest /mcp/v1/after-call reports and observes for the same result', async () => {
     const s = await seedTenant('dafter');
-    const run_id = await createRun(s);
-    const approval_id = await approvedApproval(s);
-    const allowed = await call('POST', '/mcp/v1/authorize', {
-      key: s.agent.api_key,
-      body: {
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: {
-          name: 'execute_rollback',
-          arguments: ROLLBACK_INPUT,
-          _meta: {
-            'dev.writ/run_id': run_id,
-            'dev.writ/idempotency_key': `rollback-${uniqueName('k')}`,
-            'dev.writ/approval_id': approval_id,
-          },
-        },
-      },
-    });
-    expect(allowed.body.decision).toBe('allow');
+    const receipt = await mcpAuthorizedRollback(s);
     const claimed = await call('POST', '/v1/executions/claim', {
       key: s.executor.api_key,
-      body: { authorization_receipt_sha256: allowed.body.receipt.sha256 },
+      body: { authorization_receipt_sha256: receipt.sha256 },
     });
     expect(claimed.status).toBe(200);
     const result = JSON.parse(instructions) as Record<string, unknown>;
     delete result.isError; // a succeeded call, so the output is also observed
-    const started = allowed.body.receipt.body.evaluated_at_unix_ms as number;
+    const started = receipt.body.evaluated_at_unix_ms as number;
     const reported = await call('POST', '/mcp/v1/after-call', {
       key: s.executor.api_key,
       body: {

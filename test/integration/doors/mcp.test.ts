@@ -20,6 +20,7 @@ import {
   seedTenant,
   uniqueName,
 } from '../platform/harness.js';
+import { mcpAuthorizedRollback } from '../executions/helpers.js';
 
 const SLOW_MS = 30_000;
 const V2026 = '2026-07-28';
@@ -407,17 +408,14 @@ describe('tools/list → /mcp/v1/tools/list', { timeout: SLOW_MS }, () => {
 // After the call
 
 async function allowedRollbackViaMcp(s: Seeded) {
-  const runId = await createRun(s);
-  const approval_id = await approvedApproval(s);
-  const r = await post(s, '/mcp/v1/authorize', rollbackCall(runId, { 'dev.writ/approval_id': approval_id }));
-  expect(r.body.decision).toBe('allow');
+  const receipt = await mcpAuthorizedRollback(s);
   const claimed = await call('POST', '/v1/executions/claim', {
     key: s.executor.api_key,
-    body: { authorization_receipt_sha256: r.body.receipt.sha256 },
+    body: { authorization_receipt_sha256: receipt.sha256 },
   });
   expect(claimed.status).toBe(200);
   return {
-    receipt: r.body.receipt,
+    receipt,
     operation_id: claimed.body.operation_id,
     fencing_token: claimed.body.fencing_token,
   };

@@ -42,6 +42,34 @@ export async function authorizedRollback(
   return { receipt: r.body.receipt, sha256: r.body.receipt.sha256 as string, idempotency_key };
 }
 
+/**
+ * An approved rollback authorized through the MCP door (`/mcp/v1/authorize`, a fresh run and
+ * idempotency key): the stored authorization receipt, not yet claimed.
+ */
+export async function mcpAuthorizedRollback(s: Seeded): Promise<Json> {
+  const run_id = await createRun(s);
+  const approval_id = await approvedApproval(s);
+  const r = await call('POST', '/mcp/v1/authorize', {
+    key: s.agent.api_key,
+    body: {
+      jsonrpc: '2.0',
+      id: 1,
+      method: 'tools/call',
+      params: {
+        name: 'execute_rollback',
+        arguments: ROLLBACK_INPUT,
+        _meta: {
+          'dev.writ/run_id': run_id,
+          'dev.writ/idempotency_key': `rollback-${uniqueName('k')}`,
+          'dev.writ/approval_id': approval_id,
+        },
+      },
+    },
+  });
+  if (r.body.decision !== 'allow') throw new Error(`MCP authorization failed: ${JSON.stringify(r.body)}`);
+  return r.body.receipt as Json;
+}
+
 export function claim(
   s: Seeded,
   authorization_receipt_sha256: string,

@@ -7,15 +7,8 @@ import { env } from 'cloudflare:workers';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { app } from '../../../src/http/app.js';
 import { digestOf } from '../../../src/core/canonical/canonical.js';
-import {
-  BASE,
-  ROLLBACK_INPUT,
-  approvedApproval,
-  call,
-  createRun,
-  seedTenant,
-  uniqueName,
-} from '../platform/harness.js';
+import { BASE, seedTenant, uniqueName } from '../platform/harness.js';
+import { mcpAuthorizedRollback } from '../executions/helpers.js';
 
 /** The Worker's vars with a tiny limit: 2 writes at once, 1 a second. */
 const tiny = { ...env, WRIT_RATE_LIMIT_BURST: '2', WRIT_RATE_LIMIT_PER_SECOND: '1' } as unknown as Env;
@@ -69,34 +62,15 @@ describe('the write limit at the AuthZEN and MCP doors', () => {
 
   it('an MCP after-call that also records an observation stores two receipts and pays two tokens', async () => {
     const s = await seedTenant('rl-doors');
-    const runId = await createRun(s);
-    const approval_id = await approvedApproval(s);
-    const allowed = await call('POST', '/mcp/v1/authorize', {
-      key: s.agent.api_key,
-      body: {
-        jsonrpc: '2.0',
-        id: 1,
-        method: 'tools/call',
-        params: {
-          name: 'execute_rollback',
-          arguments: ROLLBACK_INPUT,
-          _meta: {
-            'dev.writ/run_id': runId,
-            'dev.writ/idempotency_key': `rollback-${uniqueName('k')}`,
-            'dev.writ/approval_id': approval_id,
-          },
-        },
-      },
-    });
-    expect(allowed.body.decision).toBe('allow');
+    const receipt = await mcpAuthorizedRollback(s);
     vi.useFakeTimers({ toFake: ['Date'] });
     vi.setSystemTime(Date.now());
     // The executor's bucket holds 2: the claim takes one.
     const claimed = await post('/v1/executions/claim', s.executor.api_key, {
-      authorization_receipt_sha256: allowed.body.receipt.sha256,
+      authorization_receipt_sha256: receipt.sha256,
     });
     expect(claimed.status).toBe(200);
-    const started = allowed.body.receipt.body.evaluated_at_unix_ms as number;
+    const started = receipt.body.evaluated_at_unix_ms as number;
     const report = {
       operation_id: claimed.body?.operation_id,
       fencing_token: claimed.body?.fencing_token,
