@@ -10,7 +10,7 @@ import { and, eq, inArray, sql } from 'drizzle-orm';
 import type { Operation } from '../core/execution/idempotency.js';
 import type { Db } from './client.js';
 import { insertReceiptStatements, type ReceiptSigner, type TenantReceipt } from './receipts.js';
-import { operations, receiptSignatures } from './schema.js';
+import { operations, receiptArchiveEntries, receiptSignatures, receipts as receiptRows } from './schema.js';
 
 /**
  * A single-use operation has no client key; its `operations.idempotency_key` is
@@ -62,14 +62,17 @@ function upsertOperationStatement(db: Db, op: Operation) {
 
 /**
  * Mirror one operation and its receipts (signed, issue 11) in one batch. Throws when D1 fails or
- * the receipts cannot be signed (the object retries from its alarm).
+ * a receipt D1 does not hold yet cannot be signed (the object retries from its alarm).
  *
  * Every receipt is signed again (deterministic: the same row) and re-inserted as a no-op, so the
- * usual mirror is one D1 round trip. When that signing fails, a receipt whose signature row D1
- * already holds was mirrored by an earlier change and is left out, then the rest are signed: after
- * a key rotation the active key cannot sign a receipt dated before its window (nor should it: the
- * receipt keeps the signature it was issued with), and re-signing it would fail every later mirror
- * of the operation (its reconciliation never reaching D1). That costs one more read, only then.
+ * usual mirror is one D1 round trip. When that signing fails, a receipt D1 already holds (its row,
+ * its signature row, or its archive entry) was mirrored by an earlier change and is left out, then
+ * the rest are signed. After a key rotation the active key cannot sign a receipt dated before its
+ * window (nor should it: the receipt keeps the signature it was issued with), and a receipt stored
+ * before receipts were signed (migration 0005) predates every key's window: re-signing either
+ * would fail every later mirror of the operation (its reconciliation never reaching D1). Such a
+ * pre-signature receipt stays as it was stored, unsigned and outside the log. That costs one more
+ * read, only then.
  */
 export async function mirrorOperation(
   db: Db,
@@ -83,31 +86,41 @@ export async function mirrorOperation(
   } catch {
     // Nothing was written: signing happens before any statement is built. A receipt that is still
     // unsigned and cannot be signed now fails again here, and the object retries.
-    const fresh = await unsignedReceipts(db, op.tenant_id, receipts);
+    const fresh = await unstoredReceipts(db, op.tenant_id, receipts);
     inserts = await insertReceiptStatements(db, sign, ...fresh);
   }
   await db.batch([upsertOperationStatement(db, op), ...inserts]);
 }
 
-/** The receipts D1 holds no signature row of (by the unique (tenant, receipt) index). */
-async function unsignedReceipts(
+/**
+ * The receipts D1 holds nothing of: no receipt row, no signature row (by the unique (tenant,
+ * receipt) index) and no archive entry (retention moved the row to R2). One round trip.
+ */
+async function unstoredReceipts(
   db: Db,
   tenant_id: string,
   receipts: readonly TenantReceipt[],
 ): Promise<readonly TenantReceipt[]> {
   if (receipts.length === 0) return receipts;
-  const signed = await db
-    .select({ sha256: receiptSignatures.receipt_sha256 })
-    .from(receiptSignatures)
-    .where(
-      and(
-        eq(receiptSignatures.tenant_id, tenant_id),
-        inArray(
-          receiptSignatures.receipt_sha256,
-          receipts.map((r) => r.receipt.sha256),
-        ),
+  const wanted = receipts.map((r) => r.receipt.sha256);
+  const [rows, signed, archived] = await db.batch([
+    db
+      .select({ sha256: receiptRows.sha256 })
+      .from(receiptRows)
+      .where(and(eq(receiptRows.tenant_id, tenant_id), inArray(receiptRows.sha256, wanted))),
+    db
+      .select({ sha256: receiptSignatures.receipt_sha256 })
+      .from(receiptSignatures)
+      .where(
+        and(eq(receiptSignatures.tenant_id, tenant_id), inArray(receiptSignatures.receipt_sha256, wanted)),
       ),
-    );
-  const have = new Set(signed.map((r) => r.sha256));
+    db
+      .select({ sha256: receiptArchiveEntries.sha256 })
+      .from(receiptArchiveEntries)
+      .where(
+        and(eq(receiptArchiveEntries.tenant_id, tenant_id), inArray(receiptArchiveEntries.sha256, wanted)),
+      ),
+  ]);
+  const have = new Set([...rows, ...signed, ...archived].map((r) => r.sha256));
   return receipts.filter((r) => !have.has(r.receipt.sha256));
 }
