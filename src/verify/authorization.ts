@@ -7,7 +7,9 @@
  * present and well-formed (`missing`, `malformed`), version 2 or later (`unsupported_version`: a
  * version 1 receipt names no audience), body hashes to its `sha256` (`digest_mismatch`: mutated),
  * signed by a published key valid at the issue time (`signature_missing`, `bad_signature`,
- * `issuer_mismatch`, `unknown_key`, `key_not_valid_at_issue`, `signature_mismatch`), authorized
+ * `issuer_mismatch`, `unknown_key`, `key_not_valid_at_issue`, `signature_mismatch`), signed at its
+ * evaluation time (`signature_mismatch`), with a deadline at most the policy limit
+ * (`POLICY_LIMITS.authorizationMaxDispatchMs`) after it (`malformed`), authorized
  * (`denied`), for this executor (`wrong_audience`), before its deadline (`expired`), and, when the
  * input is given, for exactly these input bytes (`input_mismatch`).
  * Never: reads a clock (`now` is an argument), does I/O, or remembers a receipt. Replay protection
@@ -23,6 +25,7 @@ import {
   type AuthorizationReceiptBodyV2,
   CONTRACT_LIMITS,
 } from '../core/model.js';
+import { POLICY_LIMITS } from '../core/policy.js';
 import type { TrustedKeys } from '../core/receipts/keys.js';
 import {
   type SignatureFailureReason,
@@ -120,6 +123,20 @@ export function verifyAuthorizationReceipt(receipt: unknown, o: ExecutorVerifyOp
 
   const sig = verifyReceiptSignature(o.signature, r, o.keys);
   if (!sig.ok) return refuse(SIGNATURE_REASONS[sig.error.reason], sig.error.message);
+  // The key window is checked at the envelope's issue time, which its signer chooses: a retired
+  // (possibly leaked) key could date an envelope inside its window and sign a receipt evaluated
+  // now. Writ signs an authorization receipt at its evaluation time, and no deadline lies more
+  // than the policy limit after it, so a retired key's receipts stop being accepted that long
+  // after its window closed.
+  if (sig.value.envelope.issued_at_unix_ms !== body.evaluated_at_unix_ms) {
+    return refuse('signature_mismatch', 'the signature is dated other than the receipt was evaluated');
+  }
+  if (
+    body.dispatch_deadline_unix_ms <= body.evaluated_at_unix_ms ||
+    body.dispatch_deadline_unix_ms - body.evaluated_at_unix_ms > POLICY_LIMITS.authorizationMaxDispatchMs
+  ) {
+    return refuse('malformed', 'the dispatch deadline is not within the policy limit of the evaluation');
+  }
 
   // A denied receipt dispatched anyway is the confused deputy the executor exists to stop.
   if (body.decision !== 'authorized' || body.violations.length > 0) {

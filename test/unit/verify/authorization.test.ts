@@ -3,8 +3,11 @@
  * wrong-audience receipts are refused, each with its reason; a valid one is accepted. Replay
  * protection is the executor's idempotency claim (docs/receipts.md), not this function.
  */
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { canonicalize } from '../../../src/core/canonical/canonical.js';
+import { canonicalize, digestOf } from '../../../src/core/canonical/canonical.js';
+import type { AuthorizationReceipt } from '../../../src/core/model.js';
+import { POLICY_LIMITS } from '../../../src/core/policy.js';
 import { decodeBase64, encodeBase64 } from '../../../src/core/receipts/base64.js';
 import { generateKeyRing, type KeyRingDocument } from '../../../src/core/receipts/keys.js';
 import { verifyAuthorizationReceipt, type ExecutorVerifyOptions } from '../../../src/verify/authorization.js';
@@ -24,6 +27,12 @@ function setup() {
     input: rollbackInput(),
   };
   return { receipt, signature, opts };
+}
+
+/** The receipt with other times, re-hashed: what a holder of a signing key could issue. */
+function reissued(r: AuthorizationReceipt, evaluated: number, deadline: number): AuthorizationReceipt {
+  const body = { ...r.body, evaluated_at_unix_ms: evaluated, dispatch_deadline_unix_ms: deadline };
+  return { sha256: digestOf(body), body } as AuthorizationReceipt;
 }
 
 const reason = (receipt: unknown, opts: ExecutorVerifyOptions) => {
@@ -76,17 +85,99 @@ describe('verifyAuthorizationReceipt (executor side)', () => {
   it('a retired key: receipts signed before retirement verify, signatures dated after do not', () => {
     const { receipt, opts } = setup();
     const base = generateKeyRing(SEED, ISSUER, 0);
-    const retired: KeyRingDocument = {
-      ...base,
-      keys: [{ ...(base.keys[0] as KeyRingDocument['keys'][0]), signing_until_unix_ms: T.now }],
-    };
-    const pinned = keys(ring(retired));
+    // The receipt was evaluated at T.now; the key signs until T.now + 1, then until T.now.
+    const retiredAt = (at: number) =>
+      keys(
+        ring({
+          ...base,
+          keys: [{ ...(base.keys[0] as KeyRingDocument['keys'][0]), signing_until_unix_ms: at }],
+        }),
+      );
+    expect(reason(wire(receipt), { ...opts, keys: retiredAt(T.now + 1) })).toBe('ok');
+    expect(reason(wire(receipt), { ...opts, keys: retiredAt(T.now) })).toBe('key_not_valid_at_issue');
+    // The signer chooses the envelope's date: one dated inside the window, over a receipt
+    // evaluated after it, is no signature of that receipt.
     expect(
-      reason(wire(receipt), { ...opts, keys: pinned, signature: sign(receipt, ring(), T.now - 1) }),
-    ).toBe('ok');
-    expect(reason(wire(receipt), { ...opts, keys: pinned, signature: sign(receipt, ring(), T.now) })).toBe(
-      'key_not_valid_at_issue',
+      reason(wire(receipt), { ...opts, keys: retiredAt(T.now), signature: sign(receipt, ring(), T.now - 1) }),
+    ).toBe('signature_mismatch');
+  });
+
+  it('a signature dated other than the evaluation, and a deadline past the policy limit, are refused', () => {
+    const { receipt, opts } = setup();
+    for (const at of [T.now - 1, T.now + 1, 0]) {
+      expect(reason(wire(receipt), { ...opts, signature: sign(receipt, ring(), at) })).toBe(
+        'signature_mismatch',
+      );
+    }
+    // What no Writ policy can issue: a deadline more than the policy limit after the evaluation,
+    // or not after it at all. Re-hashed and signed at the evaluation time, as a key holder could.
+    for (const deadline of [
+      T.now + POLICY_LIMITS.authorizationMaxDispatchMs + 1,
+      T.now,
+      T.now - 1,
+      Number.MAX_SAFE_INTEGER,
+    ]) {
+      const forged = reissued(receipt, T.now, deadline);
+      expect(
+        reason(wire(forged), { ...opts, now: T.now - 5, signature: sign(forged) }),
+        String(deadline),
+      ).toBe('malformed');
+    }
+    const longest = reissued(receipt, T.now, T.now + POLICY_LIMITS.authorizationMaxDispatchMs);
+    expect(reason(wire(longest), { ...opts, signature: sign(longest) })).toBe('ok');
+  });
+
+  it('property: a retired key mints no receipt an executor accepts once its window plus the policy limit has passed', () => {
+    const base = generateKeyRing(SEED, ISSUER, 0);
+    const { receipt, opts } = setup();
+    const LIMIT = POLICY_LIMITS.authorizationMaxDispatchMs;
+    fc.assert(
+      fc.property(
+        fc.integer({ min: 1, max: 2 ** 40 }),
+        fc.integer({ min: -(2 ** 40), max: 2 ** 40 }),
+        fc.integer({ min: -(2 ** 41), max: 2 ** 41 }),
+        fc.integer({ min: 0, max: 2 ** 40 }),
+        fc.nat({ max: 2 ** 40 }),
+        (retired, evalOffset, deadlineOffset, issuedBefore, after) => {
+          const pinned = keys(
+            ring({
+              ...base,
+              keys: [{ ...(base.keys[0] as KeyRingDocument['keys'][0]), signing_until_unix_ms: retired }],
+            }),
+          );
+          // Anything the key holder can make: any evaluation time and deadline, re-hashed, and an
+          // envelope dated anywhere the key may sign.
+          const evaluated = Math.max(0, retired + evalOffset);
+          const forged = reissued(receipt, evaluated, Math.max(0, evaluated + deadlineOffset));
+          const issued = Math.max(0, retired - 1 - issuedBefore);
+          const now = retired + LIMIT + after;
+          const v = verifyAuthorizationReceipt(wire(forged), {
+            ...opts,
+            keys: pinned,
+            now,
+            signature: sign(forged, ring(), issued),
+          });
+          expect(v.ok).toBe(false);
+        },
+      ),
+      { numRuns: 300 },
     );
+    // Not vacuous: before that time, a receipt it signed at its evaluation inside the window is accepted.
+    const pinned = keys(
+      ring({
+        ...base,
+        keys: [{ ...(base.keys[0] as KeyRingDocument['keys'][0]), signing_until_unix_ms: T.now + 1 }],
+      }),
+    );
+    const last = reissued(receipt, T.now, T.now + LIMIT);
+    expect(
+      reason(wire(last), {
+        ...opts,
+        keys: pinned,
+        now: T.now + 1 + LIMIT - 2,
+        signature: sign(last, ring(), T.now),
+      }),
+    ).toBe('ok');
   });
 
   it('denied', () => {
