@@ -2,7 +2,8 @@
  * `writ conformance keygen` and `writ conformance executor <url>`: the executor conformance kit
  * (issue 11). The kit signs authorization receipts with its own test key, sends an executor
  * endpoint a valid request and requests it must refuse (missing, unsigned, untrusted key, denied,
- * expired, mutated, replayed, wrong audience, other input), and reports each one it wrongly
+ * expired, back-dated signature, deadline beyond the policy limit, mutated, replayed, wrong
+ * audience, other input), and reports each one it wrongly
  * accepted. The endpoint contract is docs/executors.md.
  *
  * Keys: `keygen` draws a fresh Ed25519 key, writes the kit's private key ring (`--ring`) and the
@@ -18,6 +19,7 @@ import { digestOf, sha256Hex } from '../core/canonical/canonical.js';
 import { canonicalize } from '../core/canonical/canonical.js';
 import { type JsonValue, utf8Encode } from '../core/canonical/json.js';
 import { AuthorizationReceiptBodyV2 } from '../core/model.js';
+import { POLICY_LIMITS } from '../core/policy.js';
 import { generateKeyRing, type KeyRing, parseKeyRing, publicKeySet } from '../core/receipts/keys.js';
 import { signReceipt, type SignatureEnvelope } from '../core/receipts/signing.js';
 import { type CliIo, EXIT, type ExitCode } from './io.js';
@@ -103,10 +105,14 @@ export function buildCases(
       signature,
       input,
     });
-  const issue = (o: Partial<AuthorizationReceiptBodyV2> = {}, signer: KeyRing = ring) => {
+  const issue = (o: Partial<AuthorizationReceiptBodyV2> = {}, signer: KeyRing = ring, signedAt?: number) => {
     const { nonce, input } = fresh();
     const receipt = authorization(audience, input, nonce, now, o);
-    return { receipt, signature: sign(signer, receipt, receipt.body.evaluated_at_unix_ms), input };
+    return {
+      receipt,
+      signature: sign(signer, receipt, signedAt ?? receipt.body.evaluated_at_unix_ms),
+      input,
+    };
   };
 
   const valid = issue();
@@ -139,6 +145,20 @@ export function buildCases(
     dispatch_deadline_unix_ms: now - DISPATCH_WINDOW_MS,
   });
   refuse('expired', 'signed, past its dispatch deadline', request(e.receipt, e.signature, e.input));
+  // A key's window is checked at the signature's date, which its signer chooses: a date other
+  // than the evaluation's is how a retired (stolen) key would make a receipt evaluated today.
+  const b = issue({}, ring, now - DISPATCH_WINDOW_MS);
+  refuse(
+    'backdated_signature',
+    'signed by the trusted key, the signature dated before the evaluation',
+    request(b.receipt, b.signature, b.input),
+  );
+  const l = issue({ dispatch_deadline_unix_ms: now + POLICY_LIMITS.authorizationMaxDispatchMs + 1 });
+  refuse(
+    'deadline_beyond_limit',
+    'signed, its deadline more than the policy limit (one hour) after the evaluation',
+    request(l.receipt, l.signature, l.input),
+  );
   const x = issue();
   const mutated = {
     sha256: x.receipt.sha256,

@@ -101,6 +101,8 @@ describe('writ conformance executor', () => {
       untrusted_key: 'unknown_key',
       denied: 'denied',
       expired: 'expired',
+      backdated_signature: 'signature_mismatch',
+      deadline_beyond_limit: 'malformed',
       mutated: 'digest_mismatch',
       wrong_audience: 'wrong_audience',
       input_mismatch: 'input_mismatch',
