@@ -13,7 +13,10 @@
  * - any change to any signed field, the key id or the signature fails (`bad_signature`);
  * - an unknown key id fails (`unknown_key`); an envelope issued before its key's `not_before`
  *   or at or after its `retired_at_unix_ms` fails (`key_not_valid_at_issue`);
- * - an envelope issued in the future, or after the approval's own expiry, fails;
+ * - an envelope issued in the future, or after the approval's own expiry, fails, and so does one
+ *   whose approval expires more than the policy limit (`approvalMaxLifetimeMs`) after its issue:
+ *   a retired key's envelopes, however dated, stop yielding live approvals that long after it
+ *   retired;
  * - replay: the verifier is told which approval ids were already used (`alreadyUsed`), and an
  *   envelope for a used id fails (`replayed`), so one signature authorizes at most one call
  *   (the edge service's single-use approval consumption is the durable form of this set);
@@ -31,6 +34,7 @@ import { coreError, type CoreError, fromZodError } from '../core/errors.js';
 import { constantTimeEqual } from '../core/execution/idempotency.js';
 import { utf8Encode } from '../core/canonical/json.js';
 import { ToolApproval } from '../core/model.js';
+import { POLICY_LIMITS } from '../core/policy.js';
 import { err, ok, type Result } from '../core/result.js';
 import { Identifier, strict, UnixMs } from '../core/schema.js';
 
@@ -68,6 +72,7 @@ export type EnvelopeRejection =
   | 'key_not_valid_at_issue'
   | 'issued_in_future'
   | 'issued_after_approval_expiry'
+  | 'approval_outlives_limit'
   | 'replayed';
 
 export const MIN_SECRET_BYTES = 32;
@@ -124,6 +129,12 @@ export function verifyApprovalEnvelope(
   }
   if (issued > now) return reject('issued_in_future');
   if (issued >= body.approval.expires_at_unix_ms) return reject('issued_after_approval_expiry');
+  // The key's window is checked at `issued_at`, which the signer writes: a retired (stolen) key
+  // could date an envelope inside its window. No approval outlives the policy limit from its
+  // issue, so such envelopes stop being usable that long (seven days) after the key retired.
+  if (body.approval.expires_at_unix_ms - issued > POLICY_LIMITS.approvalMaxLifetimeMs) {
+    return reject('approval_outlives_limit');
+  }
   if (alreadyUsed(body.approval.approval_id)) return reject('replayed');
   return ok({ ok: true as const, approval: body.approval, key_id: key.key_id });
 }

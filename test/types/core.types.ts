@@ -64,6 +64,7 @@ export type RejectionsAreClosed = Expect<
     | 'key_not_valid_at_issue'
     | 'issued_in_future'
     | 'issued_after_approval_expiry'
+    | 'approval_outlives_limit'
     | 'replayed'
   >
 >;

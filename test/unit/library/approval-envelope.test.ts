@@ -13,6 +13,7 @@ import {
   verifyApprovalEnvelope,
 } from '../../../src/library/approval-envelope.js';
 import { authorizeToolCall } from '../../../src/core/authorization/authorize.js';
+import { POLICY_LIMITS } from '../../../src/core/policy.js';
 import { buildApproval, buildScenario, T, UNRELATED_SHA256 } from '../core/fixtures.js';
 
 const HOUR = 3_600_000;
@@ -168,6 +169,38 @@ describe('time', () => {
     const expires = buildApproval().expires_at_unix_ms;
     const late = sign(OLD, { issued_at_unix_ms: expires });
     expect(verdict(late, expires + 1)).toBe('issued_after_approval_expiry');
+  });
+});
+
+describe('a retired key', () => {
+  it('an approval living longer than the policy limit from its issue is refused; the limit itself is fine', () => {
+    const approval = (expires: number) => ({ ...buildApproval(), expires_at_unix_ms: expires });
+    const limit = POLICY_LIMITS.approvalMaxLifetimeMs;
+    expect(verdict(sign(OLD, { approval: approval(ISSUED + limit) }))).toBe('ok');
+    expect(verdict(sign(OLD, { approval: approval(ISSUED + limit + 1) }))).toBe('approval_outlives_limit');
+  });
+
+  it('property: whatever it dates an envelope, it yields no live approval once retired for the policy limit', () => {
+    const limit = POLICY_LIMITS.approvalMaxLifetimeMs;
+    const retired = OLD.retired_at_unix_ms as number;
+    fc.assert(
+      fc.property(
+        fc.integer({ min: OLD.not_before_unix_ms, max: retired - 1 }),
+        fc.integer({ min: 1, max: 2 ** 40 }),
+        fc.nat({ max: 2 ** 40 }),
+        (issued, lifetime, after) => {
+          const e = sign(OLD, {
+            issued_at_unix_ms: issued,
+            approval: { ...buildApproval(), expires_at_unix_ms: issued + lifetime },
+          });
+          const now = retired + limit + after;
+          const v = verifyApprovalEnvelope(e, KEYRING, now, never);
+          // Either refused, or an approval already expired at `now` (authorizeToolCall refuses it).
+          if (v.ok && v.value.ok) expect(v.value.approval.expires_at_unix_ms).toBeLessThanOrEqual(now);
+        },
+      ),
+      { numRuns: 300 },
+    );
   });
 });
 
