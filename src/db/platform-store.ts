@@ -20,7 +20,14 @@ import type {
 import type { TenantPolicy } from '../core/policy.js';
 import { type Db, atPrimary } from './client.js';
 import { toCanonicalText } from './documents.js';
-import { principals, policies, tenantImports, tenantQuotas, tenants } from './schema.js';
+import {
+  principals,
+  policies,
+  tenantImports,
+  tenantImportsUnrecorded,
+  tenantQuotas,
+  tenants,
+} from './schema.js';
 import {
   type ContractSelector,
   authorizationStateQueries,
@@ -165,6 +172,15 @@ export function d1PlatformStore(db: Db): ShardPlatformStore {
                 .select({ one: sql`1` })
                 .from(tenantImports)
                 .where(eq(tenantImports.tenant_id, tenantQuotas.tenant_id)),
+            ),
+            // Nor is one that went live here but is not in the directory yet (migrations/0013): a
+            // retry of its file may still re-key it, and until then no key reaches it; archiving
+            // it would leave R2 archives and manifests for a copy that is not (yet) the tenant.
+            notExists(
+              db
+                .select({ one: sql`1` })
+                .from(tenantImportsUnrecorded)
+                .where(eq(tenantImportsUnrecorded.tenant_id, tenantQuotas.tenant_id)),
             ),
           ),
         )
