@@ -53,6 +53,8 @@ export interface ShardPlatformStore {
   createTenant(
     t: Omit<Parameters<PlatformStore['createTenant']>[0], 'shard'>,
   ): Promise<'created' | 'name_taken'>;
+  /** Whether the tenant's row exists, read at the primary (`PlatformStore.tenantWritten`). */
+  tenantWritten(tenant_id: string): Promise<boolean>;
   setQuotas(
     tenant_id: string,
     quotas: Quotas & { readonly receipt_retention_days?: number | undefined },
@@ -133,6 +135,17 @@ export function d1PlatformStore(db: Db): ShardPlatformStore {
         }
         throw e;
       }
+    },
+
+    async tenantWritten(tenant_id: string) {
+      // The creation batch writes the `tenants` row with the others (all or nothing), so the row
+      // is there exactly when the batch committed; a replica could lag behind that commit.
+      const row = await atPrimary(db)
+        .select({ id: tenants.tenant_id })
+        .from(tenants)
+        .where(eq(tenants.tenant_id, tenant_id))
+        .get();
+      return row !== undefined;
     },
 
     async setQuotas(

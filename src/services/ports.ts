@@ -594,6 +594,11 @@ export interface PlatformStore {
   }): Promise<{ readonly shard: number } | 'name_taken'>;
   /** Undo `placeTenant` when the tenant could not be written. */
   releaseTenant(tenant_id: string): Promise<void>;
+  /**
+   * Whether the tenant's creation batch committed on `shard`, read at that shard's primary: after
+   * `createTenant` threw, the error may have come after the commit (an answer lost on the way).
+   */
+  tenantWritten(t: { readonly tenant_id: string; readonly shard: number }): Promise<boolean>;
   /** `name_taken` when a concurrent creation of the same name won. Writes on `shard` only. */
   createTenant(t: {
     readonly tenant_id: string;
