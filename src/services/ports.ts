@@ -790,7 +790,10 @@ export interface RetentionStore {
 
 /** Platform-wide retention settings (`tenant_quotas.receipt_retention_days`). */
 export interface RetentionDirectory {
-  /** Tenants after `after` (by id), at most `limit`. */
+  /**
+   * Tenants after `after` (by id), at most `limit`; none whose copy here is not the tenant yet
+   * (an import staged, aborting, or live but not in the directory: src/db/platform-store.ts).
+   */
   retentionWindows(after: string | null, limit: number): Promise<readonly RetentionWindow[]>;
 }
 
