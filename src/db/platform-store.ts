@@ -20,7 +20,14 @@ import type {
 import type { TenantPolicy } from '../core/policy.js';
 import { type Db, atPrimary } from './client.js';
 import { toCanonicalText } from './documents.js';
-import { principals, policies, tenantImports, tenantQuotas, tenants } from './schema.js';
+import {
+  principals,
+  policies,
+  tenantImports,
+  tenantImportsUnrecorded,
+  tenantQuotas,
+  tenants,
+} from './schema.js';
 import {
   type ContractSelector,
   authorizationStateQueries,
@@ -46,6 +53,8 @@ export interface ShardPlatformStore {
   createTenant(
     t: Omit<Parameters<PlatformStore['createTenant']>[0], 'shard'>,
   ): Promise<'created' | 'name_taken'>;
+  /** Whether the tenant's row exists, read at the primary (`PlatformStore.tenantWritten`). */
+  tenantWritten(tenant_id: string): Promise<boolean>;
   setQuotas(
     tenant_id: string,
     quotas: Quotas & { readonly receipt_retention_days?: number | undefined },
@@ -128,6 +137,17 @@ export function d1PlatformStore(db: Db): ShardPlatformStore {
       }
     },
 
+    async tenantWritten(tenant_id: string) {
+      // The creation batch writes the `tenants` row with the others (all or nothing), so the row
+      // is there exactly when the batch committed; a replica could lag behind that commit.
+      const row = await atPrimary(db)
+        .select({ id: tenants.tenant_id })
+        .from(tenants)
+        .where(eq(tenants.tenant_id, tenant_id))
+        .get();
+      return row !== undefined;
+    },
+
     async setQuotas(
       tenant_id: string,
       quotas: Quotas & { readonly receipt_retention_days?: number | undefined },
@@ -165,6 +185,15 @@ export function d1PlatformStore(db: Db): ShardPlatformStore {
                 .select({ one: sql`1` })
                 .from(tenantImports)
                 .where(eq(tenantImports.tenant_id, tenantQuotas.tenant_id)),
+            ),
+            // Nor is one that went live here but is not in the directory yet (migrations/0013): a
+            // retry of its file may still re-key it, and until then no key reaches it; archiving
+            // it would leave R2 archives and manifests for a copy that is not (yet) the tenant.
+            notExists(
+              db
+                .select({ one: sql`1` })
+                .from(tenantImportsUnrecorded)
+                .where(eq(tenantImportsUnrecorded.tenant_id, tenantQuotas.tenant_id)),
             ),
           ),
         )

@@ -98,6 +98,7 @@ export function platformStore(env: Env): PlatformStore {
     },
     releaseTenant: (tenant_id) => directory().release(tenant_id),
     createTenant: ({ shard, ...t }) => d1PlatformStore(shardDb(env, shard)).createTenant(t),
+    tenantWritten: ({ tenant_id, shard }) => d1PlatformStore(shardDb(env, shard)).tenantWritten(tenant_id),
     async setQuotas(tenant_id, quotas, now) {
       const shard = await directory().shardOf(tenant_id);
       if (shard === null) return false;

@@ -282,18 +282,26 @@ export async function createTenant(
     now,
   };
   let created: 'created' | 'name_taken';
+  let answered_error: string | undefined;
   try {
     created = await platform.createTenant(tenant);
   } catch (e) {
-    // Nothing was written on the shard (one batch): free the name for a retry.
-    await platform.releaseTenant(tenant_id);
-    throw e;
+    // The batch is all or nothing, but its error may have come after it committed (an answer
+    // lost on the way back). Released over written rows, the entry would leave a tenant that
+    // resolves to no shard, whose name another creation could take on another shard; so the
+    // primary is asked. Written: the creation stands. Not written: the name is freed for a
+    // retry. Unknown (that read failed too): the entry stays, and the error is answered.
+    const written = await platform.tenantWritten({ tenant_id, shard }).catch(() => null);
+    if (written === false) await platform.releaseTenant(tenant_id);
+    if (written !== true) throw e;
+    created = 'created';
+    answered_error = e instanceof Error ? e.name : 'unknown';
   }
   if (created === 'name_taken') {
     await platform.releaseTenant(tenant_id);
     throw taken();
   }
-  log({ tenant_id, policy_sha256 });
+  log({ tenant_id, policy_sha256, ...(answered_error === undefined ? {} : { answered_error }) });
   return {
     tenant: { tenant_id, name: body.name, policy_sha256, created_at_unix_ms: now },
     admin: { principal_id, tenant_id, name: admin_name, roles: ['tenant_admin'], api_key },

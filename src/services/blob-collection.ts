@@ -7,7 +7,9 @@
  * What refers to an object: a receipt's `evidence_sha256`, an archive manifest's
  * `archive_sha256`, or a line of an archive object (an archived receipt's evidence, indexed into
  * `blob_archive_refs` by reading each archive once). The collector first indexes unread archives
- * on every shard, and deletes nothing in a run that leaves one unread anywhere.
+ * on every shard, and deletes nothing in a run that leaves one unread anywhere: an archive R2
+ * does not hold (`missing_archives`) stays unread, and halts deletion everywhere until it is back,
+ * without stopping the indexing of the others.
  *
  * The race, and how the grace period closes it: a writer puts an object, then commits a row that
  * names it. A collector that looked for references between the two would find none and delete an
@@ -47,6 +49,12 @@ export interface BlobCollectionRun {
   readonly deleted: number;
   /** True when unread archives remain: nothing was deleted (the next run continues indexing). */
   readonly waiting_for_index: boolean;
+  /**
+   * Archives a manifest names that R2 holds under neither key (lost, or an import's whose objects
+   * were never copied into this bucket). Their lines are unknown, so while one is, nothing is
+   * deleted (`waiting_for_index`); each is logged, and read again by every run until it is back.
+   */
+  readonly missing_archives: readonly string[];
 }
 
 /** The evidence objects an archive's lines name (src/db/receipts.ts `archiveLine`). */
@@ -94,20 +102,42 @@ export async function collectOrphanBlobs(
     restored: 0,
     deleted: 0,
     waiting_for_index: false,
+    missing_archives: [] as readonly string[],
   };
+  const missing: string[] = [];
   let unread = false;
-  for (const shard of deps.shards) {
+  for (const [n, shard] of deps.shards.entries()) {
     const pending = await shard.unindexedArchives(ARCHIVES_INDEXED_PER_RUN + 1);
     for (const archive of pending.slice(0, ARCHIVES_INDEXED_PER_RUN)) {
-      const bytes = await deps.bucket.read(archive);
-      // A manifest whose object is missing is lost evidence, not an orphan question: stop.
-      if (bytes === null) throw new Error(`receipt archive sha256/${archive} is missing from R2`);
+      let bytes = await deps.bucket.read(archive);
+      if (bytes === null) {
+        // Retired as an orphan before a manifest named it again (an aborted import's archive,
+        // imported once more): a row names it now, so it goes back, as a read through a row does.
+        await deps.bucket.restore(archive);
+        bytes = await deps.bucket.read(archive);
+      }
+      if (bytes === null) {
+        // Lost evidence, not an orphan question. Which objects its lines name is unknowable, and
+        // in a content-addressed bucket shared by every shard any unreferenced object could be
+        // one of them: nothing is deleted anywhere while it stays unread (its mark is kept). The
+        // other archives are still indexed, and the run answers which one is missing.
+        missing.push(archive);
+        console.error(
+          JSON.stringify({
+            level: 'error',
+            what: 'a receipt archive a manifest names is missing from R2; no blob is deleted until it is back',
+            shard: n,
+            archive_sha256: archive,
+          }),
+        );
+        continue;
+      }
       await shard.indexArchive(archive, archivedEvidence(new TextDecoder().decode(bytes)));
       run.archives_indexed++;
     }
     if (pending.length > ARCHIVES_INDEXED_PER_RUN) unread = true;
   }
-  if (unread) return { ...run, waiting_for_index: true };
+  if (unread || missing.length > 0) return { ...run, waiting_for_index: true, missing_archives: missing };
 
   const cutoff = now - deps.grace_ms;
   const cursor = await deps.cursor.get();

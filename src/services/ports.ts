@@ -594,6 +594,11 @@ export interface PlatformStore {
   }): Promise<{ readonly shard: number } | 'name_taken'>;
   /** Undo `placeTenant` when the tenant could not be written. */
   releaseTenant(tenant_id: string): Promise<void>;
+  /**
+   * Whether the tenant's creation batch committed on `shard`, read at that shard's primary: after
+   * `createTenant` threw, the error may have come after the commit (an answer lost on the way).
+   */
+  tenantWritten(t: { readonly tenant_id: string; readonly shard: number }): Promise<boolean>;
   /** `name_taken` when a concurrent creation of the same name won. Writes on `shard` only. */
   createTenant(t: {
     readonly tenant_id: string;
@@ -785,7 +790,10 @@ export interface RetentionStore {
 
 /** Platform-wide retention settings (`tenant_quotas.receipt_retention_days`). */
 export interface RetentionDirectory {
-  /** Tenants after `after` (by id), at most `limit`. */
+  /**
+   * Tenants after `after` (by id), at most `limit`; none whose copy here is not the tenant yet
+   * (an import staged, aborting, or live but not in the directory: src/db/platform-store.ts).
+   */
   retentionWindows(after: string | null, limit: number): Promise<readonly RetentionWindow[]>;
 }
 

@@ -13,6 +13,11 @@ import { apiKeyDigest } from '../../../src/core/identity/identity.js';
 import { tenantMovePort } from '../../../src/platform/bindings.js';
 import type { TenantMovePort, TenantRow } from '../../../src/services/ports.js';
 import { abortImport, importTenant } from '../../../src/services/tenant-moves.js';
+import { database } from '../../../src/db/client.js';
+import { d1PlatformStore } from '../../../src/db/platform-store.js';
+import { d1TenantStore } from '../../../src/db/tenant-store.js';
+import { blobStore, receiptHooks } from '../../../src/platform/bindings.js';
+import { archiveExpiredReceipts } from '../../../src/services/retention.js';
 import {
   ADMIN_TOKEN,
   approvedApproval,
@@ -301,23 +306,23 @@ describe('the append-only tables', () => {
   });
 });
 
-describe('an import whose directory write failed after it went live', () => {
-  /** The real port whose first `record` throws, as when shard 0 is unreachable at that moment. */
-  function failingRecord(): TenantMovePort {
-    const real = tenantMovePort(env);
-    let failed = false;
-    return {
-      ...real,
-      async record(t) {
-        if (!failed) {
-          failed = true;
-          throw new Error('injected failure of the directory write');
-        }
-        return real.record(t);
-      },
-    };
-  }
+/** The real port whose first `record` throws, as when shard 0 is unreachable at that moment. */
+function failingRecord(): TenantMovePort {
+  const real = tenantMovePort(env);
+  let failed = false;
+  return {
+    ...real,
+    async record(t) {
+      if (!failed) {
+        failed = true;
+        throw new Error('injected failure of the directory write');
+      }
+      return real.record(t);
+    },
+  };
+}
 
+describe('an import whose directory write failed after it went live', () => {
   const keyDigests = async (shard: number, tenant_id: string) =>
     (
       await shardD1(shard)
@@ -396,5 +401,66 @@ describe('an import whose directory write failed after it went live', () => {
     // The file sent again takes the next attempt and finishes the move.
     expect((await importHttp(to, text)).status).toBe(201);
     expect(await directoryShard(s.tenant_id)).toBe(to);
+  });
+});
+
+const DAY_MS = 86_400_000;
+
+/**
+ * The retention run of `shard` (src/services/retention.ts over the shard's real tenant list),
+ * limited to `tenant_id` so other files' tenants cannot spend its budget.
+ */
+async function retentionOf(shard: number, tenant_id: string, now: number) {
+  const db = database({ DB: shardD1(shard) });
+  const listed = await d1PlatformStore(db).retentionWindows(null, 10_000);
+  return archiveExpiredReceipts(
+    {
+      platform: {
+        retentionWindows: async (after) =>
+          after === null ? listed.filter((w) => w.tenant_id === tenant_id) : [],
+      },
+      tenant: (id) => d1TenantStore(db, id, receiptHooks(env, { tenant_id: id, shard }), blobStore(env)),
+      blobs: blobStore(env),
+    },
+    now,
+  );
+}
+
+const receiptsOn = (shard: number, tenant_id: string) =>
+  countOn(shard, 'SELECT count(*) AS n FROM receipts WHERE tenant_id = ?', tenant_id);
+const manifestsOn = (shard: number, tenant_id: string) =>
+  countOn(shard, 'SELECT count(*) AS n FROM receipt_archives WHERE tenant_id = ?', tenant_id);
+
+describe('retention and an import that is not the tenant yet', () => {
+  it('leaves a staged import alone, also once every receipt of it is staged, and an aborted one leaves no archive', async () => {
+    const { s, to } = await stagedTenant('retain-staged', 'all');
+    const staged = await receiptsOn(to, s.tenant_id);
+    expect(staged).toBeGreaterThan(0);
+    const later = Date.now() + 400 * DAY_MS;
+    expect(await retentionOf(to, s.tenant_id, later)).toMatchObject({ archives: 0, receipts: 0, failed: 0 });
+    expect(await receiptsOn(to, s.tenant_id)).toBe(staged);
+    expect(await manifestsOn(to, s.tenant_id)).toBe(0);
+    // Aborted, nothing of the tenant is left on the target: no manifest, no archive entry.
+    expect((await abortHttp(s.tenant_id, to)).status).toBe(200);
+    expect(await tenantRowsOn(to, s.tenant_id)).toBe(0);
+  });
+
+  it('leaves an import that went live but is not in the directory alone until the move is recorded', async () => {
+    const { s, text, from, to } = await exported('retain-unrecorded');
+    await expect(importTenant(failingRecord(), to, text, Date.now(), noLog)).rejects.toThrow(/injected/);
+    expect(await directoryShard(s.tenant_id)).toBe(from);
+    const copied = await receiptsOn(to, s.tenant_id);
+    expect(copied).toBeGreaterThan(0);
+    const later = Date.now() + 400 * DAY_MS;
+    // The copy no key reaches (its keys were never delivered) is not archived: no R2 archive or
+    // manifest for a copy the move may still replace, and every row stays as imported.
+    expect(await retentionOf(to, s.tenant_id, later)).toMatchObject({ archives: 0, receipts: 0, failed: 0 });
+    expect(await receiptsOn(to, s.tenant_id)).toBe(copied);
+    expect(await manifestsOn(to, s.tenant_id)).toBe(0);
+    // Recorded (the same file again), it is the tenant: retention archives it as any other.
+    expect((await importHttp(to, text)).status).toBe(201);
+    expect(await directoryShard(s.tenant_id)).toBe(to);
+    expect(await retentionOf(to, s.tenant_id, later)).toMatchObject({ receipts: copied, failed: 0 });
+    expect(await receiptsOn(to, s.tenant_id)).toBe(0);
   });
 });

@@ -9,6 +9,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { parseApiKey } from '../../../src/core/identity/identity.js';
 import { newId } from '../../../src/db/ids.js';
+import { platformStore } from '../../../src/platform/bindings.js';
+import { createTenant } from '../../../src/services/admin.js';
 import worker from '../../../src/worker.js';
 import { ADMIN_TOKEN, BASE, READ_INPUT, call, createRun, seedTenant, shardOf, tenantD1 } from './harness.js';
 
@@ -201,5 +203,94 @@ describe('platform admin', () => {
       .bind(s.tenant_id)
       .first<{ max_open_runs: number }>();
     expect(row?.max_open_runs).toBe(10);
+  });
+});
+
+/**
+ * What the creation's D1 batch does on either shard: `commit` runs it and then throws (the answer
+ * lost after the commit, as a dropped connection), `lose` throws without running it. With
+ * `reread_fails`, every later read of `tenants` on that binding throws too (the shard unreachable).
+ */
+interface BatchFault {
+  readonly batch: 'commit' | 'lose';
+  readonly reread_fails?: boolean;
+  tripped?: boolean;
+}
+
+function faulty(d1: D1Database, fault: BatchFault): D1Database {
+  return new Proxy(d1, {
+    get(t, p) {
+      if (p === 'batch')
+        return async (statements: D1PreparedStatement[]) => {
+          if (fault.tripped === true) return t.batch(statements);
+          fault.tripped = true;
+          if (fault.batch === 'commit') await t.batch(statements);
+          throw new Error('Network connection lost.');
+        };
+      if (p === 'prepare')
+        return (q: string) => {
+          if (fault.tripped === true && fault.reread_fails === true && /from "tenants"/i.test(q))
+            throw new Error('D1_ERROR: shard unreachable');
+          return t.prepare(q);
+        };
+      const v: unknown = Reflect.get(t, p, t);
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
+    },
+  });
+}
+
+/** `createTenant` over the real shards, each behind `faulty` with one shared fault. */
+function creating(name: string, fault: BatchFault) {
+  const wrapped = { ...env, DB: faulty(env.DB, fault), DB_SHARD_1: faulty(env.DB_SHARD_1, fault) } as Env;
+  return createTenant(platformStore(wrapped), { name }, Date.now(), () => undefined);
+}
+
+const tenantRowOn = async (name: string) => {
+  for (const shard of [0, 1]) {
+    const row = await (shard === 0 ? env.DB : env.DB_SHARD_1)
+      .prepare('SELECT tenant_id FROM tenants WHERE name = ?')
+      .bind(name)
+      .first<{ tenant_id: string }>();
+    if (row !== null) return { shard, tenant_id: row.tenant_id };
+  }
+  return null;
+};
+
+const directoryEntry = (name: string) =>
+  env.DB.prepare('SELECT tenant_id, shard FROM tenant_shards WHERE name = ?')
+    .bind(name)
+    .first<{ tenant_id: string; shard: number }>();
+
+describe('a tenant creation whose batch answered an error', () => {
+  it('that had committed keeps its directory entry and answers the tenant', async () => {
+    const name = `commit-then-error-${newId('tenant').slice(4, 12)}`;
+    const fault: BatchFault = { batch: 'commit' };
+    const created = await creating(name, fault);
+    expect(fault.tripped).toBe(true);
+    const written = await tenantRowOn(name);
+    expect(written).not.toBeNull();
+    expect(created.tenant.tenant_id).toBe(written?.tenant_id);
+    // The directory still names the shard holding the rows, so the tenant resolves and its name
+    // cannot be taken again on another shard.
+    expect(await directoryEntry(name)).toEqual(written);
+    expect((await call('GET', '/v1/policy', { key: created.admin.api_key })).status).toBe(200);
+    expect((await call('POST', '/v1/tenants', { key: ADMIN_TOKEN, body: { name } })).status).toBe(409);
+  });
+
+  it('that had not committed releases the entry: the name is free again', async () => {
+    const name = `lost-batch-${newId('tenant').slice(4, 12)}`;
+    await expect(creating(name, { batch: 'lose' })).rejects.toThrow(/connection lost/);
+    expect(await tenantRowOn(name)).toBeNull();
+    expect(await directoryEntry(name)).toBeNull();
+    expect((await call('POST', '/v1/tenants', { key: ADMIN_TOKEN, body: { name } })).status).toBe(201);
+  });
+
+  it('whose outcome cannot be read back keeps the entry (fails closed)', async () => {
+    const name = `unknown-outcome-${newId('tenant').slice(4, 12)}`;
+    await expect(creating(name, { batch: 'commit', reread_fails: true })).rejects.toThrow(/connection lost/);
+    const written = await tenantRowOn(name);
+    expect(written).not.toBeNull();
+    expect(await directoryEntry(name)).toEqual(written);
+    expect((await call('POST', '/v1/tenants', { key: ADMIN_TOKEN, body: { name } })).status).toBe(409);
   });
 });

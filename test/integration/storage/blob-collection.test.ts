@@ -128,15 +128,48 @@ describe('orphan blob collection', { timeout: SLOW_MS }, () => {
     expect(got.body.evidence.observation.payload).toBe(BIG_OUTPUT);
   });
 
-  it('deletes nothing while an archive named by a manifest is missing from R2', async () => {
+  it('deletes nothing while an archive named by a manifest is missing from R2, and says which', async () => {
     const kept = await orphan('kept');
     const missing = '7'.repeat(64);
     await env.DB.prepare('INSERT INTO blob_archives_unindexed (archive_sha256) VALUES (?)')
       .bind(missing)
       .run();
-    await expect(runBlobCollection(env, Date.now() + 2 * BLOB_GRACE_MS)).rejects.toThrow(/missing from R2/);
+    const r = await runBlobCollection(env, Date.now() + 2 * BLOB_GRACE_MS);
+    expect(r).toMatchObject({ waiting_for_index: true, missing_archives: [missing], retired: 0, deleted: 0 });
     expect(await present(kept)).toBe(true);
+    // Still unread: every later run halts deletion again until the object is back.
+    expect(
+      await env.DB.prepare('SELECT count(*) AS n FROM blob_archives_unindexed WHERE archive_sha256 = ?')
+        .bind(missing)
+        .first<{ n: number }>(),
+    ).toEqual({ n: 1 });
     await env.DB.prepare('DELETE FROM blob_archives_unindexed WHERE archive_sha256 = ?').bind(missing).run();
+  });
+
+  it('puts back and indexes an archive a manifest names that was retired as an orphan before', async () => {
+    // An aborted import's manifest went, its archive was retired; the same file imported again
+    // names it once more. The bytes are under retired/: not lost.
+    const bytes = new TextEncoder().encode(
+      `${canonicalize({ evidence_blob: null, sha256: uniqueName('line') })}\n`,
+    );
+    const archive = (await r2BlobStore(env.BLOBS).put(bytes, 'application/jsonl')).sha256;
+    await r2BlobSweep(env.BLOBS).retire(archive);
+    expect([await present(archive), await retired(archive)]).toEqual([false, true]);
+    // The manifest (its trigger marks the archive unread).
+    await env.DB.prepare(
+      'INSERT INTO receipt_archives (tenant_id, archive_sha256, day, receipts, bytes, created_at_unix_ms) VALUES (?, ?, 0, 1, ?, 0)',
+    )
+      .bind(uniqueName('ten-reimported'), archive, bytes.byteLength)
+      .run();
+    const r = await runBlobCollection(env, Date.now() + 2 * BLOB_GRACE_MS);
+    expect(r.missing_archives).toEqual([]);
+    expect(r.archives_indexed).toBeGreaterThanOrEqual(1);
+    expect([await present(archive), await retired(archive)]).toEqual([true, false]);
+    expect(
+      await env.DB.prepare('SELECT count(*) AS n FROM blob_archives_unindexed WHERE archive_sha256 = ?')
+        .bind(archive)
+        .first<{ n: number }>(),
+    ).toEqual({ n: 0 });
   });
 });
 
@@ -177,6 +210,45 @@ describe('the collector fails safe', () => {
     );
     expect(r.waiting_for_index).toBe(true);
     expect(deleted).toEqual([]);
+  });
+
+  it('when a manifest names an archive R2 does not hold, still indexing every other archive', async () => {
+    const deleted: string[] = [];
+    const [lost, p0, p1] = ['c', 'd', 'e'].map((c) => c.repeat(64)) as [string, string, string];
+    const indexed: string[] = [];
+    const indexing = (pending: string[]) =>
+      shard({
+        unindexedArchives: async () => pending,
+        indexArchive: async (a) => {
+          indexed.push(a);
+        },
+      });
+    const errors: unknown[] = [];
+    const original = console.error;
+    console.error = (line: unknown) => errors.push(line);
+    let r;
+    try {
+      r = await collectOrphanBlobs(
+        {
+          // The lost archive comes first on shard 0; the others behind it, and on shard 1.
+          shards: [indexing([lost, p0]), indexing([p1])],
+          cursor,
+          bucket: { ...sweep(0, deleted), read: async (sha) => (sha === lost ? null : new Uint8Array()) },
+          grace_ms: BLOB_GRACE_MS,
+        },
+        now,
+      );
+    } finally {
+      console.error = original;
+    }
+    // Its lines are unknown, and any unreferenced object could be evidence one of them names:
+    // nothing is deleted anywhere. But the run answers, names it, and indexed the others.
+    expect(r).toMatchObject({ waiting_for_index: true, missing_archives: [lost], archives_indexed: 2 });
+    expect(indexed).toEqual([p0, p1]);
+    expect(deleted).toEqual([]);
+    expect(errors.map((e) => JSON.parse(String(e)) as unknown)).toEqual([
+      expect.objectContaining({ level: 'error', shard: 0, archive_sha256: lost }),
+    ]);
   });
 
   it('when any shard refers to the object, or it was refreshed after the listing', async () => {

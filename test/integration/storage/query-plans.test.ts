@@ -234,8 +234,10 @@ describe('query plans of request paths', { timeout: 60_000 }, () => {
         }
         // An index searched on the tenant alone walks the tenant's whole history, unless it is
         // the page order itself (read `limit` rows, newest first: `operations_recent`).
-        // (`tenants`, `tenant_quotas` and `tenant_imports` are keyed by the tenant: one row.)
-        const tenantKeyed = /sqlite_autoindex_(tenants|tenant_quotas|tenant_imports)_1/.test(detail);
+        // (`tenants`, `tenant_quotas`, `tenant_imports` and `tenant_imports_unrecorded` are keyed
+        // by the tenant: one row.)
+        const tenantKeyed =
+          /sqlite_autoindex_(tenants|tenant_quotas|tenant_imports|tenant_imports_unrecorded)_1/.test(detail);
         const pageOrder = /USING INDEX operations_recent /.test(detail);
         if (/\(tenant_id=\?\)$/.test(detail) && !tenantKeyed && !pageOrder) {
           scans.push(`${q.step}: ${detail}`);
