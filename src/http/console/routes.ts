@@ -46,7 +46,7 @@ import {
 import {
   type Session,
   SESSION_TTL_MS,
-  anonymousSession,
+  clearSignIn,
   callerFor,
   clearSession,
   csrfMatches,
@@ -56,7 +56,9 @@ import {
   readForm,
   readSession,
   sameOrigin,
+  readSignIn,
   writeSession,
+  writeSignIn,
 } from './session.js';
 import { CONSOLE_CSS } from './style.js';
 
@@ -109,29 +111,28 @@ consoleRoutes.get('/sign-in', async (c) => {
   if (s !== null && s.k !== null && (await callerFor(c.env, s.k)) !== null) {
     return c.redirect('/console/pending', 303);
   }
-  const fresh = anonymousSession(c.var.now);
-  await writeSession(c, fresh);
-  return c.html(signInPage(fresh.c, null));
+  // The form's token goes in the sign-in cookie, never the session's: this page is where a link
+  // from another site lands when the browser held the session cookie back, and a session written
+  // over here would sign the approver out (whether or not the browser sent Sec-Fetch-Site).
+  return c.html(signInPage(await writeSignIn(c), null));
 });
 
 consoleRoutes.post('/sign-in', sameOrigin, async (c) => {
-  const s = await readSession(c);
+  const s = await readSignIn(c);
   const form = await readForm(c);
   // Login CSRF: without the token of the session the form was served with, nothing is signed in.
   if (s === null || !csrfMatches(s, form.get('csrf'))) throw csrfRefused();
   const key = form.get('api_key') ?? '';
   const caller = await callerFor(c.env, key.trim());
-  const retry = async (status: 401 | 403, message: string) => {
-    const fresh = anonymousSession(c.var.now);
-    await writeSession(c, fresh);
-    return c.html(signInPage(fresh.c, message), status);
-  };
+  const retry = async (status: 401 | 403, message: string) =>
+    c.html(signInPage(await writeSignIn(c), message), status);
   if (caller === null) return retry(401, 'that API key is not valid');
   if (!caller.roles.some((r) => (ROLES_FOR.listApprovals as readonly string[]).includes(r))) {
     return retry(403, 'that API key holds neither the approver nor the tenant_admin role');
   }
   // A new CSRF token at sign-in: a token seen before signing in is worth nothing after.
   await writeSession(c, { v: 1, k: key.trim(), c: randomToken(), exp: c.var.now + SESSION_TTL_MS });
+  clearSignIn(c);
   c.set('log', { ...c.var.log, tenant_id: caller.tenant_id, principal_id: caller.principal_id });
   return c.redirect('/console/pending', 303);
 });

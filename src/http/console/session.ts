@@ -3,7 +3,8 @@
  * authenticated cookie, and every form carries a per-session CSRF token.
  *
  * Guarantees: the cookie is `__Host-` prefixed (Secure, Path=/, no Domain), HttpOnly and
- * SameSite=Strict; its content is AES-256-GCM under a key derived with HKDF-SHA256 from the
+ * SameSite=Strict, and only signing in or out writes it (the sign-in form's CSRF token has a
+ * cookie of its own, `SIGN_IN_COOKIE`); its content is AES-256-GCM under a key derived with HKDF-SHA256 from the
  * Worker secret `WRIT_ADMIN_TOKEN` with a label used for nothing else, and carries its own
  * expiry (`SESSION_TTL_MS`), checked on every request; the principal is looked up by the key's
  * digest on every request, so a revoked key ends the session at once; a write needs the same
@@ -30,8 +31,22 @@ export const SESSION_COOKIE = 'writ_console';
 export const SESSION_TTL_MS = 60 * 60 * 1000;
 /** HKDF `info`: the derived key serves this cookie and nothing else. */
 export const COOKIE_KEY_LABEL = 'writ/console-session-cookie/v1';
-/** Additional authenticated data: a ciphertext made for another purpose never opens as a session. */
-const AAD = new TextEncoder().encode('writ console session v1');
+/**
+ * Sent as `__Host-writ_console_signin`: the sign-in form's CSRF token before anyone signed in. A
+ * cookie of its own, so that serving the sign-in page never writes over a session: a link from
+ * another site arrives without the `SameSite=Strict` session cookie and is redirected to sign-in,
+ * and a browser stores what that page sets even though it held the session back.
+ */
+export const SIGN_IN_COOKIE = 'writ_console_signin';
+/**
+ * Additional authenticated data, one per cookie: a ciphertext made for another purpose (the other
+ * cookie included) never opens as this one.
+ */
+const AAD = {
+  session: new TextEncoder().encode('writ console session v1'),
+  sign_in: new TextEncoder().encode('writ console sign-in v1'),
+} as const;
+type Purpose = keyof typeof AAD;
 
 const Session = z.strictObject({
   v: z.literal(1),
@@ -90,11 +105,11 @@ export function randomToken(): string {
   return b64url(crypto.getRandomValues(new Uint8Array(32)));
 }
 
-export async function sealSession(env: Env, s: Session): Promise<string> {
+export async function sealSession(env: Env, s: Session, purpose: Purpose = 'session'): Promise<string> {
   const iv = crypto.getRandomValues(new Uint8Array(12));
   const ct = new Uint8Array(
     await crypto.subtle.encrypt(
-      { name: 'AES-GCM', iv, additionalData: AAD },
+      { name: 'AES-GCM', iv, additionalData: AAD[purpose] },
       await cookieKey(env),
       new TextEncoder().encode(JSON.stringify(s)),
     ),
@@ -106,14 +121,19 @@ export async function sealSession(env: Env, s: Session): Promise<string> {
 }
 
 /** The session in `value`, or null if it is absent, forged, tampered with or expired. */
-export async function openSession(env: Env, value: string | undefined, now: number): Promise<Session | null> {
+export async function openSession(
+  env: Env,
+  value: string | undefined,
+  now: number,
+  purpose: Purpose = 'session',
+): Promise<Session | null> {
   if (value === undefined) return null;
   const bytes = fromB64url(value);
   if (bytes === null || bytes.length < 12 + 16) return null;
   let plain: ArrayBuffer;
   try {
     plain = await crypto.subtle.decrypt(
-      { name: 'AES-GCM', iv: bytes.subarray(0, 12), additionalData: AAD },
+      { name: 'AES-GCM', iv: bytes.subarray(0, 12), additionalData: AAD[purpose] },
       await cookieKey(env),
       bytes.subarray(12),
     );
@@ -132,8 +152,31 @@ export async function openSession(env: Env, value: string | undefined, now: numb
   return s.data;
 }
 
+/** Write the signed-in session (`s.k` set); the sign-in form's cookie is `writeSignIn`'s. */
 export async function writeSession(c: Context<AppEnv>, s: Session): Promise<void> {
-  setCookie(c, SESSION_COOKIE, await sealSession(c.env, s), {
+  if (s.k === null) throw new Error('the session cookie holds signed-in sessions only');
+  await writeCookie(c, SESSION_COOKIE, s, 'session');
+}
+
+/** A fresh signed-out session in the sign-in cookie; returns its CSRF token for the form. */
+export async function writeSignIn(c: Context<AppEnv>): Promise<string> {
+  const s = anonymousSession(c.var.now);
+  await writeCookie(c, SIGN_IN_COOKIE, s, 'sign_in');
+  return s.c;
+}
+
+/** The sign-in form's session (its CSRF token), or null. */
+export async function readSignIn(c: Context<AppEnv>): Promise<Session | null> {
+  const s = await openSession(c.env, getCookie(c, SIGN_IN_COOKIE, 'host'), c.var.now, 'sign_in');
+  return s !== null && s.k === null ? s : null;
+}
+
+export function clearSignIn(c: Context<AppEnv>): void {
+  deleteCookie(c, SIGN_IN_COOKIE, { path: '/', secure: true, prefix: 'host' });
+}
+
+async function writeCookie(c: Context<AppEnv>, name: string, s: Session, purpose: Purpose): Promise<void> {
+  setCookie(c, name, await sealSession(c.env, s, purpose), {
     path: '/',
     secure: true,
     httpOnly: true,
@@ -157,7 +200,7 @@ export function readSession(c: Context<AppEnv>): Promise<Session | null> {
 }
 
 /** A fresh signed-out session, holding only the CSRF token for the sign-in form. */
-export function anonymousSession(now: number): Session {
+function anonymousSession(now: number): Session {
   return { v: 1, k: null, c: randomToken(), exp: now + SESSION_TTL_MS };
 }
 

@@ -26,17 +26,33 @@ interface Page {
   readonly headers: Headers;
 }
 
-/** A minimal browser: one cookie, same-origin posts unless told otherwise, no redirects followed. */
+/** A minimal browser: a cookie jar, same-origin posts unless told otherwise, no redirects followed. */
 class Browser {
-  cookie: string | null = null;
+  readonly jar = new Map<string, string>();
+
+  /** The session cookie's value (`__Host-writ_console`), or null. */
+  get cookie(): string | null {
+    return this.jar.get('__Host-writ_console') ?? null;
+  }
+
+  set cookie(value: string | null) {
+    if (value === null) this.jar.delete('__Host-writ_console');
+    else this.jar.set('__Host-writ_console', value);
+  }
 
   async request(path: string, init: RequestInit = {}): Promise<Page> {
     const headers = new Headers(init.headers);
-    if (this.cookie !== null) headers.set('cookie', `__Host-writ_console=${this.cookie}`);
+    if (this.jar.size > 0) {
+      headers.set('cookie', [...this.jar].map(([k, v]) => `${k}=${v}`).join('; '));
+    }
     const res = await workerFetch(`${BASE}${path}`, { ...init, headers, redirect: 'manual' });
-    const set = res.headers.get('set-cookie');
-    const m = set === null ? null : /__Host-writ_console=([^;]*)/.exec(set);
-    if (m !== null) this.cookie = (m[1] as string).length > 0 ? (m[1] as string) : null;
+    for (const line of res.headers.getSetCookie()) {
+      const m = /^([^=;]+)=([^;]*)/.exec(line);
+      if (m === null) continue;
+      const [, name, value] = m as unknown as [string, string, string];
+      if (value.length > 0 && !/Max-Age=0/i.test(line)) this.jar.set(name, value);
+      else this.jar.delete(name);
+    }
     return { status: res.status, text: await res.text(), headers: res.headers };
   }
 
@@ -117,8 +133,8 @@ describe('approval console', () => {
       api_key: s.approver.api_key,
     });
     expect(r.status).toBe(303);
-    const set = r.headers.get('set-cookie') ?? '';
-    expect(set).toMatch(/^__Host-writ_console=/);
+    const set = r.headers.getSetCookie().find((l) => l.startsWith('__Host-writ_console=')) ?? '';
+    expect(set).toMatch(/^__Host-writ_console=[A-Za-z0-9_-]{40,}/);
     expect(set).toContain('HttpOnly');
     expect(set).toContain('Secure');
     expect(set).toContain('SameSite=Strict');

@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { BASE, seedTenant, workerFetch } from '../platform/harness.js';
 
 const COOKIE = '__Host-writ_console';
+const SIGN_IN_COOKIE = '__Host-writ_console_signin';
 
 async function get(path: string, headers: Record<string, string> = {}) {
   const res = await workerFetch(`${BASE}${path}`, { headers, redirect: 'manual' });
@@ -20,7 +21,7 @@ async function get(path: string, headers: Record<string, string> = {}) {
 async function signedInCookie(): Promise<string> {
   const s = await seedTenant('cross-site');
   const form = await get('/console/sign-in');
-  const anon = /__Host-writ_console=([^;]*)/.exec(form.headers.get('set-cookie') ?? '')?.[1] as string;
+  const anon = /__Host-writ_console_signin=([^;]*)/.exec(form.headers.get('set-cookie') ?? '')?.[1] as string;
   const csrf = /name="csrf" value="([^"]*)"/.exec(form.text)?.[1] as string;
   const res = await workerFetch(`${BASE}/console/sign-in`, {
     method: 'POST',
@@ -28,7 +29,7 @@ async function signedInCookie(): Promise<string> {
     headers: {
       'content-type': 'application/x-www-form-urlencoded',
       origin: BASE,
-      cookie: `${COOKIE}=${anon}`,
+      cookie: `${SIGN_IN_COOKIE}=${anon}`,
     },
     body: new URLSearchParams({ csrf, api_key: s.approver.api_key }).toString(),
   });
@@ -71,6 +72,52 @@ describe('a console link followed from another site', () => {
     expect(r.status).toBe(303);
     expect(r.headers.get('location')).toBe('/console/sign-in');
     expect(r.headers.get('set-cookie')).toBeNull();
+  });
+
+  it('without Sec-Fetch-Site (an older browser) the redirect to sign-in still writes nothing over the session', async () => {
+    const cookie = await signedInCookie();
+    // The cross-site navigation, the session cookie held back, no Sec-Fetch-Site: answered as
+    // signed out, and sent on to sign in.
+    const page = await get('/console/pending');
+    expect(page.status).toBe(303);
+    expect(page.headers.get('set-cookie')).toBeNull();
+    const form = await get(page.headers.get('location') as string);
+    expect(form.status).toBe(200);
+    // The sign-in form's token has a cookie of its own: the session cookie is not written.
+    const set = form.headers.getSetCookie();
+    expect(set.some((l) => l.startsWith(`${SIGN_IN_COOKIE}=`))).toBe(true);
+    expect(set.filter((l) => l.startsWith(`${COOKIE}=`))).toEqual([]);
+    // Back on the console's own pages, the browser sends the session it kept: still signed in.
+    const same = await get('/console/pending', { cookie: `${COOKIE}=${cookie}` });
+    expect(same.status).toBe(200);
+    expect(same.text).toContain('Pending');
+  });
+
+  it('the sign-in cookie never opens as a session, nor a session as the sign-in form', async () => {
+    const form = await get('/console/sign-in');
+    const anon = /__Host-writ_console_signin=([^;]*)/.exec(
+      form.headers.get('set-cookie') ?? '',
+    )?.[1] as string;
+    expect(anon.length).toBeGreaterThan(40);
+    // As the session cookie: it does not open (cleared, sent to sign in).
+    const asSession = await get('/console/pending', { cookie: `${COOKIE}=${anon}` });
+    expect(asSession.status).toBe(303);
+    expect(asSession.headers.get('set-cookie')).toMatch(/__Host-writ_console=;.*Max-Age=0/i);
+    // A signed-in session's ciphertext as the sign-in cookie: the form's token does not match.
+    const session = await signedInCookie();
+    const csrf = /name="csrf" value="([^"]*)"/.exec(form.text)?.[1] as string;
+    const res = await workerFetch(`${BASE}/console/sign-in`, {
+      method: 'POST',
+      redirect: 'manual',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        origin: BASE,
+        cookie: `${SIGN_IN_COOKIE}=${session}`,
+      },
+      body: new URLSearchParams({ csrf, api_key: `writ_${'A'.repeat(43)}` }).toString(),
+    });
+    expect(await res.text()).toContain('security token');
+    expect(res.status).toBe(403);
   });
 
   it('a cookie that was sent and does not open is cleared', async () => {

@@ -284,14 +284,29 @@ export function importTo(shard: number, text: string): Promise<Reply> {
 }
 
 /**
- * The console as a signed-in browser of the principal holding `key`: one cookie kept across
+ * The console as a signed-in browser of the principal holding `key`: its session cookie kept across
  * requests, no redirects followed. Returns a GET of a console path (status and HTML).
  */
 export async function consoleAs(
   key: string,
 ): Promise<(path: string) => Promise<{ status: number; text: string }>> {
-  let cookie = '';
-  const get = async (path: string) => {
+  const form = await workerFetch(`${BASE}/console/sign-in`, { redirect: 'manual' });
+  // The sign-in form's token lives in a cookie of its own (src/http/console/session.ts).
+  const signIn = /__Host-writ_console_signin=([^;]*)/.exec(form.headers.get('set-cookie') ?? '')?.[1] ?? '';
+  const csrf = /name="csrf" value="([^"]*)"/.exec(await form.text())?.[1] ?? '';
+  const signed = await workerFetch(`${BASE}/console/sign-in`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/x-www-form-urlencoded',
+      origin: BASE,
+      cookie: `__Host-writ_console_signin=${signIn}`,
+    },
+    body: new URLSearchParams({ csrf, api_key: key }).toString(),
+    redirect: 'manual',
+  });
+  expect(signed.status).toBe(303);
+  let cookie = /__Host-writ_console=([^;]*)/.exec(signed.headers.get('set-cookie') ?? '')?.[1] ?? '';
+  return async (path: string) => {
     const res = await workerFetch(`${BASE}${path}`, {
       headers: { cookie: `__Host-writ_console=${cookie}` },
       redirect: 'manual',
@@ -300,21 +315,6 @@ export async function consoleAs(
     if (m !== null) cookie = m[1] as string;
     return { status: res.status, text: await res.text() };
   };
-  const form = await get('/console/sign-in');
-  const csrf = /name="csrf" value="([^"]*)"/.exec(form.text)?.[1] ?? '';
-  const signed = await workerFetch(`${BASE}/console/sign-in`, {
-    method: 'POST',
-    headers: {
-      'content-type': 'application/x-www-form-urlencoded',
-      origin: BASE,
-      cookie: `__Host-writ_console=${cookie}`,
-    },
-    body: new URLSearchParams({ csrf, api_key: key }).toString(),
-    redirect: 'manual',
-  });
-  expect(signed.status).toBe(303);
-  cookie = /__Host-writ_console=([^;]*)/.exec(signed.headers.get('set-cookie') ?? '')?.[1] ?? '';
-  return get;
 }
 
 /** The seeded read call as each standard door spells it (issue 12): its path and JSON body. */
