@@ -38,7 +38,7 @@ import {
   receiptVersionFields,
   versionedReceiptBody,
 } from './schema.js';
-import { credentialSpansUnder, scanUnder, type SignalScan } from './signals/releases.js';
+import { credentialSpansUnder, scanContentUnder, type SignalScan } from './signals/releases.js';
 import { type ReceiptVersionOption, parseVersion } from './validate.js';
 import { storedReceiptVersion } from './replay.js';
 
@@ -235,7 +235,7 @@ export function deriveObservation(
     // The output's identity is computed from its bytes: it can never borrow an input's digest.
     content = { kind: 'inline', text: d.output.text, sha256: sha256Hex(bytes), bytes: bytes.length };
     mediaType = d.output.media_type;
-    scan = scanUnder(version.value, d.output.text);
+    scan = scanContentUnder(version.value, d.output.text, d.output.media_type);
   } else {
     // A derived artifact stored under another tenant is the same disclosure by reference.
     if (d.output.artifact.storage_tenant_id !== tenant) {

@@ -38,7 +38,8 @@ export {
   verifyWithheldErrorObservationReceipt,
   storedReceiptVersion,
 } from './replay.js';
-export { scanUnder, type SignalScan } from './signals/releases.js';
+export { scanUnder, scanContentUnder, type SignalScan } from './signals/releases.js';
+export { jsonStringsAsRead, mergeScans } from './signals/as-read.js';
 export * from './derived.js';
 export {
   toEvidencePart,

@@ -398,30 +398,39 @@ export type ObservationViolation = z.infer<typeof ObservationViolation>;
  * (`actual_sha256`, `actual_bytes`) in the output and error-observation bodies: before it, a
  * refusal whose payload was withheld bound them only as "differs from the declared value", so an
  * offline bundle could carry another differing value unnoticed. A derived-observation body of
- * version 3 binds what version 2 did (one version line for every observation kind). A change to
+ * version 3 binds what version 2 did (one version line for every observation kind). Version 4
+ * binds what version 3 did, its signals from release `writ-signals/3`: the same rules, run over
+ * JSON content both as it is and as a model reads its strings (`signals/as-read.ts`); before it, a
+ * quote inside a JSON string was `\"` to the rules, so `{"text": "{\"client_secret\": …}"}` raised
+ * no credential signal. A change to
  * what a receipt binds, or to the detector's output for any text, is a new receipt version; replay
  * recomputes a stored receipt under the version written in its own body (docs/observations.md).
  */
-export const OBSERVATION_RECEIPT_VERSIONS = [1, 2, 3] as const;
-export const ObservationReceiptVersion = z.union([z.literal(1), z.literal(2), z.literal(3)]);
+export const OBSERVATION_RECEIPT_VERSIONS = [1, 2, 3, 4] as const;
+export const ObservationReceiptVersion = z.union([z.literal(1), z.literal(2), z.literal(3), z.literal(4)]);
 export type ObservationReceiptVersion = z.infer<typeof ObservationReceiptVersion>;
 
 /** The version new observation, error-observation and derived-observation receipts are issued under. */
-export const OBSERVATION_RECEIPT_VERSION = 3 satisfies ObservationReceiptVersion;
+export const OBSERVATION_RECEIPT_VERSION = 4 satisfies ObservationReceiptVersion;
 
-/** The signal rule-set release each receipt version binds (version 1 implicitly, 2 and 3 by name). */
+/**
+ * The signal rule-set release each receipt version binds (version 1 implicitly, the others by
+ * name): `writ-signals/3` is `writ-signals/2`'s rules over a JSON content's text and its strings
+ * as read (`signals/releases.ts`, `scanContentUnder`).
+ */
 export const SIGNALS_RELEASES = {
   1: 'writ-signals/1',
   2: 'writ-signals/2',
   3: 'writ-signals/2',
+  4: 'writ-signals/3',
 } as const satisfies Readonly<Record<ObservationReceiptVersion, string>>;
 
-/** The release of `signals.ts`, the detector new receipts are issued with. */
+/** The release new receipts are issued with (`signals.ts`, as `scanContentUnder` runs it). */
 export const SIGNALS_RELEASE = SIGNALS_RELEASES[OBSERVATION_RECEIPT_VERSION];
 
 /**
- * The version-specific head of every observation receipt body: version 1 as it was issued, versions
- * 2 and 3 with the signal release named, so a reader (and a digest) sees which rule set spoke.
+ * The version-specific head of every observation receipt body: version 1 as it was issued, later
+ * versions with the signal release named, so a reader (and a digest) sees which rule set spoke.
  */
 const RECEIPT_V1_FIELDS = { receipt_version: z.literal(1) } as const;
 const RECEIPT_V2_FIELDS = {
@@ -432,10 +441,14 @@ const RECEIPT_V3_FIELDS = {
   receipt_version: z.literal(3),
   signals_release: z.literal(SIGNALS_RELEASES[3]),
 } as const;
+const RECEIPT_V4_FIELDS = {
+  receipt_version: z.literal(4),
+  signals_release: z.literal(SIGNALS_RELEASES[4]),
+} as const;
 
 /**
  * Build a discriminated union of one body per receipt version, each strict; `v3` holds the fields
- * only version 3 binds (none for a derived observation).
+ * versions 3 and 4 bind and earlier ones do not (none for a derived observation).
  */
 export function versionedReceiptBody<
   const F extends z.ZodRawShape,
@@ -445,6 +458,7 @@ export function versionedReceiptBody<
     strict({ ...fields, ...RECEIPT_V1_FIELDS }),
     strict({ ...fields, ...RECEIPT_V2_FIELDS }),
     strict({ ...fields, ...((v3 ?? {}) as G), ...RECEIPT_V3_FIELDS }),
+    strict({ ...fields, ...((v3 ?? {}) as G), ...RECEIPT_V4_FIELDS }),
   ]);
 }
 
@@ -457,6 +471,8 @@ export function receiptVersionFields(version: ObservationReceiptVersion) {
       return { receipt_version: 2 as const, signals_release: SIGNALS_RELEASES[2] };
     case 3:
       return { receipt_version: 3 as const, signals_release: SIGNALS_RELEASES[3] };
+    case 4:
+      return { receipt_version: 4 as const, signals_release: SIGNALS_RELEASES[4] };
   }
 }
 
@@ -467,8 +483,8 @@ export type VersionlessBody<B extends { receipt_version: number }> = Omit<
 >;
 
 /**
- * A body under `version`: the fields every version binds, plus `v3` (what only version 3 binds)
- * when it is version 3. Never lets an older version carry a newer field: its digest would change.
+ * A body under `version`: the fields every version binds, plus `v3` (what versions 3 and 4 bind)
+ * when it is version 3 or 4. Never lets an older version carry a newer field: its digest would change.
  */
 export function versionedBody<const B extends object, const E extends object>(
   version: ObservationReceiptVersion,
@@ -482,11 +498,13 @@ export function versionedBody<const B extends object, const E extends object>(
       return { ...common, receipt_version: 2 as const, signals_release: SIGNALS_RELEASES[2] };
     case 3:
       return { ...common, ...v3, receipt_version: 3 as const, signals_release: SIGNALS_RELEASES[3] };
+    case 4:
+      return { ...common, ...v3, receipt_version: 4 as const, signals_release: SIGNALS_RELEASES[4] };
   }
 }
 
 /**
- * What version 3 binds of the content itself: the SHA-256 and UTF-8 length of the inline bytes
+ * What versions 3 and 4 bind of the content itself: the SHA-256 and UTF-8 length of the inline bytes
  * received (the findings a refusal keeps instead of the bytes). `actual_sha256` is null when the
  * bytes were over the bound and never hashed; both are null for an artifact (its digest and size
  * are the declared ones, already bound).

@@ -61,7 +61,7 @@ import {
   isTextMediaType,
 } from './schema.js';
 import { longestEncodedRun } from './signals.js';
-import { scanUnder } from './signals/releases.js';
+import { scanContentUnder } from './signals/releases.js';
 import { withClassifierOutcome } from './signals/classifier.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -201,8 +201,9 @@ export function inlineContentFindings(
   }
   const target: LocatorTarget = { kind: 'inline', bytes, isJson, json };
   for (const x of checkLocators(o.locators, policy, target, o.observed_at_unix_ms)) v.add(x);
-  // The signal rule set of the receipt version being computed (signals/releases.ts).
-  const signals = scanUnder(version, payload);
+  // The signal rule set of the receipt version being computed (signals/releases.ts); from
+  // version 4, JSON content is also scanned as a model reads its strings.
+  const signals = scanContentUnder(version, payload, o.media_type);
   return {
     ...base,
     actual_sha256: sha256Hex(bytes),
@@ -295,7 +296,7 @@ function decideObservation(
     signal_hits: signals.hits,
     violations,
   };
-  // Version 3 binds the received bytes' digest and size themselves, not only whether they differ
+  // Versions 3 and 4 bind the received bytes' digest and size themselves, not only whether they differ
   // from the declared ones: a withheld refusal's findings then have exactly one value that replays.
   const body: ObservationReceiptBody = versionedBody(version, common, {
     actual_sha256: findings?.actual_sha256 ?? null,
@@ -380,7 +381,7 @@ export function errorDetailFindings(
   const bound = Math.min(policy.max_payload_bytes, OBSERVATION_LIMITS.maxErrorDetailBytes);
   const actualBytes = utf8ByteLength(o.detail);
   const withinBound = actualBytes <= bound && o.detail_bytes <= bound;
-  const signals = withinBound ? scanUnder(version, o.detail) : { signals: [], hits: [] };
+  const signals = withinBound ? scanContentUnder(version, o.detail, o.media_type) : { signals: [], hits: [] };
   return {
     raw_observation_sha256: digestOf(o),
     actual_bytes: actualBytes,
@@ -444,7 +445,7 @@ function decideErrorObservation(
     signal_hits: signals.hits,
     violations,
   };
-  // As for output observations: version 3 binds the received detail's digest and size exactly.
+  // As for output observations: versions 3 and 4 bind the received detail's digest and size exactly.
   const body: ErrorObservationReceiptBody = versionedBody(version, common, {
     actual_sha256: findings.actual_sha256,
     actual_bytes: findings.actual_bytes,

@@ -20,10 +20,10 @@
  * `params`, bare params beside a wrapper), a method other than `tools/call`, or a run id named
  * twice with two values is refused, never guessed; only an explicit allow is ever an empty
  * `before` answer. An `after` result is screened over the text `/mcp/v1/after-call` digests
- * (`outputText`) and over its strings as a model reads them (`screenedTexts`), with the
- * observation path's detector (`scanUnder`); only a result without a
- * signal is an empty `after` answer, and an annotation keeps every content item, `_meta`,
- * `isError` and the tool's own `structuredContent` as they were.
+ * (`outputText`) exactly as that text's observation receipt scans it (`scanContentUnder` at the
+ * current receipt version, as JSON: the text and its strings as a model reads them, the union of
+ * both scans); only a result without a signal is an empty `after` answer, and an annotation keeps
+ * every content item, `_meta`, `isError` and the tool's own `structuredContent` as they were.
  * Never: reads a credential, tenant or principal from the payload or the URL; rewrites, redacts or
  * "sanitizes" a tool's output; puts matched text in an answer (rule ids and encodings only).
  */
@@ -32,12 +32,10 @@ import { utf8Encode } from '../../core/canonical/json.js';
 import {
   OBSERVATION_RECEIPT_VERSION,
   type ObservationSignal,
-  scanUnder,
+  scanContentUnder,
   type SignalHit,
-  type SignalScan,
   SIGNALS_RELEASE,
 } from '../../core/observation/index.js';
-import { compareHits } from '../../core/observation/signals.js';
 import { Identifier } from '../../core/schema.js';
 import {
   callOf,
@@ -187,6 +185,9 @@ export type AfterAnswer =
   /** Not a result a released gateway posts: refused, the output withheld. */
   | { readonly kind: 'refused'; readonly message: string; readonly result: InterceptorResult };
 
+/** The media type `/mcp/v1/after-call` observes the output text as (src/services/tools.ts). */
+const SCREENED_MEDIA_TYPE = 'application/json';
+
 /** The members go-sdk's and mcp-go's `CallToolResult` marshal to (every release from v0.9.0). */
 const RESULT_MEMBERS: ReadonlySet<string> = new Set(['_meta', 'content', 'structuredContent', 'isError']);
 
@@ -203,7 +204,8 @@ export function screenAfter(body: unknown, policy: AfterSignalPolicy): AfterAnsw
   // The text `/mcp/v1/after-call` reports and observes, so the digests are the same.
   const text = outputText(result);
   const bytes = utf8Encode(text);
-  const scan = mergeScans(screenedTexts(result).map((t) => scanUnder(OBSERVATION_RECEIPT_VERSION, t)));
+  // Scanned as the observation receipt of this text scans it, so the door and the receipt agree.
+  const scan = scanContentUnder(OBSERVATION_RECEIPT_VERSION, text, SCREENED_MEDIA_TYPE);
   const screening: AfterScreening = {
     output_sha256: sha256Hex(bytes),
     output_bytes: bytes.byteLength,
@@ -244,35 +246,6 @@ export function screenAfter(body: unknown, policy: AfterSignalPolicy): AfterAnsw
   annotated.structuredContent = 'structuredContent' in result ? result.structuredContent : { writ: record };
   if (wasError) annotated.isError = true;
   return { kind: 'annotated', screening, result: annotated };
-}
-
-/**
- * The texts a result is screened over: its output text (`outputText`, canonical JSON, the text
- * `/mcp/v1/after-call` digests) and every string in it as a model reads it, one per line (`_meta`
- * left out of both). In the JSON a quote inside a text item is `\"`, which rules that read
- * quotes (`password = "…"`, `{"client_secret": "…"}` returned as text) do not see as one.
- */
-export function screenedTexts(result: Record<string, unknown>): readonly string[] {
-  const { _meta: _ignored, ...output } = result;
-  const strings: string[] = [];
-  collectStrings(output, strings);
-  return [outputText(result), strings.join('\n')];
-}
-
-function collectStrings(v: unknown, out: string[]): void {
-  if (typeof v === 'string') out.push(v);
-  else if (Array.isArray(v)) for (const x of v) collectStrings(x, out);
-  else if (isRecord(v)) for (const k of Object.keys(v)) collectStrings(v[k], out);
-}
-
-/** The union of scans, sorted and de-duplicated as one scan's hits are. */
-function mergeScans(scans: readonly SignalScan[]): SignalScan {
-  const hits: SignalHit[] = [];
-  for (const s of scans) {
-    for (const h of s.hits) if (!hits.some((k) => compareHits(k, h) === 0)) hits.push(h);
-  }
-  hits.sort(compareHits);
-  return { signals: [...new Set(hits.map((h) => h.signal))].sort(), hits };
 }
 
 function writRecord(action: 'annotated' | 'withheld', policy: AfterSignalPolicy, s: AfterScreening) {

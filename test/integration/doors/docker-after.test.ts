@@ -144,42 +144,63 @@ describe('Docker MCP Gateway after interceptor → /docker-mcp/v1/after', { time
     expect(marked.isError).toBeUndefined();
   });
 
-  it('names the digest /mcp/v1/after-call reports and observes for the same result', async () => {
-    const s = await seedTenant('dafter');
-    const receipt = await mcpAuthorizedRollback(s);
-    const claimed = await call('POST', '/v1/executions/claim', {
-      key: s.executor.api_key,
-      body: { authorization_receipt_sha256: receipt.sha256 },
-    });
-    expect(claimed.status).toBe(200);
-    const result = JSON.parse(instructions) as Record<string, unknown>;
-    delete result.isError; // a succeeded call, so the output is also observed
-    const started = receipt.body.evaluated_at_unix_ms as number;
-    const reported = await call('POST', '/mcp/v1/after-call', {
-      key: s.executor.api_key,
-      body: {
-        operation_id: claimed.body.operation_id,
-        fencing_token: claimed.body.fencing_token,
-        observation_id: `obs-${uniqueName('x')}`,
-        started_at_unix_ms: started,
-        completed_at_unix_ms: started + 5,
-        effect_id: 'rollout-1',
-        before_state_sha256: digestOf({ v: 'v42' }),
-        after_state_sha256: digestOf({ v: 'v41' }),
-        result,
-        evidence: { observation_id: `ev-${uniqueName('x')}`, source_release: 'demo-mcp 1.0.0' },
+  /** A quoted secret in a text item: `\"` in the result's JSON, a secret in what the model reads. */
+  const quotedSecret = {
+    content: [{ type: 'text', text: '{"client_secret": "Zq8vT3mX9pL2rW7nK4bY6cF1hJ5dS0aG"}' }],
+  };
+  const sameText: [string, () => Record<string, unknown>, string][] = [
+    [
+      'instruction-like text',
+      () => {
+        const result = JSON.parse(instructions) as Record<string, unknown>;
+        delete result.isError; // a succeeded call, so the output is also observed
+        return result;
       },
-    });
-    expect(reported.status).toBe(200);
-    const execution = reported.body.execution.execution_receipt.body;
-    const screened = replacement(await after(JSON.stringify(result), { key: s.agent.api_key }));
-    const writ = screened.structuredContent?.writ as Record<string, unknown>;
-    expect(writ.output_sha256).toBe(execution.output_sha256);
-    expect(writ.output_bytes).toBe(execution.output_bytes);
-    // The observation of the same text raised the same signals (one detector, one text).
-    expect(JSON.stringify(reported.body.observation)).toContain('instruction_like_text');
-    expect(reported.body.observation.receipt.body.signal_hits).toEqual(writ.signal_hits);
-  });
+      'instruction_like_text',
+    ],
+    // Before observation receipt version 4 the door flagged it and the receipt did not.
+    ['a quoted secret in a text item', () => structuredClone(quotedSecret), 'credential_like_text'],
+  ];
+  it.each(sameText)(
+    'names the digest and the signals /mcp/v1/after-call reports and observes for the same result (%s)',
+    async (_name, make, signal) => {
+      const s = await seedTenant('dafter');
+      const receipt = await mcpAuthorizedRollback(s);
+      const claimed = await call('POST', '/v1/executions/claim', {
+        key: s.executor.api_key,
+        body: { authorization_receipt_sha256: receipt.sha256 },
+      });
+      expect(claimed.status).toBe(200);
+      const result = make();
+      const started = receipt.body.evaluated_at_unix_ms as number;
+      const reported = await call('POST', '/mcp/v1/after-call', {
+        key: s.executor.api_key,
+        body: {
+          operation_id: claimed.body.operation_id,
+          fencing_token: claimed.body.fencing_token,
+          observation_id: `obs-${uniqueName('x')}`,
+          started_at_unix_ms: started,
+          completed_at_unix_ms: started + 5,
+          effect_id: 'rollout-1',
+          before_state_sha256: digestOf({ v: 'v42' }),
+          after_state_sha256: digestOf({ v: 'v41' }),
+          result,
+          evidence: { observation_id: `ev-${uniqueName('x')}`, source_release: 'demo-mcp 1.0.0' },
+        },
+      });
+      expect(reported.status).toBe(200);
+      const execution = reported.body.execution.execution_receipt.body;
+      const screened = replacement(await after(JSON.stringify(result), { key: s.agent.api_key }));
+      const writ = screened.structuredContent?.writ as Record<string, unknown>;
+      expect(writ.output_sha256).toBe(execution.output_sha256);
+      expect(writ.output_bytes).toBe(execution.output_bytes);
+      // The observation of the same text raised the same signals (one scan, one text).
+      const observed = reported.body.observation.receipt.body;
+      expect(observed).toMatchObject({ receipt_version: 4, signals_release: writ.signals_release });
+      expect(observed.signals).toContain(signal);
+      expect(observed.signal_hits).toEqual(writ.signal_hits);
+    },
+  );
 
   it('refuses what no released gateway posts as a result: a non-empty isError answer', async () => {
     const s = await seedTenant('dafter');

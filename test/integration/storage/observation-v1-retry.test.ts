@@ -1,12 +1,15 @@
 /**
  * Issue 15: an identical retry of an observation recorded under receipt version 1 replays the
  * stored version 1 receipt (it used to be recomputed under the current version, differ, and
- * answer 500 "stored observation receipt does not replay").
+ * answer 500 "stored observation receipt does not replay"). The same for version 3, whose signals
+ * version 4 changed for JSON content holding a quoted secret: the retry replays the stored version
+ * 3 receipt (no signal), a new observation of the same bytes is version 4 and flags it.
  */
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { digestOf } from '../../../src/core/canonical/canonical.js';
 import {
+  type ObservationReceiptVersion,
   type ObservationTrustedContext,
   type RawToolObservation,
   observationPolicyFromTenantPolicy,
@@ -19,8 +22,13 @@ import type { Seeded } from '../../../scripts/seed.js';
 import { seedTenant } from '../executions/helpers.js';
 import { type Executed, executed, postObservation, rawOutput } from './observation-helpers.js';
 
-/** Record `raw` as the service did before receipt version 2: a version 1 receipt and its evidence. */
-async function recordV1(s: Seeded, e: Executed, raw: RawToolObservation) {
+/** Record `raw` as the service did when `version` was current: that receipt and its evidence. */
+async function recordUnder(
+  s: Seeded,
+  e: Executed,
+  raw: RawToolObservation,
+  version: ObservationReceiptVersion,
+) {
   const store = tenantStore(env, tenantRef(s));
   const [exec, inForce, pinned] = await Promise.all([
     store.getReceipt(e.execution.sha256),
@@ -50,11 +58,11 @@ async function recordV1(s: Seeded, e: Executed, raw: RawToolObservation) {
       now,
       observation: raw,
     },
-    { receiptVersion: 1 },
+    { receiptVersion: version },
   );
   if (!decided.ok) throw new Error(decided.error.message);
   const receipt = decided.value.receipt;
-  expect(receipt.body.receipt_version).toBe(1);
+  expect(receipt.body.receipt_version).toBe(version);
   const stored = await store.insertObservationReceipt({
     kind: 'observation',
     receipt,
@@ -76,7 +84,7 @@ describe('retry of an observation recorded under receipt version 1', () => {
     const e = await executed(s);
 
     const accepted = rawOutput(s, e);
-    const v1 = await recordV1(s, e, accepted);
+    const v1 = await recordUnder(s, e, accepted, 1);
     expect(v1.body.decision).toBe('accepted_untrusted_evidence');
     const again = await postObservation(s, accepted);
     expect(again.status).toBe(200);
@@ -85,7 +93,7 @@ describe('retry of an observation recorded under receipt version 1', () => {
 
     // A refusal recorded under version 1 (the reporter's digest is not the executor's) replays too.
     const wrong = { ...rawOutput(s, e), payload_sha256: 'f'.repeat(64) };
-    const refused = await recordV1(s, e, wrong);
+    const refused = await recordUnder(s, e, wrong, 1);
     expect(refused.body.violations).toContain('payload_digest_mismatch');
     const retry = await postObservation(s, wrong);
     expect(retry.status).toBe(403);
@@ -94,6 +102,35 @@ describe('retry of an observation recorded under receipt version 1', () => {
     // A new observation is still issued under the current version.
     const fresh = await postObservation(s, rawOutput(s, e));
     expect(fresh.status).toBe(201);
-    expect(fresh.body.receipt.body.receipt_version).toBe(3);
+    expect(fresh.body.receipt.body.receipt_version).toBe(4);
+  });
+});
+
+/** A tool result whose text item is a JSON document with a secret: quoted, so `\"` in the payload. */
+const QUOTED_SECRET = JSON.stringify({
+  content: [{ type: 'text', text: '{"client_secret": "Zq8vT3mX9pL2rW7nK4bY6cF1hJ5dS0aG"}' }],
+});
+
+describe('retry of an observation recorded under receipt version 3', () => {
+  it('replays the stored version 3 receipt; the same bytes observed anew are version 4 and flagged', async () => {
+    const s = await seedTenant('obs-v3');
+    const e = await executed(s, 'succeeded', QUOTED_SECRET);
+    const raw = rawOutput(s, e, QUOTED_SECRET);
+    const v3 = await recordUnder(s, e, raw, 3);
+    expect(v3.body).toMatchObject({ decision: 'accepted_untrusted_evidence', signals: [] });
+    const again = await postObservation(s, raw);
+    expect(again.status).toBe(200);
+    expect(again.body.receipt).toEqual(v3);
+
+    // Another execution returning the same bytes: observed under version 4, which reads the string.
+    const e2 = await executed(s, 'succeeded', QUOTED_SECRET);
+    const fresh = await postObservation(s, rawOutput(s, e2, QUOTED_SECRET));
+    expect(fresh.status).toBe(201);
+    expect(fresh.body.receipt.body).toMatchObject({
+      receipt_version: 4,
+      signals_release: 'writ-signals/3',
+      signals: ['credential_like_text'],
+    });
+    expect(fresh.body.candidate.signals).toEqual(['credential_like_text']);
   });
 });

@@ -5,7 +5,15 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { generateKeyRing, type KeyRingDocument } from '../../../src/core/receipts/keys.js';
+import { digestOf } from '../../../src/core/canonical/canonical.js';
+import {
+  ErrorObservationValidationInput,
+  ObservationValidationInput,
+  validateErrorObservation,
+  validateObservation,
+} from '../../../src/core/observation/validate.js';
+import { generateKeyRing, type KeyRingDocument, publicKeySet } from '../../../src/core/receipts/keys.js';
+import type { SignableReceipt } from '../../../src/core/receipts/signing.js';
 import { type BundleVerdict, verifyBundle, verifyBundleBytes } from '../../../src/verify/bundle.js';
 import { buildScenario, T } from '../core/fixtures.js';
 import {
@@ -21,6 +29,7 @@ import {
   sign,
   wire,
 } from './fixtures.js';
+import legacyV3 from '../core/observation/legacy-v3-receipts.json';
 
 const pinned = { trustedKeys: keys(), logVerifier: fakeLogVerifier } as const;
 const reason = (v: BundleVerdict) => (v.valid ? 'valid' : v.failure?.reason);
@@ -135,5 +144,61 @@ describe('verifyBundle', () => {
       'malformed_bundle',
     );
     expect(reason(verifyBundleBytes(new Uint8Array(16 * 1024 * 1024 + 1), pinned))).toBe('malformed_bundle');
+  });
+});
+
+describe('observation bundles verify under the receipt version they carry', () => {
+  // Version 3 receipts issued at aa74e75, before version 4 read JSON strings as a model does
+  // (test/unit/core/observation/legacy-v3-receipts.json): they bound no signal for content that
+  // holds a quoted secret; version 4 of the same inputs binds credential_like_text.
+  const V3 = legacyV3 as unknown as Record<
+    'observation' | 'error_observation',
+    { inputs: Record<string, unknown>; receipt: SignableReceipt & { body: Record<string, unknown> } }
+  >;
+
+  function bundleOf(receipt: SignableReceipt, inputs: unknown, at: number) {
+    const signature = sign(receipt, ring(), at);
+    return {
+      bundle_version: 1,
+      receipt,
+      signature,
+      inputs,
+      keys: publicKeySet(ring(), at),
+      log: fakeLog(signature),
+    };
+  }
+
+  it('a version 3 bundle and a version 4 bundle of the same observation both verify offline', () => {
+    for (const kind of ['observation', 'error_observation'] as const) {
+      const { inputs, receipt } = V3[kind];
+      const at = inputs.now as number;
+      expect(receipt.body.receipt_version).toBe(3);
+      const v3 = bundleOf(receipt, { kind, validation: inputs }, at);
+      expect(verifyBundle(wire(v3), pinned), kind).toMatchObject({ valid: true, failure: null });
+
+      const issued =
+        kind === 'observation'
+          ? validateObservation(ObservationValidationInput.parse(inputs))
+          : validateErrorObservation(ErrorObservationValidationInput.parse(inputs));
+      if (!issued.ok) throw new Error(issued.error.message);
+      const v4receipt = issued.value.receipt;
+      expect(v4receipt.body).toMatchObject({ receipt_version: 4 });
+      expect(v4receipt.body.signals).toContain('credential_like_text');
+      const v4 = bundleOf(v4receipt, { kind, validation: inputs }, at);
+      expect(verifyBundle(wire(v4), pinned), kind).toMatchObject({ valid: true, failure: null });
+
+      // The version 3 body relabelled version 4, re-hashed and signed by the issuer's own key:
+      // replay recomputes version 4's signals and refuses it.
+      const body = { ...receipt.body, receipt_version: 4, signals_release: 'writ-signals/3' };
+      const relabelled = bundleOf(
+        { sha256: digestOf(body), body } as SignableReceipt,
+        { kind, validation: inputs },
+        at,
+      );
+      expect(verifyBundle(wire(relabelled), pinned), kind).toMatchObject({
+        valid: false,
+        failure: { reason: 'receipt_mismatch', differences: ['body.signal_hits', 'body.signals', 'sha256'] },
+      });
+    }
   });
 });

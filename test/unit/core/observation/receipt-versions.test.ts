@@ -1,9 +1,13 @@
 // Observation receipt versions: version 1 receipts (signals of `writ-signals/1`, the frozen
-// legacy detector) still replay after the detector rewrite; version 2 names `writ-signals/2`; new
-// receipts are version 3, which also binds the received bytes' digest and size (`actual_sha256`,
-// `actual_bytes`); a receipt replays only under the version written in it, so an edited version
-// fails. The version 1 receipts in `legacy-v1-receipts.json` were issued by Writ at commit 033c877
-// (before the rewrite) with their full inputs, as a verifier finds them in storage.
+// legacy detector) still replay after the detector rewrite; version 2 names `writ-signals/2`;
+// version 3 also binds the received bytes' digest and size (`actual_sha256`, `actual_bytes`); new
+// receipts are version 4 (`writ-signals/3`: JSON content is also scanned as a model reads its
+// strings). A receipt replays only under the version written in it, so an edited version fails.
+// The version 1 receipts in `legacy-v1-receipts.json` were issued by Writ at commit 033c877
+// (before the rewrite), the version 3 receipts in `legacy-v3-receipts.json` at commit aa74e75
+// (before version 4; their content holds a quoted secret and form-feed-separated instruction text
+// inside JSON strings, which version 3 did not flag), each with its full inputs, as a verifier
+// finds them in storage.
 import { describe, expect, it } from 'vitest';
 import { canonicalize, digestOf } from '../../../../src/core/canonical/canonical.js';
 import { decodeJsonText, type JsonValue } from '../../../../src/core/canonical/json.js';
@@ -34,6 +38,7 @@ import {
   validateObservation,
 } from '../../../../src/core/observation/validate.js';
 import legacyJson from './legacy-v1-receipts.json';
+import legacyV3Json from './legacy-v3-receipts.json';
 
 /** A value as a verifier reads it from storage: canonical bytes, strictly decoded. */
 function stored(v: unknown): JsonValue {
@@ -44,17 +49,25 @@ function stored(v: unknown): JsonValue {
 
 type StoredReceipt = { sha256: string; body: Record<string, JsonValue> };
 
-const LEGACY = stored(legacyJson) as Record<string, { inputs: JsonValue; receipt: JsonValue }>;
+type Kind = 'observation' | 'error_observation' | 'derived_observation';
+type Fixtures = Record<string, { inputs: JsonValue; receipt: JsonValue }>;
+const LEGACY = stored(legacyJson) as Fixtures;
+const LEGACY_V3 = stored(legacyV3Json) as Fixtures;
 
-function legacy(kind: 'observation' | 'error_observation' | 'derived_observation') {
-  const entry = LEGACY[kind];
-  if (entry === undefined) throw new Error(`no legacy ${kind}`);
+function fixture(set: Fixtures, kind: Kind) {
+  const entry = set[kind];
+  if (entry === undefined) throw new Error(`no fixture ${kind}`);
   return { inputs: structuredClone(entry.inputs), receipt: structuredClone(entry.receipt) as StoredReceipt };
 }
+const legacy = (kind: Kind) => fixture(LEGACY, kind);
+const legacyV3 = (kind: Kind) => fixture(LEGACY_V3, kind);
 
 const OBS_INPUT = ObservationValidationInput.parse(legacy('observation').inputs);
 const ERR_INPUT = ErrorObservationValidationInput.parse(legacy('error_observation').inputs);
 const DER_INPUT = DerivationInput.parse(legacy('derived_observation').inputs);
+const OBS_V3_INPUT = ObservationValidationInput.parse(legacyV3('observation').inputs);
+const ERR_V3_INPUT = ErrorObservationValidationInput.parse(legacyV3('error_observation').inputs);
+const DER_V3_INPUT = DerivationInput.parse(legacyV3('derived_observation').inputs);
 
 function issueNow() {
   const r = validateObservation(OBS_INPUT);
@@ -129,13 +142,70 @@ describe('version 2 receipts (writ-signals/2, received bytes bound loosely)', ()
   });
 });
 
-describe('version 3 receipts', () => {
+describe('version 3 receipts (writ-signals/2 over the text alone)', () => {
+  it('name the release, bind the received bytes, and replay ok under their own version', () => {
+    const r = validateObservation(OBS_INPUT, { receiptVersion: 3 });
+    if (!r.ok) throw new Error(r.error.message);
+    const v3 = stored(r.value.receipt) as StoredReceipt;
+    expect(v3.body).toMatchObject({ receipt_version: 3, signals_release: 'writ-signals/2' });
+    expect(v3.body.actual_sha256).toBe(OBS_INPUT.observation.payload_sha256);
+    expect(v3.body.actual_bytes).toBe(OBS_INPUT.observation.payload_bytes);
+    expect(v3.body.signal_hits).toEqual([
+      { signal: 'instruction_like_text', rule: 'instruction.delimiter_forgery', encoding: 'plain' },
+    ]);
+    expect(verifyObservationReceipt(v3, OBS_INPUT)).toEqual(OK);
+  });
+});
+
+describe('version 3 receipts issued before version 4 (known answers, legacy-v3-receipts.json)', () => {
+  const kinds: [Kind, (r: unknown) => { ok: boolean; differences: readonly string[] }][] = [
+    ['observation', (r) => verifyObservationReceipt(r, OBS_V3_INPUT)],
+    ['error_observation', (r) => verifyErrorObservationReceipt(r, ERR_V3_INPUT)],
+    ['derived_observation', (r) => verifyDerivedObservationReceipt(r, DER_V3_INPUT)],
+  ];
+
+  it.each(kinds)('%s: parses, bound no signal, and still replays ok under version 3', (kind, verify) => {
+    const { receipt } = legacyV3(kind);
+    expect(receipt.body).toMatchObject({ receipt_version: 3, signals_release: 'writ-signals/2' });
+    // What version 3 did not see: the quoted secret, the form-feed-separated instruction.
+    expect(receipt.body.signals).toEqual([]);
+    expect(receipt.body.signal_hits).toEqual([]);
+    expect(verify(receipt)).toEqual(OK);
+  });
+
+  it('are reproduced byte for byte when version 3 is asked for', () => {
+    const o = validateObservation(OBS_V3_INPUT, { receiptVersion: 3 });
+    const e = validateErrorObservation(ERR_V3_INPUT, { receiptVersion: 3 });
+    const d = deriveObservation(DER_V3_INPUT, { receiptVersion: 3 });
+    if (!o.ok || !e.ok || !d.ok) throw new Error('fixture did not validate');
+    expect(canonicalize(o.value.receipt)).toBe(canonicalize(legacyV3('observation').receipt));
+    expect(canonicalize(e.value.receipt)).toBe(canonicalize(legacyV3('error_observation').receipt));
+    expect(canonicalize(d.value.receipt)).toBe(canonicalize(legacyV3('derived_observation').receipt));
+    expect(ObservationReceipt.safeParse(legacyV3('observation').receipt).success).toBe(true);
+    expect(ErrorObservationReceipt.safeParse(legacyV3('error_observation').receipt).success).toBe(true);
+    expect(DerivedObservationReceipt.safeParse(legacyV3('derived_observation').receipt).success).toBe(true);
+  });
+
+  it('relabelled version 4 (re-hashed) they fail: version 4 sees what they did not', () => {
+    for (const [kind, verify] of kinds) {
+      const { receipt } = legacyV3(kind);
+      const relabelled = { ...receipt.body, receipt_version: 4, signals_release: 'writ-signals/3' };
+      expect(verify(rehashed(relabelled)).differences, kind).toEqual([
+        'body.signal_hits',
+        'body.signals',
+        'sha256',
+      ]);
+    }
+  });
+});
+
+describe('version 4 receipts (writ-signals/3: JSON content also scanned as a model reads its strings)', () => {
   it('are what validation issues now: the release named, the received bytes bound, replay ok', () => {
     const now = issueNow();
-    expect(OBSERVATION_RECEIPT_VERSION).toBe(3);
-    expect(now.body.receipt_version).toBe(3);
+    expect(OBSERVATION_RECEIPT_VERSION).toBe(4);
+    expect(now.body.receipt_version).toBe(4);
     expect(now.body.signals_release).toBe(SIGNALS_RELEASE);
-    expect(SIGNALS_RELEASE).toBe('writ-signals/2');
+    expect(SIGNALS_RELEASE).toBe('writ-signals/3');
     expect(now.body.actual_sha256).toBe(OBS_INPUT.observation.payload_sha256);
     expect(now.body.actual_bytes).toBe(OBS_INPUT.observation.payload_bytes);
     expect(now.body.signal_hits).toEqual([
@@ -144,22 +214,58 @@ describe('version 3 receipts', () => {
     expect(verifyObservationReceipt(now, OBS_INPUT)).toEqual(OK);
   });
 
-  it('error-observation and derived receipts are version 3 too, and replay ok', () => {
+  it('flag the quoted secret and the instruction inside JSON strings that version 3 missed', () => {
+    const o = validateObservation(OBS_V3_INPUT);
+    if (!o.ok) throw new Error(o.error.message);
+    expect(o.value.receipt.body).toMatchObject({
+      receipt_version: 4,
+      signals_release: 'writ-signals/3',
+      decision: 'accepted_untrusted_evidence',
+      signals: ['credential_like_text', 'instruction_like_text'],
+    });
+    expect(o.value.receipt.body.signal_hits).toContainEqual({
+      signal: 'credential_like_text',
+      rule: 'credential.assignment',
+      encoding: 'plain',
+    });
+    expect(o.value.receipt.body.signal_hits).toContainEqual({
+      signal: 'instruction_like_text',
+      rule: 'instruction.concealment',
+      encoding: 'plain',
+    });
+    // The evidence carries what the receipt binds.
+    expect(o.value.candidate?.signals).toEqual(o.value.receipt.body.signals);
+    expect(verifyObservationReceipt(stored(o.value.receipt), OBS_V3_INPUT)).toEqual(OK);
+
+    const e = validateErrorObservation(ERR_V3_INPUT);
+    if (!e.ok) throw new Error(e.error.message);
+    expect(e.value.receipt.body.signals).toEqual(['credential_like_text']);
+    expect(verifyErrorObservationReceipt(stored(e.value.receipt), ERR_V3_INPUT)).toEqual(OK);
+
+    const d = deriveObservation(DER_V3_INPUT);
+    if (!d.ok) throw new Error(d.error.message);
+    expect(d.value.receipt.body.signal_hits).toEqual([
+      { signal: 'instruction_like_text', rule: 'instruction.role_play', encoding: 'plain' },
+    ]);
+    expect(verifyDerivedObservationReceipt(stored(d.value.receipt), DER_V3_INPUT)).toEqual(OK);
+  });
+
+  it('error-observation and derived receipts are version 4 too, and replay ok', () => {
     const e = validateErrorObservation(ERR_INPUT);
     if (!e.ok) throw new Error(e.error.message);
     expect(e.value.receipt.body).toMatchObject({
-      receipt_version: 3,
-      signals_release: 'writ-signals/2',
+      receipt_version: 4,
+      signals_release: 'writ-signals/3',
       actual_sha256: ERR_INPUT.observation.detail_sha256,
       actual_bytes: ERR_INPUT.observation.detail_bytes,
     });
     expect(e.value.receipt.body.signal_hits.map((h) => h.rule)).toEqual(['instruction.delimiter_forgery']);
     expect(verifyErrorObservationReceipt(stored(e.value.receipt), ERR_INPUT)).toEqual(OK);
 
-    // A derived observation has no received bytes to bind: version 3 binds what version 2 did.
+    // A derived observation has no received bytes to bind: version 4 binds what version 2 did.
     const d = deriveObservation(DER_INPUT);
     if (!d.ok) throw new Error(d.error.message);
-    expect(d.value.receipt.body).toMatchObject({ receipt_version: 3, signals_release: 'writ-signals/2' });
+    expect(d.value.receipt.body).toMatchObject({ receipt_version: 4, signals_release: 'writ-signals/3' });
     expect(d.value.receipt.body.signal_hits.map((h) => h.rule)).toEqual([
       'instruction.delimiter_forgery',
       'instruction.role_play',
@@ -169,7 +275,7 @@ describe('version 3 receipts', () => {
 });
 
 describe('a receipt replays only under its own version', () => {
-  it('a version 3 receipt relabelled version 1 or 2 fails (as is, re-hashed, and with the release dropped)', () => {
+  it('a version 4 receipt relabelled version 1, 2 or 3 fails (as is, re-hashed, and with the release dropped)', () => {
     const now = issueNow();
     const relabelled: Record<string, JsonValue> = { ...now.body, receipt_version: 1 };
     expect(verifyObservationReceipt({ ...now, body: relabelled }, OBS_INPUT).ok).toBe(false);
@@ -187,10 +293,14 @@ describe('a receipt replays only under its own version', () => {
       'body.signals',
       'sha256',
     ]);
-    // Relabelled version 2 (same signal rules): only the content binding differs.
+    // Relabelled version 2 (same signal rules): the content binding and the release differ.
     expect(
       verifyObservationReceipt(rehashed({ ...now.body, receipt_version: 2 }), OBS_INPUT).differences,
-    ).toEqual(['body.actual_bytes', 'body.actual_sha256', 'sha256']);
+    ).toEqual(['body.actual_bytes', 'body.actual_sha256', 'body.signals_release', 'sha256']);
+    // Relabelled version 3: the same hits for this content, but not the same release.
+    expect(
+      verifyObservationReceipt(rehashed({ ...now.body, receipt_version: 3 }), OBS_INPUT).differences,
+    ).toEqual(['body.signals_release', 'sha256']);
   });
 
   it('a version 1 receipt relabelled version 2 fails', () => {
@@ -208,7 +318,7 @@ describe('a receipt replays only under its own version', () => {
 
   it('an unknown or missing version is recomputed as the current one and fails', () => {
     const now = issueNow();
-    for (const v of [4, 0, '3', null]) {
+    for (const v of [5, 0, '4', null]) {
       const report = verifyObservationReceipt(rehashed({ ...now.body, receipt_version: v }), OBS_INPUT);
       expect(report.differences).toEqual(['body.receipt_version', 'sha256']);
     }
@@ -220,13 +330,14 @@ describe('a receipt replays only under its own version', () => {
   });
 
   it('reads the stored version as untrusted data', () => {
-    expect(storedReceiptVersion(null)).toBe(3);
-    expect(storedReceiptVersion([{ body: { receipt_version: 1 } }])).toBe(3);
-    expect(storedReceiptVersion({ body: [] })).toBe(3);
+    expect(storedReceiptVersion(null)).toBe(4);
+    expect(storedReceiptVersion([{ body: { receipt_version: 1 } }])).toBe(4);
+    expect(storedReceiptVersion({ body: [] })).toBe(4);
     // An inherited version (prototype pollution) is not the receipt's own field.
     const body = Object.create({ receipt_version: 1 }) as object;
-    expect(storedReceiptVersion({ body })).toBe(3);
+    expect(storedReceiptVersion({ body })).toBe(4);
     expect(storedReceiptVersion({ body: { receipt_version: 1 } })).toBe(1);
+    expect(storedReceiptVersion({ body: { receipt_version: 3 } })).toBe(3);
   });
 });
 
@@ -239,18 +350,23 @@ describe('the versioned schemas and the version option', () => {
     expect(parse(now.body)).toBe(true);
     // A version 1 body carrying a release, or a version 2 body without one (or naming another).
     expect(parse({ ...old.body, signals_release: 'writ-signals/1' })).toBe(false);
-    const { signals_release: _r, ...v3noRelease } = now.body;
-    expect(parse(v3noRelease)).toBe(false);
+    const { signals_release: _r, ...v4noRelease } = now.body;
+    expect(parse(v4noRelease)).toBe(false);
     expect(parse({ ...now.body, signals_release: 'writ-signals/1' })).toBe(false);
-    expect(parse({ ...now.body, receipt_version: 4 })).toBe(false);
-    // A version 3 body without the received bytes' binding, or a version 2 body carrying it.
-    const { actual_sha256: _s, ...v3without } = now.body;
-    expect(parse(v3without)).toBe(false);
-    expect(parse({ ...now.body, receipt_version: 2 })).toBe(false);
+    expect(parse({ ...now.body, receipt_version: 5 })).toBe(false);
+    // Each version names its own release: a version 4 body naming writ-signals/2, a version 3
+    // body naming writ-signals/3.
+    expect(parse({ ...now.body, signals_release: 'writ-signals/2' })).toBe(false);
+    expect(parse({ ...now.body, receipt_version: 3 })).toBe(false);
+    expect(parse({ ...now.body, receipt_version: 3, signals_release: 'writ-signals/2' })).toBe(true);
+    // A version 4 body without the received bytes' binding, or a version 2 body carrying it.
+    const { actual_sha256: _s, ...v4without } = now.body;
+    expect(parse(v4without)).toBe(false);
+    expect(parse({ ...now.body, receipt_version: 2, signals_release: 'writ-signals/2' })).toBe(false);
   });
 
   it('an unknown receipt version is a typed error, never a receipt under guessed rules', () => {
-    for (const receiptVersion of [0, 4, '1', null]) {
+    for (const receiptVersion of [0, 5, '1', null]) {
       const options = { receiptVersion } as unknown as { receiptVersion: 1 };
       const o = validateObservation(OBS_INPUT, options);
       expect(o.ok ? 'receipt' : o.error.reason).toBe('invalid_request');
@@ -285,7 +401,8 @@ describe('every single-field mutation fails replay, for old and current versions
 
   const cases: [string, JsonValue, (r: unknown) => { ok: boolean }][] = [
     ['v1 observation', legacy('observation').receipt, (r) => verifyObservationReceipt(r, OBS_INPUT)],
-    ['v3 observation', issueNow(), (r) => verifyObservationReceipt(r, OBS_INPUT)],
+    ['v3 observation', legacyV3('observation').receipt, (r) => verifyObservationReceipt(r, OBS_V3_INPUT)],
+    ['v4 observation', issueNow(), (r) => verifyObservationReceipt(r, OBS_INPUT)],
     [
       'v1 derived',
       legacy('derived_observation').receipt,

@@ -19,6 +19,12 @@ const RECEIPT_V1 = (() => {
   if (!r.ok) throw new Error(r.error.message);
   return r.value.receipt;
 })();
+/** As version 3 (writ-signals/2: the payload's text alone, before JSON strings were read too). */
+const RECEIPT_V3 = (() => {
+  const r = validateObservation(INPUT, { receiptVersion: 3 });
+  if (!r.ok) throw new Error(r.error.message);
+  return r.value.receipt;
+})();
 /** And as version 2 (writ-signals/2, before the received bytes' digest and size were bound). */
 const RECEIPT_V2 = (() => {
   const r = validateObservation(INPUT, { receiptVersion: 2 });
@@ -87,7 +93,8 @@ describe('observation receipt replay', () => {
   });
 
   it.each([
-    ['version 3 (current)', RECEIPT],
+    ['version 4 (current)', RECEIPT],
+    ['version 3 (writ-signals/2, received bytes bound)', RECEIPT_V3],
     ['version 2 (writ-signals/2)', RECEIPT_V2],
     ['version 1 (writ-signals/1)', RECEIPT_V1],
   ])(

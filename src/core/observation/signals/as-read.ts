@@ -1,0 +1,78 @@
+/**
+ * JSON content as a model reads it. In JSON text a quote inside a string is `\"`, a newline `\n`,
+ * a form feed `\f`: rules that read quotes, line starts or word breaks (`password = "…"`,
+ * `{"client_secret": "…"}` returned as a string) do not see them there, although a model reads
+ * every string unescaped. Receipts of version 4 (`writ-signals/3`) and the Docker MCP Gateway's
+ * `after` screening scan JSON content twice, as it is and as read (`jsonStringsAsRead`), and keep
+ * the union of both scans (`mergeScans`).
+ *
+ * Guarantees: `jsonStringsAsRead` is a total function of the text (malformed JSON included), one
+ * linear pass, and its result is never longer than its input (so it never reaches a scan bound
+ * the text itself does not). `mergeScans` keeps every hit of every scan once, in the detector's
+ * order, so a merged scan is always a superset of each of its parts.
+ * Never: parses numbers or structure, follows anything the content says, or reads a clock.
+ */
+import type { SignalHit } from '../schema.js';
+import { compareHits } from '../signals.js';
+import type { SignalScan } from './releases.js';
+
+const ESCAPES: Readonly<Record<string, string>> = {
+  '"': '"',
+  '\\': '\\',
+  '/': '/',
+  b: '\b',
+  f: '\f',
+  n: '\n',
+  r: '\r',
+  t: '\t',
+};
+const HEX4 = /^[0-9A-Fa-f]{4}$/;
+
+/**
+ * Every JSON string literal in `text` (member names and values alike) with its escapes decoded,
+ * in document order, one per line. Read lexically: outside a string a `"` opens one, and it ends
+ * at the next unescaped `"` (or at the end of the text). `\uXXXX` is one UTF-16 code unit (a pair
+ * is two escapes, as in JSON); an escape JSON does not define is kept as written. For a valid
+ * JSON text this is exactly its strings, whatever the nesting depth or duplicate member names.
+ */
+export function jsonStringsAsRead(text: string): string {
+  const out: string[] = [];
+  let i = text.indexOf('"');
+  while (i >= 0) {
+    let s = '';
+    let start = i + 1;
+    let j = start;
+    for (; j < text.length; j++) {
+      const c = text.charCodeAt(j);
+      if (c === 0x22) break;
+      if (c !== 0x5c) continue;
+      s += text.slice(start, j);
+      const e = text.charAt(j + 1);
+      const hex = text.slice(j + 2, j + 6);
+      if (Object.hasOwn(ESCAPES, e)) {
+        s += ESCAPES[e] as string;
+        j += 1;
+      } else if (e === 'u' && HEX4.test(hex)) {
+        s += String.fromCharCode(parseInt(hex, 16));
+        j += 5;
+      } else {
+        // Not a JSON escape: kept as written (the backslash; what follows is read on).
+        s += '\\';
+      }
+      start = j + 1;
+    }
+    out.push(s + text.slice(start, j));
+    i = j < text.length ? text.indexOf('"', j + 1) : -1;
+  }
+  return out.join('\n');
+}
+
+/** The union of scans: every hit once, sorted as one scan's hits are; the signals of those hits. */
+export function mergeScans(scans: readonly SignalScan[]): SignalScan {
+  const hits: SignalHit[] = [];
+  for (const s of scans) {
+    for (const h of s.hits) if (!hits.some((k) => compareHits(k, h) === 0)) hits.push(h);
+  }
+  hits.sort(compareHits);
+  return { signals: [...new Set(hits.map((h) => h.signal))].sort(), hits };
+}
