@@ -24,6 +24,8 @@ import { zodJit } from './zod-workers.js';
 import { hash } from 'node:crypto';
 import os from 'node:os';
 import { AuthorizeRequest } from '../src/core/authorization/decide.js';
+import { deriveTarget } from '../src/core/contracts/contract.js';
+import { targetId } from '../src/core/contracts/target.js';
 import { useSha256 } from '../src/core/canonical/canonical.js';
 import { decodeJsonBytes, utf8Encode } from '../src/core/canonical/json.js';
 import { acceptEvaluation, translateEvaluation } from '../src/http/authzen/translate.js';
@@ -54,6 +56,12 @@ const b = scenario.body;
 if (state.contract === null) throw new Error('the baseline state has no contract');
 const toolName = state.contract.contract.tool_name;
 if (b.idempotency_key === undefined || b.approval_id === undefined) throw new Error('baseline body changed');
+
+function benchTargetId(): string {
+  const derived = deriveTarget(pinned.contract, b.input);
+  if (!derived.ok) throw new Error('the baseline input names no target');
+  return targetId(derived.value);
+}
 
 const pinned: PinnedContract = {
   tool_contract_sha256: state.contract.tool_contract_sha256,
@@ -129,7 +137,8 @@ const authzenBytes = utf8Encode(
   JSON.stringify({
     subject: { type: 'agent', id: LAB_IDS.principal },
     action: { name: toolName },
-    resource: { type: state.contract.contract.resource.type, id: 'target' },
+    // The id of the target the input names (a different one is refused: docs/authzen.md).
+    resource: { type: state.contract.contract.resource.type, id: benchTargetId() },
     context: {
       input: b.input,
       run_id: b.run_id,

@@ -7,7 +7,8 @@
  * when an approval could lift the denial.
  *
  * Guarantees: the contract is always a pinned one of the tenant (a digest named beside the tool
- * name must be one of its pins); a resource type the door names must be the contract's; the
+ * name must be one of its pins); a resource type the door names must be the contract's, and a
+ * resource id it names must be the id of the target the input names (`targetId`); the
  * request is parsed by the same `AuthorizeRequest` schema as `POST /v1/authorize`; a denial is a
  * stored receipt, never an exception. Over HTTP (`authorizeNamedToolByKey`) a door costs the
  * storage round trips of `POST /v1/authorize`: the key, the tool's pins and the state in one read
@@ -17,7 +18,9 @@
  * or principal (the caller does).
  */
 import { type AuthorizationState, AuthorizeRequest } from '../core/authorization/decide.js';
-import { fromZodError } from '../core/errors.js';
+import { deriveTarget } from '../core/contracts/contract.js';
+import { targetId } from '../core/contracts/target.js';
+import { fromZodError, safeText } from '../core/errors.js';
 import type { JsonValue } from '../core/canonical/json.js';
 import {
   type AuthorizeOutcome,
@@ -47,6 +50,12 @@ export interface NamedToolCall {
   readonly tool_contract_sha256: string | undefined;
   /** The target's type as the door names it (AuthZEN `resource.type`); checked, never selecting. */
   readonly resource_type?: string;
+  /**
+   * The target's id as the door names it (AuthZEN `resource.id`); checked, never selecting. When
+   * present and not empty it must be the id (`targetId`) of the target the contract derives from
+   * the input: an answer about another resource than the one asked about is no answer.
+   */
+  readonly resource_id?: string;
   /**
    * Writ's authorize request, less the contract digest resolved here, as the door picked it out:
    * parsed here, once, by the same schema as `POST /v1/authorize` (a door checks only what it
@@ -175,6 +184,18 @@ function boundRequest(
 ): AuthorizeRequest {
   if (call.resource_type !== undefined && pinned.contract.resource.type !== call.resource_type) {
     throw new ServiceError('target_mismatch', "resource type is not the type of the tool's target");
+  }
+  // A PEP asking about resource X must not be told "permit" for the input's resource Y. An input
+  // that names no valid target is left to the decision, which refuses it with its own error.
+  if (call.resource_id !== undefined && call.resource_id !== '') {
+    const derived = deriveTarget(pinned.contract, parsed.input);
+    const id = derived.ok ? targetId(derived.value) : null;
+    if (id !== null && id !== call.resource_id) {
+      throw new ServiceError('target_mismatch', 'resource id does not name the target the input names', [
+        // The derived id is input text: quoted through `safeText`; the named one is not echoed.
+        { path: 'resource.id', message: `input names ${safeText(JSON.stringify(id))}` },
+      ]);
+    }
   }
   // The digest is a stored pin's own: it needs no parse.
   return { ...parsed, tool_contract_sha256: pinned.tool_contract_sha256 };

@@ -103,7 +103,8 @@ export function resolvePointer(doc: JsonValue, pointer: string): JsonValue | und
   if (pointer === '') return doc;
   let cur: JsonValue | undefined = doc;
   for (const raw of pointer.slice(1).split('/')) {
-    const token = raw.replace(/~1/g, '/').replace(/~0/g, '~');
+    // Only a token with "~" has escapes to undo (RFC 6901 §4: "~1" first, then "~0").
+    const token = raw.includes('~') ? raw.replace(/~1/g, '/').replace(/~0/g, '~') : raw;
     if (cur === null || typeof cur !== 'object') return undefined;
     if (Array.isArray(cur)) {
       if (!/^(0|[1-9][0-9]*)$/.test(token)) return undefined;

@@ -5,8 +5,8 @@
  * Mapping (docs/authzen.md): subject = the authenticated principal (a different subject is a
  * denial, never a 403); action.name = the tool name, resolved through the tenant's binding of
  * tool names to pinned contracts; resource = the target the contract derives from the input
- * (`type` must be the contract's resource type; `properties`, when present, must equal the
- * derived attributes); context = `input` (required), `run_id` (required),
+ * (`type` must be the contract's resource type; `id`, unless empty, must be that target's id;
+ * `properties`, when present, must equal the derived attributes); context = `input` (required), `run_id` (required),
  * `tool_contract_sha256`, `idempotency_key`, `approval_id`.
  *
  * Guarantees: unknown members are ignored at every level (§10.1.1), while the strict JSON rules
@@ -244,6 +244,8 @@ export type Translated =
       readonly tool_name: string;
       readonly tool_contract_sha256: string | undefined;
       readonly resource_type: string;
+      /** `resource.id`: checked against the derived target's id unless empty (docs/authzen.md). */
+      readonly resource_id: string;
       /** The request, less the contract digest the door resolves from the tool name. */
       readonly request: DoorRequest;
     }
@@ -273,6 +275,7 @@ export function translateEvaluation(e: Evaluation): Translated {
     tool_name: e.action.name,
     tool_contract_sha256: ctx.tool_contract_sha256,
     resource_type: e.resource.type,
+    resource_id: e.resource.id,
     request,
   };
 }

@@ -12,6 +12,9 @@
  * a rate limit, a malformed body, an internal failure) answers a non-empty `isError` result, so a
  * gateway that ignores status codes still fails closed; the status code is still the HTTP meaning
  * (200 for a decision, 4xx/5xx otherwise), for a relay that fails on it (`curl --fail`).
+ * Not checked: the tool's definition. The gateway posts none and runs no interceptor for
+ * `tools/list`, so a call is bound to the pinned contract by its name alone; a drifted definition
+ * is not seen here (docs/mcp.md "Tool definitions: no drift check on this path").
  * Never: reads a credential from the URL (the key is `Authorization: Bearer`, as everywhere),
  * reads, logs or stores the payload's `Extra` (it may carry the MCP client's own headers), or
  * stores or logs a tool's output (`after` logs its digest and the rule ids that fired).

@@ -23,7 +23,7 @@ function evaluation(s: Seeded, run_id: string, over: Record<string, unknown> = {
   return {
     subject: { type: 'agent', id: s.agent.principal_id },
     action: { name: 'get_deployment' },
-    resource: { type: 'deployment', id: 'api/production' },
+    resource: { type: 'deployment', id: 'production/api' },
     context: { input: READ_INPUT, run_id },
     ...over,
   };
@@ -230,7 +230,11 @@ describe('access evaluation (§6, §10.1)', () => {
     const runId = await run(s);
     const wrong = await post(s, '/access/v1/evaluation', {
       ...evaluation(s, runId),
-      resource: { type: 'deployment', id: 'x', properties: { service: 'api', environment: 'staging' } },
+      resource: {
+        type: 'deployment',
+        id: 'production/api',
+        properties: { service: 'api', environment: 'staging' },
+      },
     });
     expect(wrong.body).toMatchObject({
       decision: false,
@@ -243,9 +247,65 @@ describe('access evaluation (§6, §10.1)', () => {
     expect(type.body.decision).toBe(false);
     const same = await post(s, '/access/v1/evaluation', {
       ...evaluation(s, runId),
-      resource: { type: 'deployment', id: 'x', properties: { service: 'api', environment: 'production' } },
+      resource: {
+        type: 'deployment',
+        id: 'production/api',
+        properties: { service: 'api', environment: 'production' },
+      },
     });
     expect(same.body.decision).toBe(true);
+  });
+
+  it('resource.id must name the target the input names: a PEP asking about X is never permitted Y', async () => {
+    const s = await seedTenant('az');
+    const runId = await run(s);
+    // The PEP asks about production/web; the input names production/api, which the agent may read.
+    for (const id of ['production/web', 'api/production', 'production%2Fapi', 'x']) {
+      const other = await post(s, '/access/v1/evaluation', {
+        ...evaluation(s, runId),
+        resource: { type: 'deployment', id },
+      });
+      expect(other.status).toBe(200);
+      expect(other.body).toMatchObject({
+        decision: false,
+        context: {
+          error: {
+            status: 400,
+            code: 'target_mismatch',
+            message: 'resource id does not name the target the input names',
+          },
+        },
+      });
+      // Nothing was decided about either resource: no receipt.
+      expect(other.body.context.receipt_sha256).toBeUndefined();
+    }
+    // ... and the run was not charged for them.
+    const charged = await call('GET', `/v1/runs/${runId}`, { key: s.agent.api_key });
+    expect(charged.body.calls_used).toBe(0);
+    // Its own id, or an empty one (no claim about which resource), is decided on the input.
+    for (const id of ['production/api', '']) {
+      const r = await post(s, '/access/v1/evaluation', {
+        ...evaluation(s, runId),
+        resource: { type: 'deployment', id },
+      });
+      expect(r.body.decision).toBe(true);
+      expect(r.body.context.receipt.body.target).toEqual({
+        type: 'deployment',
+        attributes: { environment: 'production', service: 'api' },
+      });
+    }
+    // The batch holds each item to its own id (the per-item path, `authorizeNamedTool`).
+    const batch = await post(s, '/access/v1/evaluations', {
+      subject: { type: 'agent', id: s.agent.principal_id },
+      action: { name: 'get_deployment' },
+      context: { input: READ_INPUT, run_id: runId },
+      evaluations: [
+        { resource: { type: 'deployment', id: 'production/api' } },
+        { resource: { type: 'deployment', id: 'staging/api' } },
+      ],
+    });
+    expect(batch.body.evaluations.map((e: { decision: boolean }) => e.decision)).toEqual([true, false]);
+    expect(batch.body.evaluations[1].context.error.code).toBe('target_mismatch');
   });
 
   it('an unmapped tool is decision false with an error, never true', async () => {
@@ -262,7 +322,7 @@ describe('access evaluation (§6, §10.1)', () => {
 describe('access evaluations (§7)', () => {
   const batchOf = (s: Seeded, runId: string, decisions: boolean[]) => ({
     subject: { type: 'agent', id: s.agent.principal_id },
-    resource: { type: 'deployment', id: 'api/production' },
+    resource: { type: 'deployment', id: 'production/api' },
     context: { input: READ_INPUT, run_id: runId },
     evaluations: decisions.map((d) => ({ action: { name: d ? 'get_deployment' : 'unmapped_tool' } })),
   });

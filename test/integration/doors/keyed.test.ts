@@ -38,7 +38,7 @@ function doors(s: Seeded, run_id: string) {
       unparsable: {
         subject: { type: 'agent', id: s.agent.principal_id },
         action: { name: 'get_deployment' },
-        resource: { type: 'deployment', id: 'api/production' },
+        resource: { type: 'deployment', id: 'production/api' },
         context: { input: READ_INPUT, run_id: 7 },
       },
     },

@@ -588,7 +588,7 @@ describe('one decision, many doors (with MCP)', { timeout: SLOW_MS }, () => {
     const az = await post(s, '/access/v1/evaluation', {
       subject: { type: 'agent', id: s.agent.principal_id },
       action: { name: 'execute_rollback' },
-      resource: { type: 'deployment', id: 'api/production' },
+      resource: { type: 'deployment', id: 'production/api' },
       context: {
         input: ROLLBACK_INPUT,
         run_id: run2,

@@ -335,7 +335,7 @@ describe('HTTP: an AuthZEN batch pays one write token per evaluation', () => {
   const evaluation = (s: Seeded, run_id: string) => ({
     subject: { type: 'agent', id: s.agent.principal_id },
     action: { name: 'get_deployment' },
-    resource: { type: 'deployment', id: 'api/production' },
+    resource: { type: 'deployment', id: 'production/api' },
     context: { input: READ_INPUT, run_id },
   });
   const batch = (s: Seeded, run_id: string, n: number) => ({

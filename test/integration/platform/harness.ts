@@ -333,7 +333,7 @@ export const doorReads = (s: Seeded, run_id: string) => ({
     body: {
       subject: { type: 'agent', id: s.agent.principal_id },
       action: { name: 'get_deployment' },
-      resource: { type: 'deployment', id: 'api/production' },
+      resource: { type: 'deployment', id: 'production/api' },
       context: { input: READ_INPUT, run_id },
     },
   },

@@ -460,7 +460,7 @@ describe('a stale replica read never outruns a change committed at the primary',
   const rollbackItem = (s: Seeded, run_id: string, approval_id: string) => ({
     ...doorReads(s, run_id).authzen.body,
     action: { name: 'execute_rollback' },
-    resource: { type: 'deployment', id: 'api/production' },
+    resource: { type: 'deployment', id: 'production/api' },
     context: { input: ROLLBACK_INPUT, run_id, idempotency_key: `rollback-${uniqueName('k')}`, approval_id },
   });
 

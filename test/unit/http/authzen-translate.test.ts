@@ -14,7 +14,7 @@ import {
 
 const subject = { type: 'agent', id: 'prn-1' };
 const action = { name: 'get_deployment' };
-const resource = { type: 'deployment', id: 'api/production' };
+const resource = { type: 'deployment', id: 'production/api' };
 const context = { input: { service: 'api', environment: 'production' }, run_id: 'run-1' };
 
 describe('expandBatch', () => {
@@ -79,6 +79,7 @@ describe('translateEvaluation', () => {
       tool_name: 'get_deployment',
       tool_contract_sha256: undefined,
       resource_type: 'deployment',
+      resource_id: 'production/api',
       request: {
         input: context.input,
         run_id: 'run-1',
