@@ -17,7 +17,7 @@
  */
 import { z } from 'zod';
 import { canonicalize, digestOf, sha256Hex } from '../canonical/canonical.js';
-import { coreError, fromZodError, type CoreError } from '../errors.js';
+import { coreError, fromZodError, safeText, type CoreError } from '../errors.js';
 import { decodeJsonText, utf8Encode } from '../canonical/json.js';
 import type { ReplayReport } from '../receipts/replay.js';
 import { compare } from '../receipts/replay.js';
@@ -38,7 +38,12 @@ import {
   receiptVersionFields,
   versionedReceiptBody,
 } from './schema.js';
-import { credentialSpansUnder, scanContentUnder, type SignalScan } from './signals/releases.js';
+import {
+  credentialSpansAsRead,
+  credentialSpansUnder,
+  scanContentUnder,
+  type SignalScan,
+} from './signals/releases.js';
 import { type ReceiptVersionOption, parseVersion } from './validate.js';
 import { storedReceiptVersion } from './replay.js';
 
@@ -310,10 +315,14 @@ export function verifyDerivedObservationReceipt(stored: unknown, input: Derivati
 /**
  * Release of the built-in redactor; a change to its rules is a new release. `writ-redactor/1`
  * located credentials with the `writ-signals/1` rules (kept, frozen, for that release name);
- * `writ-redactor/2` uses the current credential rules.
+ * `writ-redactor/2` uses the current credential rules over the content's text; `writ-redactor/3`
+ * (current) also over every string of JSON content as a model reads it, as observation receipts
+ * of version 4 scan it (`credentialSpansAsRead`): a secret quoted inside a JSON string is redacted
+ * there, and the result is still JSON.
  */
-export const REDACTOR_RELEASE = 'writ-redactor/2';
+export const REDACTOR_RELEASE = 'writ-redactor/3';
 const LEGACY_REDACTOR_RELEASE = 'writ-redactor/1';
+const TEXT_REDACTOR_RELEASE = 'writ-redactor/2';
 
 export interface Redaction {
   readonly rule: string;
@@ -349,8 +358,16 @@ export function redactEvidence(
     );
   }
   const text = item.content.text;
-  // A release name promises a rule set: the old name keeps the old rules, never the new ones.
-  const spans = credentialSpansUnder(release === LEGACY_REDACTOR_RELEASE, text);
+  // A release name promises a rule set: an old name keeps the old rules, never the new ones, and
+  // a name that promises none is refused.
+  let spans;
+  if (release === LEGACY_REDACTOR_RELEASE || release === TEXT_REDACTOR_RELEASE) {
+    spans = credentialSpansUnder(release === LEGACY_REDACTOR_RELEASE, text);
+  } else if (release === REDACTOR_RELEASE) {
+    spans = credentialSpansAsRead(text, item.media_type);
+  } else {
+    return err(coreError('invalid_request', `unknown redactor release ${safeText(JSON.stringify(release))}`));
+  }
   const parts: string[] = [];
   let at = 0;
   for (const s of spans) {

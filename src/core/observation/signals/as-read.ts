@@ -67,6 +67,58 @@ export function jsonStringsAsRead(text: string): string {
   return out.join('\n');
 }
 
+/** One JSON string literal as read: its decoded text, and where each decoded code unit came from. */
+export interface StringLiteralAsRead {
+  readonly text: string;
+  /**
+   * `raw[k]` is the offset in the JSON text of the first character of the escape (or character)
+   * that decoded code unit `k` was read from, and `raw[text.length]` the offset just after the
+   * last one: decoded `[s, e)` was read from the text's `[raw[s], raw[e])`, whole escapes included.
+   */
+  readonly raw: readonly number[];
+}
+
+/**
+ * The string literals of `text` as `jsonStringsAsRead` reads them (the same lexical reading:
+ * joined by newlines, their texts are exactly its result; property-tested), each with the map back
+ * to the offsets it was read from, so a span found in what a model reads can be located in the text.
+ */
+export function jsonStringLiteralsAsRead(text: string): StringLiteralAsRead[] {
+  const out: StringLiteralAsRead[] = [];
+  let i = text.indexOf('"');
+  while (i >= 0) {
+    let s = '';
+    const raw: number[] = [];
+    let j = i + 1;
+    for (; j < text.length; j++) {
+      const c = text.charCodeAt(j);
+      if (c === 0x22) break;
+      if (c !== 0x5c) {
+        s += text.charAt(j);
+        raw.push(j);
+        continue;
+      }
+      const e = text.charAt(j + 1);
+      const hex = text.slice(j + 2, j + 6);
+      raw.push(j);
+      if (Object.hasOwn(ESCAPES, e)) {
+        s += ESCAPES[e] as string;
+        j += 1;
+      } else if (e === 'u' && HEX4.test(hex)) {
+        s += String.fromCharCode(parseInt(hex, 16));
+        j += 5;
+      } else {
+        // Not a JSON escape: kept as written (the backslash; what follows is read on).
+        s += '\\';
+      }
+    }
+    raw.push(j);
+    out.push({ text: s, raw });
+    i = j < text.length ? text.indexOf('"', j + 1) : -1;
+  }
+  return out;
+}
+
 /** The union of scans: every hit once, sorted as one scan's hits are; the signals of those hits. */
 export function mergeScans(scans: readonly SignalScan[]): SignalScan {
   const hits: SignalHit[] = [];

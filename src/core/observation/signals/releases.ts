@@ -21,7 +21,12 @@ import {
 import { detectSignals } from '../signals.js';
 import { credentialSpans as credentialSpansV1, detectSignals as detectSignalsV1 } from './legacy-v1.js';
 import { credentialSpans, type CredentialSpan } from '../signals.js';
-import { jsonStringsAsRead, mergeScans } from './as-read.js';
+import {
+  jsonStringLiteralsAsRead,
+  jsonStringsAsRead,
+  mergeScans,
+  type StringLiteralAsRead,
+} from './as-read.js';
 
 /** What a receipt binds of a scan: the signals and the hits, nothing else. */
 export interface SignalScan {
@@ -71,4 +76,103 @@ export function scanContentUnder(
 /** Credential spans as located by the release-1 rules (the `writ-redactor/1` redactor) or the current ones. */
 export function credentialSpansUnder(legacy: boolean, text: string): CredentialSpan[] {
   return legacy ? credentialSpansV1(text) : credentialSpans(text);
+}
+
+/** How many levels of JSON text inside JSON strings `credentialSpansAsRead` reads into. */
+export const AS_READ_DEPTH = 4;
+
+/**
+ * Credential spans of content as the `writ-redactor/3` redactor locates them: the text's own
+ * spans and, for a JSON media type, the spans found in each string literal as a model reads it,
+ * located back in the text (whole escapes included, never a literal's quotes), and so on into
+ * JSON text held in those strings, `AS_READ_DEPTH` levels deep; merged where they overlap. A
+ * secret quoted inside a JSON string (`"{\"client_secret\": \"…\"}"`) is found only this way.
+ * The work is at most `AS_READ_DEPTH` + 1 scans of the text's length (a string read is never
+ * longer than its literal).
+ */
+export function credentialSpansAsRead(text: string, mediaType: string): CredentialSpan[] {
+  if (!isJsonMediaType(mediaType)) return credentialSpans(text);
+  return spansAsRead(text, 0);
+}
+
+function spansAsRead(text: string, depth: number): CredentialSpan[] {
+  const plain = credentialSpans(text);
+  if (depth >= AS_READ_DEPTH || !text.includes('"')) return plain;
+  const literals = jsonStringLiteralsAsRead(text);
+  // A span of the text that touches a string keeps only its parts inside strings, each widened to
+  // whole escapes: redacting a quote, a colon or half of `\"` would leave no JSON to read.
+  const spans = plain.flatMap((s) => insideLiterals(s, literals));
+  for (const literal of literals) {
+    for (const s of spansAsRead(literal.text, depth + 1)) {
+      spans.push({ rule: s.rule, start: literal.raw[s.start] as number, end: literal.raw[s.end] as number });
+    }
+  }
+  spans.sort(
+    (a, b) => a.start - b.start || b.end - a.end || (a.rule < b.rule ? -1 : a.rule > b.rule ? 1 : 0),
+  );
+  const merged: CredentialSpan[] = [];
+  for (const s of spans) {
+    const last = merged[merged.length - 1];
+    if (last !== undefined && s.start < last.end) {
+      if (s.end > last.end) merged[merged.length - 1] = { rule: last.rule, start: last.start, end: s.end };
+    } else merged.push(s);
+  }
+  return merged;
+}
+
+/**
+ * The parts of `s` inside string literals (between their quotes), each widened to whole escapes,
+ * when `s` touches a literal (its quotes included); `s` itself when it touches none (text outside
+ * any string, as in a string read from JSON that is itself no JSON).
+ */
+function insideLiterals(s: CredentialSpan, literals: readonly StringLiteralAsRead[]): CredentialSpan[] {
+  // The first literal whose closing quote (the text's end, unterminated) is at or after the start.
+  let lo = 0;
+  let hi = literals.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (lastOf((literals[mid] as StringLiteralAsRead).raw) < s.start) lo = mid + 1;
+    else hi = mid;
+  }
+  const out: CredentialSpan[] = [];
+  let touched = false;
+  for (let i = lo; i < literals.length; i++) {
+    const raw = (literals[i] as StringLiteralAsRead).raw;
+    const first = raw[0] as number;
+    // The opening quote is just before the first character read.
+    if (first - 1 >= s.end) break;
+    touched = true;
+    const from = Math.max(first, s.start);
+    const to = Math.min(lastOf(raw), s.end);
+    if (from < to) out.push({ rule: s.rule, start: floorIn(raw, from), end: ceilIn(raw, to) });
+  }
+  return touched ? out : [s];
+}
+
+function lastOf(raw: readonly number[]): number {
+  return raw[raw.length - 1] as number;
+}
+
+/** The largest offset of `raw` at or below `at`. */
+function floorIn(raw: readonly number[], at: number): number {
+  let lo = 0;
+  let hi = raw.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >>> 1;
+    if ((raw[mid] as number) <= at) lo = mid;
+    else hi = mid - 1;
+  }
+  return raw[lo] as number;
+}
+
+/** The smallest offset of `raw` at or above `at`. */
+function ceilIn(raw: readonly number[], at: number): number {
+  let lo = 0;
+  let hi = raw.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if ((raw[mid] as number) >= at) hi = mid;
+    else lo = mid + 1;
+  }
+  return raw[lo] as number;
 }

@@ -429,10 +429,22 @@ describe('the redactor release names its rule set', () => {
     if (!r.ok || r.value.candidate === null) throw new Error('expected an accepted observation');
     const item = r.value.candidate;
     const v1 = redactEvidence(item, 'writ-redactor/1');
-    const v2 = redactEvidence(item);
-    if (!v1.ok || !v2.ok) throw new Error('redaction failed');
+    const v2 = redactEvidence(item, 'writ-redactor/2');
+    const v3 = redactEvidence(item);
+    if (!v1.ok || !v2.ok || !v3.ok) throw new Error('redaction failed');
     expect(v1.value.redactions.map((x) => x.rule)).toEqual(['credential.aws_access_key_id']);
     expect(v2.value.redactions).toEqual([]);
     expect(v2.value.evidence.receipt.body.transform_release).toBe('writ-redactor/2');
+    expect(v3.value.redactions).toEqual([]);
+    expect(v3.value.evidence.receipt.body.transform_release).toBe('writ-redactor/3');
+  });
+
+  it('a release name that promises no rule set is refused', () => {
+    const r = validateObservation(OBS_INPUT);
+    if (!r.ok || r.value.candidate === null) throw new Error('expected an accepted observation');
+    for (const name of ['writ-redactor/4', 'writ-redactor/0', '', 'my-redactor']) {
+      const v = redactEvidence(r.value.candidate, name);
+      expect(v.ok ? 'ok' : v.error.reason, name).toBe('invalid_request');
+    }
   });
 });

@@ -7,8 +7,16 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalize } from '../../../../src/core/canonical/canonical.js';
-import { jsonStringsAsRead, mergeScans } from '../../../../src/core/observation/signals/as-read.js';
-import { scanContentUnder, scanUnder } from '../../../../src/core/observation/signals/releases.js';
+import {
+  jsonStringLiteralsAsRead,
+  jsonStringsAsRead,
+  mergeScans,
+} from '../../../../src/core/observation/signals/as-read.js';
+import {
+  credentialSpansAsRead,
+  scanContentUnder,
+  scanUnder,
+} from '../../../../src/core/observation/signals/releases.js';
 import type { SignalHit } from '../../../../src/core/observation/schema.js';
 
 const JSON_TYPE = 'application/json';
@@ -165,3 +173,84 @@ describe('the version 4 scan of JSON content', () => {
     expect(mergeScans([])).toEqual({ signals: [], hits: [] });
   });
 });
+
+describe('jsonStringLiteralsAsRead and the writ-redactor/3 spans', () => {
+  const jsonish = fc.oneof(
+    fc.string({ maxLength: 60 }),
+    fc.jsonValue({ maxDepth: 3 }).map((v) => JSON.stringify(v)),
+    fc
+      .array(fc.constantFrom('"', '\\', 'u', '0', '0', '4', '1', 'n', ':', '{', '}', 'a', ' ', '/'), {
+        maxLength: 40,
+      })
+      .map((c) => c.join('')),
+  );
+
+  it('property: the literals read are exactly jsonStringsAsRead, each mapped back in order within the text', () => {
+    fc.assert(
+      fc.property(jsonish, (text) => {
+        const literals = jsonStringLiteralsAsRead(text);
+        expect(literals.map((l) => l.text).join('\n')).toBe(jsonStringsAsRead(text));
+        let previous = -1;
+        for (const l of literals) {
+          expect(l.raw.length).toBe(l.text.length + 1);
+          expect(text.charAt((l.raw[0] as number) - 1)).toBe('"');
+          for (const at of l.raw) {
+            expect(at).toBeGreaterThan(previous);
+            expect(at).toBeLessThanOrEqual(text.length);
+            previous = at;
+          }
+          // The literal's end is its closing quote, or the end of an unterminated text.
+          const end = l.raw[l.raw.length - 1] as number;
+          expect(end === text.length || text.charAt(end) === '"').toBe(true);
+        }
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('property: redacting the spans of JSON text leaves JSON text with the same structure', () => {
+    const secretish = fc.constantFrom(
+      'AKIA2E0A8F3B244C9986',
+      'password = "hunter2hunter2x"',
+      '{"client_secret": "q8Zt3xV9mK2pL7wR4nB6yH1cF5dJ0sGa"}',
+      '-----BEGIN PRIVATE KEY-----',
+      'https://u:p4ssw0rd!@h.example',
+    );
+    const value = fc.letrec((tie) => ({
+      v: fc.oneof(
+        { depthSize: 'small' },
+        fc.array(fc.oneof(fc.string({ maxLength: 6 }), secretish), { maxLength: 3 }).map((p) => p.join('')),
+        fc.array(tie('v'), { maxLength: 3 }),
+        fc.dictionary(fc.oneof(fc.string({ maxLength: 6 }), secretish), tie('v'), { maxKeys: 3 }),
+      ),
+    })).v;
+    fc.assert(
+      fc.property(value, (v) => {
+        const text = JSON.stringify(v);
+        let out = '';
+        let at = 0;
+        for (const s of credentialSpansAsRead(text, 'application/json')) {
+          expect(s.start).toBeGreaterThanOrEqual(at);
+          out += text.slice(at, s.start) + 'X';
+          at = s.end;
+        }
+        out += text.slice(at);
+        // Still JSON, and nothing outside its strings moved (member names may now repeat).
+        expect(() => JSON.parse(out) as unknown).not.toThrow();
+        expect(skeleton(out)).toBe(skeleton(text));
+      }),
+      { numRuns: 500 },
+    );
+  });
+});
+
+/** The text with every string literal emptied: its structure. */
+function skeleton(text: string): string {
+  let out = '';
+  let at = 0;
+  for (const l of jsonStringLiteralsAsRead(text)) {
+    out += text.slice(at, (l.raw[0] as number) - 1) + '""';
+    at = (l.raw[l.raw.length - 1] as number) + 1;
+  }
+  return out + text.slice(at);
+}
