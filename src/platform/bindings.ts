@@ -97,6 +97,7 @@ export function platformStore(env: Env): PlatformStore {
       return reserved === 'name_taken' ? 'name_taken' : { shard };
     },
     releaseTenant: (tenant_id) => directory().release(tenant_id),
+    placedShard: (tenant_id) => shardDirectory(env, { at_primary: true }).shardOf(tenant_id),
     createTenant: ({ shard, ...t }) => d1PlatformStore(shardDb(env, shard)).createTenant(t),
     tenantWritten: ({ tenant_id, shard }) => d1PlatformStore(shardDb(env, shard)).tenantWritten(tenant_id),
     async setQuotas(tenant_id, quotas, now) {

@@ -595,6 +595,12 @@ export interface PlatformStore {
   /** Undo `placeTenant` when the tenant could not be written. */
   releaseTenant(tenant_id: string): Promise<void>;
   /**
+   * The shard the directory names for `tenant_id`, read at shard 0's primary, or null when it
+   * names none: after `placeTenant` threw, whether its reservation committed anyway (an answer
+   * lost on the way back).
+   */
+  placedShard(tenant_id: string): Promise<number | null>;
+  /**
    * Whether the tenant's creation batch committed on `shard`, read at that shard's primary: after
    * `createTenant` threw, the error may have come after the commit (an answer lost on the way).
    */
