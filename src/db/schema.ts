@@ -413,7 +413,9 @@ export const tenantImportGuard = sqliteTable('tenant_import_guard', {
 /**
  * An import that went live on this shard whose directory write is not confirmed yet (0013): a
  * retry of the same file may re-key the tenant's live principals while it exists; `attempt`
- * orders concurrent retries (only the last one's keys are kept).
+ * orders concurrent retries (only the last one's keys are kept). `previous_shard` (0014) is the
+ * shard the directory named when the import went live, whose copy the recording freezes: NULL for
+ * a tenant new to the deployment, `-1` (`PREVIOUS_SHARD_UNKNOWN`) for a row from before 0014.
  */
 export const tenantImportsUnrecorded = sqliteTable('tenant_imports_unrecorded', {
   tenant_id: text().primaryKey(),
@@ -421,7 +423,11 @@ export const tenantImportsUnrecorded = sqliteTable('tenant_imports_unrecorded', 
   attempt: integer().notNull().default(0),
   live_at_unix_ms: integer().notNull(),
   updated_at_unix_ms: integer().notNull(),
+  previous_shard: integer().default(-1),
 });
+
+/** `tenant_imports_unrecorded.previous_shard` of a row written before migration 0014. */
+export const PREVIOUS_SHARD_UNKNOWN = -1;
 
 // ---------------------------------------------------------------------------------------------
 // Issue 10 (migrations/0011): what the orphan blob collector knows about references

@@ -27,6 +27,7 @@ import type {
 } from '../services/ports.js';
 import type { Db } from './client.js';
 import {
+  PREVIOUS_SHARD_UNKNOWN,
   approvals,
   blobArchivesUnindexed,
   contracts,
@@ -290,12 +291,14 @@ export async function keyStagedPrincipals(
  * The flip, one batch whose size does not grow with the tenant: the staged principals are copied
  * into `principals` (a live one still without a key digest fails the NOT NULL column: nothing goes
  * live), the quota row is set exactly as exported (limits and usage, replacing the counts the
- * triggers kept while the rows went in), and the staging is removed.
+ * triggers kept while the rows went in), and the staging is removed. `previous_shard` is the shard
+ * the directory names now (null: the tenant is new here), noted for the recording (0014).
  */
 export async function goLiveImport(
   db: Db,
   s: StagedImport,
   quota: TenantRow,
+  previous_shard: number | null,
   now: number,
 ): Promise<'live' | 'moved'> {
   const columns = Object.keys(getTableColumns(principals)).map((c) => sql.identifier(c));
@@ -319,6 +322,7 @@ export async function goLiveImport(
       attempt: 0,
       live_at_unix_ms: now,
       updated_at_unix_ms: now,
+      previous_shard,
     }),
     db.delete(tenantImports).where(eq(tenantImports.tenant_id, s.tenant_id)),
   ];
@@ -492,15 +496,19 @@ function rekeyGuard(db: Db, tenant_id: string, attempt: number) {
 
 /**
  * Take the next attempt at the tenant's unrecorded import of `file_sha256`: its number (a retry
- * that started earlier then fails its next batch); `other_file` when another file's import is the
- * unrecorded one; `none` when there is none (never imported here, or recorded).
+ * that started earlier then fails its next batch) and the shard the directory named when it went
+ * live (`previous_shard`: null for a tenant new here, `unknown` for an import live before 0014);
+ * `other_file` when another file's import is the unrecorded one; `none` when there is none (never
+ * imported here, or recorded).
  */
 export async function beginRekey(
   db: Db,
   tenant_id: string,
   file_sha256: string,
   now: number,
-): Promise<{ readonly attempt: number } | 'other_file' | 'none'> {
+): Promise<
+  { readonly attempt: number; readonly previous_shard: number | null | 'unknown' } | 'other_file' | 'none'
+> {
   const r = await db
     .update(tenantImportsUnrecorded)
     .set({ attempt: sql`${tenantImportsUnrecorded.attempt} + 1`, updated_at_unix_ms: now })
@@ -510,9 +518,15 @@ export async function beginRekey(
         eq(tenantImportsUnrecorded.file_sha256, file_sha256),
       ),
     )
-    .returning({ attempt: tenantImportsUnrecorded.attempt })
+    .returning({
+      attempt: tenantImportsUnrecorded.attempt,
+      previous_shard: tenantImportsUnrecorded.previous_shard,
+    })
     .get();
-  if (r !== undefined) return { attempt: r.attempt };
+  if (r !== undefined) {
+    const previous_shard = r.previous_shard === PREVIOUS_SHARD_UNKNOWN ? 'unknown' : r.previous_shard;
+    return { attempt: r.attempt, previous_shard };
+  }
   const other = await db
     .select({ id: tenantImportsUnrecorded.tenant_id })
     .from(tenantImportsUnrecorded)

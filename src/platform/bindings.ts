@@ -97,6 +97,7 @@ export function platformStore(env: Env): PlatformStore {
       return reserved === 'name_taken' ? 'name_taken' : { shard };
     },
     releaseTenant: (tenant_id) => directory().release(tenant_id),
+    placedShard: (tenant_id) => shardDirectory(env, { at_primary: true }).shardOf(tenant_id),
     createTenant: ({ shard, ...t }) => d1PlatformStore(shardDb(env, shard)).createTenant(t),
     tenantWritten: ({ tenant_id, shard }) => d1PlatformStore(shardDb(env, shard)).tenantWritten(tenant_id),
     async setQuotas(tenant_id, quotas, now) {
@@ -405,6 +406,7 @@ export function tenantMovePort(env: Env): TenantMovePort {
   const directory = () => shardDirectory(env);
   return {
     shardOf: (tenant_id) => directory().shardOf(tenant_id),
+    recordedShard: (tenant_id) => shardDirectory(env, { at_primary: true }).shardOf(tenant_id),
     shardExists: (shard) => shardBinding(env, shard) !== null,
     columnsOf: tenantTableColumns,
     exportRows: (shard, tenant_id, after) => exportTenantRows(shardDb(env, shard), tenant_id, after),
@@ -413,7 +415,8 @@ export function tenantMovePort(env: Env): TenantMovePort {
     beginImport: (shard, s, now) => beginStagedImport(shardDb(env, shard), s, now),
     importChunk: (shard, s, chunk, now) => writeStagedChunk(shardDb(env, shard), s, chunk, now),
     keyPrincipals: (shard, s, keys) => keyStagedPrincipals(shardDb(env, shard), s, keys),
-    goLive: (shard, s, quota, now) => goLiveImport(shardDb(env, shard), s, quota, now),
+    goLive: (shard, s, quota, previous_shard, now) =>
+      goLiveImport(shardDb(env, shard), s, quota, previous_shard, now),
     async record(t) {
       const dir = directory();
       if (await dir.move(t.tenant_id, t.shard, t.now)) return 'recorded';

@@ -14,7 +14,7 @@
  */
 import { count, eq } from 'drizzle-orm';
 import { MAX_SHARDS } from '../core/identity/identity.js';
-import { type Db, database } from '../db/client.js';
+import { type Db, atPrimary, database } from '../db/client.js';
 import { tenantShards } from '../db/schema.js';
 
 /** A tenant and the shard holding it: what every tenant-scoped storage handle is opened for. */
@@ -111,8 +111,9 @@ export interface ShardDirectory {
   }): Promise<'adopted' | 'name_taken' | 'exists'>;
 }
 
-export function shardDirectory(env: Env): ShardDirectory {
-  const db = shardDb(env, 0);
+/** `at_primary`: every read at shard 0's primary (a re-read after a write whose answer was lost). */
+export function shardDirectory(env: Env, options: { readonly at_primary?: boolean } = {}): ShardDirectory {
+  const db = options.at_primary === true ? atPrimary(shardDb(env, 0)) : shardDb(env, 0);
   /** A new directory entry, or false when another tenant holds the name (the unique index decides
    * between creations racing on whatever shards). */
   const insertEntry = async (

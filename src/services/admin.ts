@@ -256,7 +256,19 @@ export async function createTenant(
   const tenant_id = newId('tenant');
   // Shards: the tenant is placed (and its name reserved across shards) before anything is
   // written, so its first key can name the shard that will hold it.
-  const placed = await platform.placeTenant({ tenant_id, name: body.name, now });
+  let placed: { readonly shard: number } | 'name_taken';
+  try {
+    placed = await platform.placeTenant({ tenant_id, name: body.name, now });
+  } catch (e) {
+    // The reservation may have committed before its error (an answer lost on the way back):
+    // left alone, the name would stay taken by no tenant. The entry is keyed by the tenant id
+    // generated above, so one naming it is this creation's: the creation goes on with it. None:
+    // nothing was reserved. Unknown (the read fails too): an entry, if any, stays (its name is
+    // only unavailable until an operator deletes it), and the error is answered.
+    const reserved = await platform.placedShard(tenant_id).catch(() => null);
+    if (reserved === null) throw e;
+    placed = { shard: reserved };
+  }
   if (placed === 'name_taken') throw taken();
   const { shard } = placed;
   const principal_id = newId('principal');

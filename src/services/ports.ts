@@ -595,6 +595,12 @@ export interface PlatformStore {
   /** Undo `placeTenant` when the tenant could not be written. */
   releaseTenant(tenant_id: string): Promise<void>;
   /**
+   * The shard the directory names for `tenant_id`, read at shard 0's primary, or null when it
+   * names none: after `placeTenant` threw, whether its reservation committed anyway (an answer
+   * lost on the way back).
+   */
+  placedShard(tenant_id: string): Promise<number | null>;
+  /**
    * Whether the tenant's creation batch committed on `shard`, read at that shard's primary: after
    * `createTenant` threw, the error may have come after the commit (an answer lost on the way).
    */
@@ -840,6 +846,11 @@ export interface TenantColumn {
 export interface TenantMovePort {
   /** The shard the directory names for the tenant, or null for an unknown tenant. */
   shardOf(tenant_id: string): Promise<number | null>;
+  /**
+   * `shardOf` read at the primary: after `record` threw, whether its write committed anyway (an
+   * answer lost on the way back).
+   */
+  recordedShard(tenant_id: string): Promise<number | null>;
   /** Whether `shard` is a configured shard. */
   shardExists(shard: number): boolean;
   /** The columns of a tenant table as the schema declares them, or null for any other table. */
@@ -886,9 +897,16 @@ export interface TenantMovePort {
   ): Promise<'written' | 'moved'>;
   /**
    * One batch: principals into place, the exported quota row, the staging removed, the import
-   * noted as unrecorded until `settleImport`.
+   * noted as unrecorded until `settleImport`, with `previous_shard`: the shard the directory names
+   * now (null for a tenant new to the deployment), whose copy the recording freezes.
    */
-  goLive(shard: number, s: StagedImport, quota: TenantRow, now: number): Promise<'live' | 'moved'>;
+  goLive(
+    shard: number,
+    s: StagedImport,
+    quota: TenantRow,
+    previous_shard: number | null,
+    now: number,
+  ): Promise<'live' | 'moved'>;
   /** Point the directory at `shard` (or add the tenant); `name_taken` when another tenant has the name. */
   record(t: {
     readonly tenant_id: string;
@@ -916,13 +934,19 @@ export interface TenantMovePort {
   // An import live on `shard` whose directory write (`record`) failed (migrations/0013): a retry
   // of the same file re-keys the live principals and records it. Each call after `beginRekey`
   // answers `moved` once a later retry began (only the last retry's keys are kept).
-  /** The next attempt at the unrecorded import of `file_sha256`, or why there is none. */
+  /**
+   * The next attempt at the unrecorded import of `file_sha256`, with the shard the directory
+   * named when it went live (`unknown` for an import live before migration 0014), or why there
+   * is none.
+   */
   beginRekey(
     shard: number,
     tenant_id: string,
     file_sha256: string,
     now: number,
-  ): Promise<{ readonly attempt: number } | 'other_file' | 'none'>;
+  ): Promise<
+    { readonly attempt: number; readonly previous_shard: number | null | 'unknown' } | 'other_file' | 'none'
+  >;
   /** The tenant's unrevoked principals on `shard` (roles as stored: canonical JSON text). */
   livePrincipals(
     shard: number,

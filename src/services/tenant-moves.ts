@@ -39,7 +39,8 @@
  * finished is aborted (`abortImport`: marked first, so no batch of it commits any more, then its
  * rows deleted in bounded batches); an import that went live but whose directory write failed is
  * finished by the same file again (`finishUnrecorded`: every live principal re-keyed, so the
- * undelivered keys never work).
+ * undelivered keys never work), also when that write committed but answered an error (the
+ * directory already names the target; the flip noted the old shard, migrations/0014).
  * Never: deletes the old copy (receipts are append-only; a frozen copy is an archive), or lets
  * an import overwrite a tenant already on the target shard.
  */
@@ -1329,7 +1330,9 @@ const abortUnfinished = (tenant_id: string, shard: number) =>
  * resumes after the last chunk that committed (keys are issued anew on every attempt, so keys of
  * a failed attempt never work). Another file for a tenant staged on `shard` is refused, and so is
  * any file while an abort of the tenant's import there is unfinished. If the directory write
- * fails after the tenant went live, the same file again finishes the move (`finishUnrecorded`).
+ * fails after the tenant went live, the call reads the directory back (the write may have
+ * committed) and goes on if it names `shard`; otherwise the same file again finishes the move
+ * (`finishUnrecorded`), whether the directory names the old shard or already this one.
  */
 export async function importTenant(
   port: TenantMovePort,
@@ -1391,16 +1394,17 @@ export async function importSource(
   const verified: VerifiedFile = options.verified ?? (await verifySource(port, source, options.verify));
   const { tenant_id, name, rows_total, exported_max_seq } = verified;
   const previous = await port.shardOf(tenant_id);
-  if (previous === shard)
-    throw new ServiceError('conflict', `tenant ${quoted(tenant_id)} is already on shard ${shard}`);
+  const file_sha256 = source.sha256;
+  // The directory names the target already: refused, unless it is this file's import that went
+  // live there and whose directory write committed but answered an error (finished below).
+  if (previous === shard) return finishUnrecorded(port, shard, verified, file_sha256, previous, now, log);
   // A tenant new to this deployment must not take a name another tenant holds.
   if (previous === null && (await port.nameTaken(name))) {
     throw new ServiceError('conflict', `tenant ${quoted(name)} already exists`);
   }
-  const staged = { tenant_id, file_sha256: source.sha256, rows_total };
+  const staged = { tenant_id, file_sha256, rows_total };
   const begun = await port.beginImport(shard, staged, now);
-  if (begun === 'exists')
-    return finishUnrecorded(port, shard, verified, staged.file_sha256, previous, now, log);
+  if (begun === 'exists') return finishUnrecorded(port, shard, verified, file_sha256, previous, now, log);
   if (begun === 'aborting') throw abortUnfinished(tenant_id, shard);
   if (begun === 'other_import')
     throw new ServiceError(
@@ -1448,7 +1452,9 @@ export async function importSource(
     if ((await port.keyPrincipals(shard, staged, part)) === 'moved') throw progressMoved(tenant_id);
   }
   const quota = verified.quota;
-  if ((await port.goLive(shard, staged, quota, now)) === 'moved') throw progressMoved(tenant_id);
+  // The copy the recording freezes is noted with the flip: a directory write that commits but
+  // answers an error leaves the directory naming this shard, and only the note still knows it.
+  if ((await port.goLive(shard, staged, quota, previous, now)) === 'moved') throw progressMoved(tenant_id);
   const frozen = await recordMove(port, shard, verified, previous, 0, now);
   log({
     tenant_id,
@@ -1478,13 +1484,24 @@ async function recordMove(
   now: number,
 ): Promise<string[]> {
   const { tenant_id, name } = verified;
-  const recorded = await port.record({
-    tenant_id,
-    name,
-    shard,
-    created_at_unix_ms: verified.created_at_unix_ms,
-    now,
-  });
+  let recorded: 'recorded' | 'name_taken';
+  try {
+    recorded = await port.record({
+      tenant_id,
+      name,
+      shard,
+      created_at_unix_ms: verified.created_at_unix_ms,
+      now,
+    });
+  } catch (e) {
+    // The write may have committed before its answer was lost. Read back at the primary: the
+    // directory naming `shard` now can only be this import's recording (the tenant's rows here
+    // are this import's, and no other import of it can go live here), so the move goes on.
+    // Anything else, or a read that fails too, answers the error; the same file finishes it.
+    const named = await port.recordedShard(tenant_id).catch(() => null);
+    if (named !== shard) throw e;
+    recorded = 'recorded';
+  }
   if (recorded === 'name_taken') {
     // Lost a race for the name after the check above: the copy is written but the directory
     // does not point at it; the keys below still reach it. Reported, not hidden.
@@ -1503,11 +1520,15 @@ async function recordMove(
 }
 
 /**
- * The tenant is live on `shard` but the directory does not point there. If this file's import
- * went live there and its directory write failed (`record` threw: its keys were never
- * delivered), finish the move: new keys for every live principal (the undelivered ones are
- * replaced, so they never work), the directory, the old copy frozen. Anything else (another
- * file, an import recorded or from before migration 0013, a tenant that was never imported) is
+ * The tenant is live on `shard` but its move there is not recorded. If this file's import went
+ * live there and its recording failed (`record` threw: its keys were never delivered, the old
+ * copy not frozen), finish the move: new keys for every live principal (the undelivered ones
+ * are replaced, so they never work), the directory, the old copy frozen. `directory` is the shard
+ * the directory names: another one (or none) when the directory write did not commit; `shard`
+ * itself when it committed but answered an error, and then the old copy is the one the flip
+ * noted (`goLive`'s `previous_shard`). Anything else (another file, an import recorded or from
+ * before migration 0013, a tenant that was never imported, a directory naming `shard` with no
+ * unrecorded import of this file there, or one live before 0014 whose old copy is not known) is
  * refused as before: the tenant already has rows on `shard`.
  */
 async function finishUnrecorded(
@@ -1515,18 +1536,32 @@ async function finishUnrecorded(
   shard: number,
   verified: { readonly tenant_id: string; readonly name: string; readonly created_at_unix_ms: number },
   file_sha256: string,
-  previous: number | null,
+  directory: number | null,
   now: number,
   log: (fields: LogFields) => void,
 ) {
   const { tenant_id, name } = verified;
   const begun = await port.beginRekey(shard, tenant_id, file_sha256, now);
   if (begun === 'none')
-    throw new ServiceError('conflict', `tenant ${quoted(tenant_id)} already has rows on shard ${shard}`);
+    throw new ServiceError(
+      'conflict',
+      directory === shard
+        ? `tenant ${quoted(tenant_id)} is already on shard ${shard}`
+        : `tenant ${quoted(tenant_id)} already has rows on shard ${shard}`,
+    );
   if (begun === 'other_file')
     throw new ServiceError(
       'conflict',
       `another export of tenant ${quoted(tenant_id)} went live on shard ${shard}; send that file again to finish it`,
+    );
+  const previous = directory === shard ? begun.previous_shard : directory;
+  // The flip notes the directory's shard only after refusing the target itself: never reached.
+  if (previous === shard) throw new Error(`the import of ${tenant_id} noted its target as the old copy`);
+  // Which copy to freeze is not guessed: a wrong one would be a live tenant.
+  if (previous === 'unknown')
+    throw new ServiceError(
+      'conflict',
+      `tenant ${quoted(tenant_id)} is already on shard ${shard}, and the shard it came from is not known (it went live before migration 0014): freeze the old copy and delete the tenant_imports_unrecorded row by hand (docs/scaling.md)`,
     );
   const keys = (await port.livePrincipals(shard, tenant_id)).map((p) => ({
     principal_id: p.principal_id,
@@ -1547,6 +1582,7 @@ async function finishUnrecorded(
     shard,
     previous_shard: previous,
     rekeyed_attempt: begun.attempt,
+    directory_written_before: directory === shard,
     rekeyed_principals: keys.length,
     frozen_principals: frozen.length,
   });

@@ -180,7 +180,7 @@ describe('aborting a staged import', () => {
     const st = { tenant_id: s.tenant_id, file_sha256: sha256HexOfText(text), rows_total: rows.length };
     // (Every row was written: without the mark, the flip and the keys below would commit.)
     const quota = rows.find((r) => r.table === 'tenant_quotas') as TenantRow;
-    expect(await real.goLive(to, st, quota, Date.now())).toBe('moved');
+    expect(await real.goLive(to, st, quota, 1 - to, Date.now())).toBe('moved');
     expect(
       await real.keyPrincipals(to, st, [
         { principal_id: s.admin.principal_id, key_sha256: apiKeyDigest('x') },
@@ -322,17 +322,17 @@ function failingRecord(): TenantMovePort {
   };
 }
 
-describe('an import whose directory write failed after it went live', () => {
-  const keyDigests = async (shard: number, tenant_id: string) =>
-    (
-      await shardD1(shard)
-        .prepare(
-          'SELECT key_sha256 FROM principals WHERE tenant_id = ? AND revoked_at_unix_ms IS NULL ORDER BY principal_id',
-        )
-        .bind(tenant_id)
-        .all<{ key_sha256: string }>()
-    ).results.map((r) => r.key_sha256);
+const keyDigests = async (shard: number, tenant_id: string) =>
+  (
+    await shardD1(shard)
+      .prepare(
+        'SELECT key_sha256 FROM principals WHERE tenant_id = ? AND revoked_at_unix_ms IS NULL ORDER BY principal_id',
+      )
+      .bind(tenant_id)
+      .all<{ key_sha256: string }>()
+  ).results.map((r) => r.key_sha256);
 
+describe('an import whose directory write failed after it went live', () => {
   it('is finished by the same file: new keys, the directory, the old copy frozen', async () => {
     const { s, text, rows, from, to } = await exported('rekey');
     await expect(importTenant(failingRecord(), to, text, Date.now(), noLog)).rejects.toThrow(/injected/);
@@ -401,6 +401,143 @@ describe('an import whose directory write failed after it went live', () => {
     // The file sent again takes the next attempt and finishes the move.
     expect((await importHttp(to, text)).status).toBe(201);
     expect(await directoryShard(s.tenant_id)).toBe(to);
+  });
+});
+
+/**
+ * Shard 0's binding (it holds the directory) whose first directory write (`UPDATE tenant_shards`)
+ * commits and then throws, as an answer lost after the commit. With `reread_fails`, every later
+ * read of the directory through it throws too (shard 0 unreachable for the read-back).
+ */
+interface DirectoryFault {
+  readonly reread_fails: boolean;
+  tripped?: boolean;
+}
+
+function directoryFaulty(d1: D1Database, fault: DirectoryFault): D1Database {
+  const writeThenThrow = (stmt: D1PreparedStatement): D1PreparedStatement =>
+    new Proxy(stmt, {
+      get(t, p) {
+        if (p === 'bind') return (...args: unknown[]) => writeThenThrow(t.bind(...args));
+        if (p === 'run' || p === 'all' || p === 'raw' || p === 'first')
+          return async () => {
+            if (fault.tripped === true) return (t.run as () => Promise<unknown>).call(t);
+            fault.tripped = true;
+            await t.run();
+            throw new Error('Network connection lost.');
+          };
+        const v: unknown = Reflect.get(t, p, t);
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
+      },
+    });
+  return new Proxy(d1, {
+    get(t, p) {
+      if (p === 'prepare')
+        return (q: string) => {
+          if (/^update "tenant_shards"/i.test(q)) return writeThenThrow(t.prepare(q));
+          if (fault.tripped === true && fault.reread_fails && /from "tenant_shards"/i.test(q))
+            throw new Error('D1_ERROR: shard 0 unreachable');
+          return t.prepare(q);
+        };
+      const v: unknown = Reflect.get(t, p, t);
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
+    },
+  });
+}
+
+const directoryFaultyPort = (fault: DirectoryFault) =>
+  tenantMovePort({ ...env, DB: directoryFaulty(env.DB, fault) } as Env);
+
+/** A tenant with receipts, exported without freezing: its old copy stays live until the move is recorded. */
+async function exportedLive(prefix: string) {
+  const s = await seedTenant(prefix);
+  const r = await authorize(s, {
+    tool_contract_sha256: s.read_contract_sha256,
+    input: READ_INPUT,
+    run_id: await createRun(s),
+  });
+  expect(r.status).toBe(200);
+  const { status, text } = await exportTenant(s.tenant_id, false);
+  expect(status).toBe(200);
+  return { s, text, from: shardOf(s), to: 1 - shardOf(s) };
+}
+
+const unrecordedOn = (shard: number, tenant_id: string) =>
+  countOn(shard, 'SELECT count(*) AS n FROM tenant_imports_unrecorded WHERE tenant_id = ?', tenant_id);
+
+describe('an import whose directory write committed but answered an error', () => {
+  it('is finished by the same file: new keys, the old copy frozen, the window closed', async () => {
+    const { s, text, from, to } = await exportedLive('dir-committed');
+    const fault: DirectoryFault = { reread_fails: true };
+    await expect(importTenant(directoryFaultyPort(fault), to, text, Date.now(), noLog)).rejects.toThrow(
+      /update "tenant_shards"/,
+    );
+    expect(fault.tripped).toBe(true);
+    // The directory names the target, but nothing was delivered and the old copy still answers.
+    expect(await directoryShard(s.tenant_id)).toBe(to);
+    expect(await unrecordedOn(to, s.tenant_id)).toBe(1);
+    expect((await call('GET', '/v1/policy', { key: s.admin.api_key })).status).toBe(200);
+    const undelivered = await keyDigests(to, s.tenant_id);
+
+    // Another export of the tenant is not this import: refused, nothing changes.
+    const other = `${text.trimEnd().split('\n').slice(0, -1).join('\n')}\n`;
+    expect((await importHttp(to, other)).status).toBe(409);
+    expect(await keyDigests(to, s.tenant_id)).toEqual(undelivered);
+    expect(await unrecordedOn(to, s.tenant_id)).toBe(1);
+
+    const retry = await importHttp(to, text);
+    expect(retry.status).toBe(201);
+    expect(retry.body).toMatchObject({ tenant_id: s.tenant_id, shard: to, previous_shard: from });
+    const keys = retry.body.keys as { principal_id: string; api_key: string }[];
+    const now = await keyDigests(to, s.tenant_id);
+    expect(keys.map((k) => apiKeyDigest(k.api_key)).sort()).toEqual([...now].sort());
+    for (const d of undelivered) expect(now).not.toContain(d);
+    const admin = keys.find((k) => k.principal_id === s.admin.principal_id)?.api_key as string;
+    expect((await call('GET', '/v1/policy', { key: admin })).status).toBe(200);
+    await expectMoveRecorded(s, from, to);
+    expect(await directoryShard(s.tenant_id)).toBe(to);
+
+    // Delivered once: the same file again is refused and changes nothing.
+    expect((await importHttp(to, text)).status).toBe(409);
+    expect(await keyDigests(to, s.tenant_id)).toEqual(now);
+  });
+
+  it('read back by the call itself, answers the keys there and then', async () => {
+    const { s, text, from, to } = await exportedLive('dir-readback');
+    const fault: DirectoryFault = { reread_fails: false };
+    const imported = await importTenant(directoryFaultyPort(fault), to, text, Date.now(), noLog);
+    expect(fault.tripped).toBe(true);
+    expect(imported).toMatchObject({ tenant_id: s.tenant_id, shard: to, previous_shard: from });
+    const admin = imported.keys.find((k) => k.principal_id === s.admin.principal_id)?.api_key as string;
+    expect((await call('GET', '/v1/policy', { key: admin })).status).toBe(200);
+    await expectMoveRecorded(s, from, to);
+    expect((await importHttp(to, text)).status).toBe(409);
+  });
+
+  it('is refused when the directory names the target for another reason', async () => {
+    // A tenant created on the shard (never imported there): its own export is refused.
+    const { s: here, text: itself } = await exportedLive('dir-native');
+    const native = shardOf(here);
+    expect((await importHttp(native, itself)).status).toBe(409);
+    expect((await call('GET', '/v1/policy', { key: here.admin.api_key })).status).toBe(200);
+
+    // An import that went live before migration 0014 does not say where the tenant came from:
+    // no copy is guessed and frozen, nothing changes.
+    const { s, text, to } = await exportedLive('dir-unknown');
+    await expect(
+      importTenant(directoryFaultyPort({ reread_fails: true }), to, text, Date.now(), noLog),
+    ).rejects.toThrow(/update "tenant_shards"/);
+    await shardD1(to)
+      .prepare('UPDATE tenant_imports_unrecorded SET previous_shard = -1 WHERE tenant_id = ?')
+      .bind(s.tenant_id)
+      .run();
+    const undelivered = await keyDigests(to, s.tenant_id);
+    const refused = await importHttp(to, text);
+    expect(refused.status).toBe(409);
+    expect(JSON.stringify(refused.body)).toMatch(/not known/);
+    expect(await keyDigests(to, s.tenant_id)).toEqual(undelivered);
+    expect(await unrecordedOn(to, s.tenant_id)).toBe(1);
+    expect((await call('GET', '/v1/policy', { key: s.admin.api_key })).status).toBe(200);
   });
 });
 

@@ -294,3 +294,81 @@ describe('a tenant creation whose batch answered an error', () => {
     expect((await call('POST', '/v1/tenants', { key: ADMIN_TOKEN, body: { name } })).status).toBe(409);
   });
 });
+
+/**
+ * What the name reservation (the `tenant_shards` insert on shard 0) does: `commit` runs it and
+ * then throws (the answer lost after the commit), `lose` throws without running it. With
+ * `reread_fails`, every later read of the directory through that binding throws too.
+ */
+interface ReservationFault {
+  readonly insert: 'commit' | 'lose';
+  readonly reread_fails?: boolean;
+  tripped?: boolean;
+}
+
+function reservationFaulty(d1: D1Database, fault: ReservationFault): D1Database {
+  const afterRun = (stmt: D1PreparedStatement): D1PreparedStatement =>
+    new Proxy(stmt, {
+      get(t, p) {
+        if (p === 'bind') return (...args: unknown[]) => afterRun(t.bind(...args));
+        if (p === 'run' || p === 'all' || p === 'raw' || p === 'first')
+          return async () => {
+            fault.tripped = true;
+            if (fault.insert === 'commit') await t.run();
+            throw new Error('Network connection lost.');
+          };
+        const v: unknown = Reflect.get(t, p, t);
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
+      },
+    });
+  return new Proxy(d1, {
+    get(t, p) {
+      if (p === 'prepare')
+        return (q: string) => {
+          if (fault.tripped !== true && /^insert into "tenant_shards"/i.test(q))
+            return afterRun(t.prepare(q));
+          if (fault.tripped === true && fault.reread_fails === true && /from "tenant_shards"/i.test(q))
+            throw new Error('D1_ERROR: shard 0 unreachable');
+          return t.prepare(q);
+        };
+      const v: unknown = Reflect.get(t, p, t);
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
+    },
+  });
+}
+
+/** `createTenant` over the real shards, the directory's binding behind `reservationFaulty`. */
+function reserving(name: string, fault: ReservationFault) {
+  const wrapped = { ...env, DB: reservationFaulty(env.DB, fault) } as Env;
+  return createTenant(platformStore(wrapped), { name }, Date.now(), () => undefined);
+}
+
+describe('a tenant creation whose name reservation answered an error', () => {
+  it('that had committed goes on with its reservation and answers the tenant', async () => {
+    const name = `reserved-then-error-${newId('tenant').slice(4, 12)}`;
+    const fault: ReservationFault = { insert: 'commit' };
+    const created = await reserving(name, fault);
+    expect(fault.tripped).toBe(true);
+    const written = await tenantRowOn(name);
+    expect(written?.tenant_id).toBe(created.tenant.tenant_id);
+    expect(await directoryEntry(name)).toEqual(written);
+    expect((await call('GET', '/v1/policy', { key: created.admin.api_key })).status).toBe(200);
+    expect((await call('POST', '/v1/tenants', { key: ADMIN_TOKEN, body: { name } })).status).toBe(409);
+  });
+
+  it('that had not committed reserves nothing: the name is free', async () => {
+    const name = `lost-reservation-${newId('tenant').slice(4, 12)}`;
+    await expect(reserving(name, { insert: 'lose' })).rejects.toThrow(/tenant_shards/);
+    expect(await directoryEntry(name)).toBeNull();
+    expect(await tenantRowOn(name)).toBeNull();
+    expect((await call('POST', '/v1/tenants', { key: ADMIN_TOKEN, body: { name } })).status).toBe(201);
+  });
+
+  it('whose outcome cannot be read back keeps the entry and writes no tenant (fails closed)', async () => {
+    const name = `unknown-reservation-${newId('tenant').slice(4, 12)}`;
+    await expect(reserving(name, { insert: 'commit', reread_fails: true })).rejects.toThrow(/tenant_shards/);
+    expect(await directoryEntry(name)).not.toBeNull();
+    expect(await tenantRowOn(name)).toBeNull();
+    expect((await call('POST', '/v1/tenants', { key: ADMIN_TOKEN, body: { name } })).status).toBe(409);
+  });
+});

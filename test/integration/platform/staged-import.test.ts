@@ -156,7 +156,7 @@ describe('a staged batch commits only against the progress it was cut for', () =
     const quota = rows.find((r) => r.table === 'tenant_quotas');
     expect(quota).toBeDefined();
     if (quota === undefined) return;
-    expect(await port.goLive(to, staged, quota, Date.now())).toBe('moved');
+    expect(await port.goLive(to, staged, quota, 1 - to, Date.now())).toBe('moved');
     expect(
       await port.keyPrincipals(to, staged, [
         { principal_id: s.admin.principal_id, key_sha256: apiKeyDigest('x') },
@@ -188,7 +188,7 @@ describe('a staged batch commits only against the progress it was cut for', () =
     const quota = rows.find((r) => r.table === 'tenant_quotas');
     if (quota === undefined) throw new Error('no quota row');
     // The staged principals have no key digest: copying them into `principals` fails the batch.
-    await expect(port.goLive(to, staged, quota, Date.now())).rejects.toThrow();
+    await expect(port.goLive(to, staged, quota, 1 - to, Date.now())).rejects.toThrow();
     expect(await countOn(to, 'SELECT count(*) AS n FROM principals WHERE tenant_id = ?', s.tenant_id)).toBe(
       0,
     );
