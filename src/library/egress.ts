@@ -7,7 +7,7 @@
  * reads a customer record, then "summarizes" it into an email to an outside address. So:
  * - `classifyReadOutput` gives a read tool's output a data class: the class the tenant declared
  *   for that tool's output, raised (never lowered) by what the text shows: credential-like text
- *   makes it `secret`, and so does text the scanner could not look at completely (padding or
+ *   (in the text, or in a string of it as a model reads it) makes it `secret`, and so does text the scanner could not look at completely (padding or
  *   encoding must not buy a lower class);
  * - `evaluateEgress` decides whether a message may go to a destination: the destination must be
  *   named by the policy, and the message's class, the highest of its declared sources' classes and
@@ -22,6 +22,7 @@
 import { z } from 'zod';
 import { fromZodError, type CoreError } from '../core/errors.js';
 import { detectSignals } from '../core/observation/signals.js';
+import { jsonStringsAsRead } from '../core/observation/signals/as-read.js';
 import { err, ok, type Result } from '../core/result.js';
 import { Identifier, Sha256, strict } from '../core/schema.js';
 
@@ -43,10 +44,14 @@ export interface OutputClassification {
 
 /** Classify a read tool's output text, starting from the class declared for that tool. */
 export function classifyReadOutput(text: string, declared: DataClass): OutputClassification {
-  const report = detectSignals(text);
+  // The text, and every string in it as a model reads it (unescaped): a secret quoted inside a
+  // JSON string (`"{\"client_secret\": \"…\"}"`) shows only there. Output that is no JSON only
+  // gains scans of its quoted parts: a class is only ever raised by them.
+  const reports = [detectSignals(text)];
+  if (text.includes('"')) reports.push(detectSignals(jsonStringsAsRead(text)));
   const raised: string[] = [];
-  if (report.signals.includes('credential_like_text')) raised.push('credential_like_text');
-  if (!report.complete) raised.push('unscanned_content');
+  if (reports.some((r) => r.signals.includes('credential_like_text'))) raised.push('credential_like_text');
+  if (reports.some((r) => !r.complete)) raised.push('unscanned_content');
   return { data_class: raised.length > 0 ? 'secret' : declared, raised_by: raised.sort() };
 }
 

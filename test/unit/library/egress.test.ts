@@ -57,6 +57,19 @@ describe('classifyReadOutput', () => {
     }
   });
 
+  it('raises a secret quoted or escaped inside a JSON string, as a model reads it, to secret', () => {
+    for (const output of [
+      JSON.stringify({ body: JSON.stringify({ client_secret: 'q8Zt3xV9mK2pL7wR4nB6yH1cF5dJ0sGa' }) }),
+      JSON.stringify({ config: 'password = "hunter2hunter2x"' }),
+      '{"key":"\\u0041KIA2E0A8F3B244C9986"}',
+    ]) {
+      expect(classifyReadOutput(output, 'internal'), output).toStrictEqual({
+        data_class: 'secret',
+        raised_by: ['credential_like_text'],
+      });
+    }
+  });
+
   it('raises output the scanner could not read completely to secret (padding buys nothing)', () => {
     const padded = `${'a'.repeat(SIGNAL_LIMITS.maxScanChars)} ${AWS_KEY}`;
     expect(classifyReadOutput(padded, 'public')).toStrictEqual({
