@@ -32,9 +32,19 @@ export interface AuthorizeOutcome {
   readonly authorized: boolean;
 }
 
-export async function authorize(ctx: TenantContext, request: AuthorizeRequest): Promise<AuthorizeOutcome> {
+/**
+ * A door's own check of the decided receipt, before anything is committed (AuthZEN's `resource.id`
+ * against the receipt's target): a throw leaves nothing written, no receipt and no run charge.
+ */
+export type BeforeCommit = (decision: AuthorizationDecision) => void;
+
+export async function authorize(
+  ctx: TenantContext,
+  request: AuthorizeRequest,
+  beforeCommit?: BeforeCommit,
+): Promise<AuthorizeOutcome> {
   requireRole(ctx.caller, ROLES_FOR.authorize);
-  return decideAndCommit(ctx, request, null);
+  return decideAndCommit(ctx, request, null, beforeCommit);
 }
 
 /** What a door that has not authenticated yet gives `authorizeByKey`. */
@@ -122,7 +132,7 @@ export async function authorizeByKey(
   // The key's shard is the only one asked (its routing part; the digest covers it).
   const read = await door.platform.authorizationByKey(key.shard, key.key_sha256, request);
   const opened = await openKeyedCaller(door, key, read, early);
-  return decideAndCommit(opened.ctx, request, opened.read.state);
+  return decideAndCommit(opened.ctx, request, opened.read.state, undefined);
 }
 
 /**
@@ -174,15 +184,17 @@ export async function authorizeFromRead(
   ctx: TenantContext,
   request: AuthorizeRequest,
   first: AuthorizationState,
+  beforeCommit?: BeforeCommit,
 ): Promise<AuthorizeOutcome> {
   requireRole(ctx.caller, ROLES_FOR.authorize);
-  return decideAndCommit(ctx, request, first);
+  return decideAndCommit(ctx, request, first, beforeCommit);
 }
 
 async function decideAndCommit(
   ctx: TenantContext,
   request: AuthorizeRequest,
   first: AuthorizationState | null,
+  beforeCommit: BeforeCommit | undefined,
 ): Promise<AuthorizeOutcome> {
   const { caller, store, now } = ctx;
   const invocation_id = newId('invocation');
@@ -198,6 +210,7 @@ async function decideAndCommit(
       decided = decideAuthorization(request, state, { invocation_id }, now);
     }
     const decision = unwrap(decided);
+    beforeCommit?.(decision);
     const { receipt } = decision;
     ctx.log({
       tool_contract_sha256: receipt.body.tool_contract_sha256,

@@ -8,7 +8,8 @@
  *
  * Guarantees: the contract is always a pinned one of the tenant (a digest named beside the tool
  * name must be one of its pins); a resource type the door names must be the contract's, and a
- * resource id it names must be the id of the target the input names (`targetId`); the
+ * resource id it names must be the id of the target the decision derived (`targetId`, checked
+ * before the commit); the
  * request is parsed by the same `AuthorizeRequest` schema as `POST /v1/authorize`; a denial is a
  * stored receipt, never an exception. Over HTTP (`authorizeNamedToolByKey`) a door costs the
  * storage round trips of `POST /v1/authorize`: the key, the tool's pins and the state in one read
@@ -18,7 +19,6 @@
  * or principal (the caller does).
  */
 import { type AuthorizationState, AuthorizeRequest } from '../core/authorization/decide.js';
-import { deriveTarget } from '../core/contracts/contract.js';
 import { targetId } from '../core/contracts/target.js';
 import { fromZodError, safeText } from '../core/errors.js';
 import type { JsonValue } from '../core/canonical/json.js';
@@ -27,6 +27,7 @@ import {
   type KeyedAuthorizeDoor,
   authorize,
   authorizeFromRead,
+  type BeforeCommit,
   openKeyedCaller,
   startKnownKeyToken,
 } from './authorize.js';
@@ -86,7 +87,7 @@ export async function authorizeNamedTool(ctx: TenantContext, call: NamedToolCall
   if (!parsed.ok) throw parsed.error;
   const pinned = await resolveToolContract(ctx, call.tool_name, call.tool_contract_sha256);
   const request = boundRequest(call, parsed.request, pinned);
-  return outcomeOf(await authorize(ctx, request), request);
+  return outcomeOf(await authorize(ctx, request, resourceIdCheck(call)), request);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -152,7 +153,7 @@ export async function authorizeNamedToolByKey(
       quarantined: pinned.quarantined_at_unix_ms !== null,
     },
   };
-  return outcomeOf(await authorizeFromRead(opened.ctx, request, state), request);
+  return outcomeOf(await authorizeFromRead(opened.ctx, request, state, resourceIdCheck(call)), request);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -185,20 +186,28 @@ function boundRequest(
   if (call.resource_type !== undefined && pinned.contract.resource.type !== call.resource_type) {
     throw new ServiceError('target_mismatch', "resource type is not the type of the tool's target");
   }
-  // A PEP asking about resource X must not be told "permit" for the input's resource Y. An input
-  // that names no valid target is left to the decision, which refuses it with its own error.
-  if (call.resource_id !== undefined && call.resource_id !== '') {
-    const derived = deriveTarget(pinned.contract, parsed.input);
-    const id = derived.ok ? targetId(derived.value) : null;
-    if (id !== null && id !== call.resource_id) {
+  // The digest is a stored pin's own: it needs no parse.
+  return { ...parsed, tool_contract_sha256: pinned.tool_contract_sha256 };
+}
+
+/**
+ * A PEP asking about resource X must not be told "permit" for the input's resource Y: a resource
+ * id the door names (unless empty) must be the id of the target the decision derived, checked on
+ * the decided receipt before anything is committed (so the target is derived once, by the core).
+ * An input that names no valid target never reaches it: the decision refuses it first.
+ */
+function resourceIdCheck(call: NamedToolCall): BeforeCommit | undefined {
+  const named = call.resource_id;
+  if (named === undefined || named === '') return undefined;
+  return (decision) => {
+    const id = targetId(decision.receipt.body.target);
+    if (id !== named) {
       throw new ServiceError('target_mismatch', 'resource id does not name the target the input names', [
         // The derived id is input text: quoted through `safeText`; the named one is not echoed.
         { path: 'resource.id', message: `input names ${safeText(JSON.stringify(id))}` },
       ]);
     }
-  }
-  // The digest is a stored pin's own: it needs no parse.
-  return { ...parsed, tool_contract_sha256: pinned.tool_contract_sha256 };
+  };
 }
 
 function outcomeOf(outcome: AuthorizeOutcome, request: AuthorizeRequest): NamedToolOutcome {
