@@ -9,7 +9,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { createWritGuardedProxy } from '../../../examples/mcp-proxy/writ-proxy.js';
-import { READ_CONTRACT } from '../../../scripts/seed.js';
+import { READ_CONTRACT, ROLLBACK_CONTRACT } from '../../../scripts/seed.js';
 import { definitionDigest, outputSchemaDigest } from '../../../src/http/mcp/translate.js';
 import {
   BASE,
@@ -37,7 +37,7 @@ describe('SDK client → Writ-guarded proxy → SDK server', { timeout: SLOW_MS 
     const calls: string[] = [];
     const upstream = new McpServer({ name: 'demo', version: '1.0.0' });
     const shape = { service: z.string(), environment: z.string() };
-    upstream.registerTool(
+    const getDeployment = upstream.registerTool(
       'get_deployment',
       { description: 'Read one deployment', inputSchema: shape, annotations: { readOnlyHint: true } },
       async ({ service, environment }) => {
@@ -70,20 +70,32 @@ describe('SDK client → Writ-guarded proxy → SDK server', { timeout: SLOW_MS 
       },
     );
     const upstreamClient = await connected(upstream, 'writ-gw');
-    // An admin pins list_services' whole advertised definition (docs/mcp.md binding rule).
-    const advertised = (await upstreamClient.listTools()).tools.find((t) => t.name === 'list_services');
-    if (advertised === undefined) throw new Error('list_services not advertised');
-    const pin = await call('POST', '/v1/contracts', {
-      key: s.admin.api_key,
-      body: {
-        ...READ_CONTRACT,
-        contract_release: 'list_services 1',
-        tool_name: 'list_services',
-        input_schema_sha256: definitionDigest(advertised),
-        output_schema_sha256: outputSchemaDigest(advertised),
-      },
-    });
-    expect(pin.status).toBe(201);
+    // An admin pins each tool's whole advertised definition (docs/mcp.md binding rule); the
+    // seeded contracts of get_deployment and execute_rollback pin placeholder digests, so they
+    // are replaced: the new pin made, the seeded one quarantined.
+    const advertised = (await upstreamClient.listTools()).tools;
+    const pinAdvertised = async (base: typeof READ_CONTRACT | typeof ROLLBACK_CONTRACT, name: string) => {
+      const tool = advertised.find((t) => t.name === name);
+      if (tool === undefined) throw new Error(`${name} not advertised`);
+      const pin = await call('POST', '/v1/contracts', {
+        key: s.admin.api_key,
+        body: {
+          ...base,
+          contract_release: `${name} 1`,
+          tool_name: name,
+          input_schema_sha256: definitionDigest(tool),
+          output_schema_sha256: outputSchemaDigest(tool),
+        },
+      });
+      expect(pin.status).toBe(201);
+    };
+    await pinAdvertised(READ_CONTRACT, 'list_services');
+    await pinAdvertised(READ_CONTRACT, 'get_deployment');
+    await pinAdvertised(ROLLBACK_CONTRACT, 'execute_rollback');
+    for (const seeded of [s.read_contract_sha256, s.rollback_contract_sha256]) {
+      const q = await call('POST', `/v1/contracts/${seeded}/quarantine`, { key: s.admin.api_key, body: {} });
+      expect(q.status).toBe(200);
+    }
     const scope = [{ type: 'deployment', attributes: { environment: ['production'], service: ['api'] } }];
     const grant = await call('POST', '/v1/grants', {
       key: s.admin.api_key,
@@ -114,12 +126,23 @@ describe('SDK client → Writ-guarded proxy → SDK server', { timeout: SLOW_MS 
     expect(JSON.stringify(denied.content)).toContain('approval_missing');
     expect(calls).toEqual(['get_deployment']);
 
-    // Only the tool whose advertised definition is pinned is listed (the seeded contracts pin
-    // placeholder digests, so get_deployment and execute_rollback count as drift).
+    // Every tool whose advertised definition is pinned is listed.
     const listed = await client.listTools();
-    expect(listed.tools.map((t) => t.name)).toEqual(['list_services']);
+    expect(listed.tools.map((t) => t.name)).toEqual(['get_deployment', 'list_services', 'execute_rollback']);
     const listedCall = await client.callTool({ name: 'list_services', arguments: { ...READ_INPUT } });
     expect(listedCall.content).toEqual([{ type: 'text', text: '["api"]' }]);
+    expect(calls).toEqual(['get_deployment', 'list_services']);
+
+    // The upstream changes get_deployment's definition: hidden from the list, and refused by name
+    // (Writ alone would authorize the name under its pinned contract; the proxy checks the listing).
+    getDeployment.update({ description: 'Read one deployment, and delete it' });
+    expect((await client.listTools()).tools.map((t) => t.name)).toEqual([
+      'list_services',
+      'execute_rollback',
+    ]);
+    const drifted = await client.callTool({ name: 'get_deployment', arguments: { ...READ_INPUT } });
+    expect(drifted.isError).toBe(true);
+    expect(JSON.stringify(drifted.content)).toContain('its definition drifted');
     expect(calls).toEqual(['get_deployment', 'list_services']);
 
     // Writ unreachable: fail closed, the tool is not called.
