@@ -84,7 +84,8 @@ export const AS_READ_DEPTH = 4;
 /**
  * Credential spans of content as the `writ-redactor/3` redactor locates them: the text's own
  * spans and, for a JSON media type, the spans found in each string literal as a model reads it,
- * located back in the text (whole escapes included, never a literal's quotes), and so on into
+ * located back in the text (whole escapes included, never a literal's quotes; in JSON text a span
+ * of the text itself is cut to the strings it touches, in anything else kept whole), and so on into
  * JSON text held in those strings, `AS_READ_DEPTH` levels deep; merged where they overlap. A
  * secret quoted inside a JSON string (`"{\"client_secret\": \"…\"}"`) is found only this way.
  * The work is at most `AS_READ_DEPTH` + 1 scans of the text's length (a string read is never
@@ -99,9 +100,12 @@ function spansAsRead(text: string, depth: number): CredentialSpan[] {
   const plain = credentialSpans(text);
   if (depth >= AS_READ_DEPTH || !text.includes('"')) return plain;
   const literals = jsonStringLiteralsAsRead(text);
-  // A span of the text that touches a string keeps only its parts inside strings, each widened to
-  // whole escapes: redacting a quote, a colon or half of `\"` would leave no JSON to read.
-  const spans = plain.flatMap((s) => insideLiterals(s, literals));
+  // In JSON text, a span that touches a string keeps only its parts inside strings, each widened
+  // to whole escapes: redacting a quote, a colon or half of `\"` would leave no JSON to read. In
+  // anything else (content labelled JSON that is not, a string that holds no JSON) nothing outside
+  // the quotes is structure: the span is kept whole, never less than `writ-redactor/2` redacts.
+  const spans =
+    plain.length > 0 && isJsonText(text) ? plain.flatMap((s) => insideLiterals(s, literals)) : [...plain];
   for (const literal of literals) {
     for (const s of spansAsRead(literal.text, depth + 1)) {
       spans.push({ rule: s.rule, start: literal.raw[s.start] as number, end: literal.raw[s.end] as number });
@@ -147,6 +151,16 @@ function insideLiterals(s: CredentialSpan, literals: readonly StringLiteralAsRea
     if (from < to) out.push({ rule: s.rule, start: floorIn(raw, from), end: ceilIn(raw, to) });
   }
   return touched ? out : [s];
+}
+
+/** Whether `text` is a JSON text (RFC 8259), as `JSON.parse` reads it. */
+function isJsonText(text: string): boolean {
+  try {
+    JSON.parse(text);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 function lastOf(raw: readonly number[]): number {
