@@ -1529,7 +1529,8 @@ async function recordMove(
  * noted (`goLive`'s `previous_shard`). Anything else (another file, an import recorded or from
  * before migration 0013, a tenant that was never imported, a directory naming `shard` with no
  * unrecorded import of this file there, or one live before 0014 whose old copy is not known) is
- * refused as before: the tenant already has rows on `shard`.
+ * refused as before: the tenant already has rows on `shard`; and so is a directory naming neither
+ * `shard` nor the noted copy (another import of the tenant was recorded since: its copy is live).
  */
 async function finishUnrecorded(
   port: TenantMovePort,
@@ -1553,6 +1554,14 @@ async function finishUnrecorded(
     throw new ServiceError(
       'conflict',
       `another export of tenant ${quoted(tenant_id)} went live on shard ${shard}; send that file again to finish it`,
+    );
+  // The directory names neither the target nor the copy noted when the import went live: another
+  // import of the tenant was recorded since, and its copy is the live tenant. Finishing this one
+  // would freeze that copy (its delivered keys) and point the directory at a stale one.
+  if (directory !== shard && begun.previous_shard !== 'unknown' && directory !== begun.previous_shard)
+    throw new ServiceError(
+      'conflict',
+      `tenant ${quoted(tenant_id)} was moved ${directory === null ? 'out of the directory' : `to shard ${directory}`} since this export went live on shard ${shard}: export the tenant again to move it`,
     );
   const previous = directory === shard ? begun.previous_shard : directory;
   // The flip notes the directory's shard only after refusing the target itself: never reached.

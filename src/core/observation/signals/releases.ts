@@ -84,7 +84,9 @@ export const AS_READ_DEPTH = 4;
 /**
  * Credential spans of content as the `writ-redactor/3` redactor locates them: the text's own
  * spans and, for a JSON media type, the spans found in each string literal as a model reads it,
- * located back in the text (whole escapes included, never a literal's quotes), and so on into
+ * located back in the text (whole escapes included, never a literal's quotes; in text with only
+ * JSON structure outside its strings a span of the text itself is cut to the strings it touches,
+ * in anything else kept whole), and so on into
  * JSON text held in those strings, `AS_READ_DEPTH` levels deep; merged where they overlap. A
  * secret quoted inside a JSON string (`"{\"client_secret\": \"…\"}"`) is found only this way.
  * The work is at most `AS_READ_DEPTH` + 1 scans of the text's length (a string read is never
@@ -99,9 +101,14 @@ function spansAsRead(text: string, depth: number): CredentialSpan[] {
   const plain = credentialSpans(text);
   if (depth >= AS_READ_DEPTH || !text.includes('"')) return plain;
   const literals = jsonStringLiteralsAsRead(text);
-  // A span of the text that touches a string keeps only its parts inside strings, each widened to
-  // whole escapes: redacting a quote, a colon or half of `\"` would leave no JSON to read.
-  const spans = plain.flatMap((s) => insideLiterals(s, literals));
+  // In JSON text, a span that touches a string keeps only its parts inside strings, each widened
+  // to whole escapes: redacting a quote, a colon or half of `\"` would leave no JSON to read. In
+  // text with anything but JSON structure outside its quotes (content labelled JSON that is not,
+  // a string that holds no JSON), the span is kept whole: never less than `writ-redactor/2`.
+  const spans =
+    plain.length > 0 && onlyStructureOutside(text, literals)
+      ? plain.flatMap((s) => insideLiterals(s, literals))
+      : [...plain];
   for (const literal of literals) {
     for (const s of spansAsRead(literal.text, depth + 1)) {
       spans.push({ rule: s.rule, start: literal.raw[s.start] as number, end: literal.raw[s.end] as number });
@@ -147,6 +154,25 @@ function insideLiterals(s: CredentialSpan, literals: readonly StringLiteralAsRea
     if (from < to) out.push({ rule: s.rule, start: floorIn(raw, from), end: ceilIn(raw, to) });
   }
   return touched ? out : [s];
+}
+
+/** What JSON text holds outside its strings: whitespace, punctuation, numbers, true, false, null. */
+const STRUCTURE = new Set(Array.from(' \t\n\r[]{}:,0123456789+-.eEtrufalsn', (ch) => ch.charCodeAt(0)));
+
+/**
+ * Whether `text` has nothing but JSON structure outside its string literals (one pass, nothing
+ * allocated): where it has, cutting a span to the literals would leave that part in the clear.
+ */
+function onlyStructureOutside(text: string, literals: readonly StringLiteralAsRead[]): boolean {
+  let at = 0;
+  for (const literal of literals) {
+    // Up to the opening quote, just before the first character read.
+    for (let i = at; i < (literal.raw[0] as number) - 1; i++)
+      if (!STRUCTURE.has(text.charCodeAt(i))) return false;
+    at = lastOf(literal.raw) + 1;
+  }
+  for (let i = at; i < text.length; i++) if (!STRUCTURE.has(text.charCodeAt(i))) return false;
+  return true;
 }
 
 function lastOf(raw: readonly number[]): number {

@@ -1,0 +1,31 @@
+// Review 11 (not fixed: debatable, it changes what `writ-signals/3` receipts bind): the version 4
+// scan and the egress classification read JSON strings one level deep (`jsonStringsAsRead`),
+// while the `writ-redactor/3` redactor reads `AS_READ_DEPTH` (4) levels. A credential in JSON
+// text held in a string of JSON text held in a string is redacted, yet raises no signal, and read
+// output holding it keeps its declared class. These tests state the expected behaviour and are
+// marked `it.fails` until one of the two is changed (docs/observations.md, version 4).
+import { describe, expect, it } from 'vitest';
+import {
+  credentialSpansAsRead,
+  scanContentUnder,
+} from '../../../../src/core/observation/signals/releases.js';
+import { classifyReadOutput } from '../../../../src/library/egress.js';
+
+const SECRET = 'Zx9qL2mN8vB4rT6yW1eK';
+const inner = JSON.stringify({ client_secret: SECRET });
+const twoDeep = JSON.stringify({ text: JSON.stringify({ wrapped: inner }) });
+
+describe('a credential two JSON strings deep', () => {
+  it('is located by the writ-redactor/3 rules', () => {
+    const spans = credentialSpansAsRead(twoDeep, 'application/json');
+    expect(spans.map((s) => twoDeep.slice(s.start, s.end))).toEqual([SECRET]);
+  });
+
+  it.fails('raises credential_like_text in a version 4 scan, as the redactor finds it', () => {
+    expect(scanContentUnder(4, twoDeep, 'application/json').signals).toContain('credential_like_text');
+  });
+
+  it.fails('raises read output to secret', () => {
+    expect(classifyReadOutput(twoDeep, 'internal').data_class).toBe('secret');
+  });
+});
