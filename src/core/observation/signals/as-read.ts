@@ -75,45 +75,56 @@ export interface StringLiteralAsRead {
    * that decoded code unit `k` was read from, and `raw[text.length]` the offset just after the
    * last one: decoded `[s, e)` was read from the text's `[raw[s], raw[e])`, whole escapes included.
    */
-  readonly raw: readonly number[];
+  readonly raw: Uint32Array;
 }
 
 /**
  * The string literals of `text` as `jsonStringsAsRead` reads them (the same lexical reading:
  * joined by newlines, their texts are exactly its result; property-tested), each with the map back
  * to the offsets it was read from, so a span found in what a model reads can be located in the text.
+ * One pass; the maps share one buffer of four bytes per character of the text.
  */
 export function jsonStringLiteralsAsRead(text: string): StringLiteralAsRead[] {
   const out: StringLiteralAsRead[] = [];
+  // One buffer for every map: a literal's units and end offset never outnumber its characters
+  // with its opening quote, so all of them fit in the text's length plus one.
+  const buffer = new Uint32Array(text.length + 1);
+  let n = 0;
   let i = text.indexOf('"');
   while (i >= 0) {
-    let s = '';
-    const raw: number[] = [];
-    let j = i + 1;
+    const first = n;
+    let parts: string[] | null = null;
+    let start = i + 1;
+    let j = start;
     for (; j < text.length; j++) {
       const c = text.charCodeAt(j);
       if (c === 0x22) break;
-      if (c !== 0x5c) {
-        s += text.charAt(j);
-        raw.push(j);
-        continue;
-      }
+      if (c !== 0x5c) continue;
+      parts ??= [];
+      if (j > start) parts.push(text.slice(start, j));
+      for (let k = start; k < j; k++) buffer[n++] = k;
       const e = text.charAt(j + 1);
       const hex = text.slice(j + 2, j + 6);
-      raw.push(j);
+      buffer[n++] = j;
       if (Object.hasOwn(ESCAPES, e)) {
-        s += ESCAPES[e] as string;
+        parts.push(ESCAPES[e] as string);
         j += 1;
       } else if (e === 'u' && HEX4.test(hex)) {
-        s += String.fromCharCode(parseInt(hex, 16));
+        parts.push(String.fromCharCode(parseInt(hex, 16)));
         j += 5;
       } else {
         // Not a JSON escape: kept as written (the backslash; what follows is read on).
-        s += '\\';
+        parts.push('\\');
       }
+      start = j + 1;
     }
-    raw.push(j);
-    out.push({ text: s, raw });
+    for (let k = start; k < j; k++) buffer[n++] = k;
+    buffer[n++] = j;
+    const rest = text.slice(start, j);
+    out.push({
+      text: parts === null ? rest : (parts.push(rest), parts.join('')),
+      raw: buffer.subarray(first, n),
+    });
     i = j < text.length ? text.indexOf('"', j + 1) : -1;
   }
   return out;

@@ -83,36 +83,49 @@ export const AS_READ_DEPTH = 4;
 
 /**
  * Credential spans of content as the `writ-redactor/3` redactor locates them: the text's own
- * spans and, for a JSON media type, the spans found in each string literal as a model reads it,
+ * spans and, for a JSON media type, the spans found in its string literals as a model reads them,
  * located back in the text (whole escapes included, never a literal's quotes; in text with only
  * JSON structure outside its strings a span of the text itself is cut to the strings it touches,
- * in anything else kept whole), and so on into
- * JSON text held in those strings, `AS_READ_DEPTH` levels deep; merged where they overlap. A
- * secret quoted inside a JSON string (`"{\"client_secret\": \"…\"}"`) is found only this way.
- * The work is at most `AS_READ_DEPTH` + 1 scans of the text's length (a string read is never
- * longer than its literal).
+ * in anything else kept whole), and so on into JSON text held in those strings, `AS_READ_DEPTH`
+ * levels deep; merged where they overlap. A secret quoted inside a JSON string
+ * (`"{\"client_secret\": \"…\"}"`) is found only this way.
+ * Cost: one scan of the text, then one scan per level of that level's strings joined by newlines
+ * (as `jsonStringsAsRead` joins them for the signals), whatever the number of strings; a string
+ * read is never longer than its literal, so each level is at most the text's length.
  */
 export function credentialSpansAsRead(text: string, mediaType: string): CredentialSpan[] {
   if (!isJsonMediaType(mediaType)) return credentialSpans(text);
-  return spansAsRead(text, 0);
-}
-
-function spansAsRead(text: string, depth: number): CredentialSpan[] {
   const plain = credentialSpans(text);
-  if (depth >= AS_READ_DEPTH || !text.includes('"')) return plain;
-  const literals = jsonStringLiteralsAsRead(text);
+  if (!text.includes('"')) return plain;
+  const top = jsonStringLiteralsAsRead(text);
   // In JSON text, a span that touches a string keeps only its parts inside strings, each widened
   // to whole escapes: redacting a quote, a colon or half of `\"` would leave no JSON to read. In
-  // text with anything but JSON structure outside its quotes (content labelled JSON that is not,
-  // a string that holds no JSON), the span is kept whole: never less than `writ-redactor/2`.
+  // text with anything but JSON structure outside its quotes (content labelled JSON that is not),
+  // the span is kept whole: never less than `writ-redactor/2`.
   const spans =
-    plain.length > 0 && onlyStructureOutside(text, literals)
-      ? plain.flatMap((s) => insideLiterals(s, literals))
+    plain.length > 0 && onlyStructureOutside(text, top)
+      ? plain.flatMap((s) => insideLiterals(s, top))
       : [...plain];
-  for (const literal of literals) {
-    for (const s of spansAsRead(literal.text, depth + 1)) {
-      spans.push({ rule: s.rule, start: literal.raw[s.start] as number, end: literal.raw[s.end] as number });
+  // Each level: the strings read at that depth, each with its map to offsets of `text`.
+  let level: readonly StringLiteralAsRead[] = top;
+  for (let depth = 1; depth <= AS_READ_DEPTH && level.length > 0; depth++) {
+    const starts: number[] = [];
+    let at = 0;
+    for (const l of level) {
+      starts.push(at);
+      at += l.text.length + 1;
     }
+    for (const s of credentialSpans(level.map((l) => l.text).join('\n'))) {
+      spans.push(...piecesIn(s, level, starts));
+    }
+    const next: StringLiteralAsRead[] = [];
+    for (const l of level) {
+      if (depth === AS_READ_DEPTH || !l.text.includes('"')) continue;
+      for (const inner of jsonStringLiteralsAsRead(l.text)) {
+        next.push({ text: inner.text, raw: inner.raw.map((k) => l.raw[k] as number) });
+      }
+    }
+    level = next;
   }
   spans.sort(
     (a, b) => a.start - b.start || b.end - a.end || (a.rule < b.rule ? -1 : a.rule > b.rule ? 1 : 0),
@@ -125,6 +138,34 @@ function spansAsRead(text: string, depth: number): CredentialSpan[] {
     } else merged.push(s);
   }
   return merged;
+}
+
+/**
+ * A span of strings joined by newlines (string `i` starting at `starts[i]`), as the parts of
+ * each string it covers, located in the text through each string's map (whole escapes).
+ */
+function piecesIn(
+  s: CredentialSpan,
+  strings: readonly StringLiteralAsRead[],
+  starts: readonly number[],
+): CredentialSpan[] {
+  // The last string starting at or before the span.
+  let lo = 0;
+  let hi = strings.length - 1;
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >>> 1;
+    if ((starts[mid] as number) <= s.start) lo = mid;
+    else hi = mid - 1;
+  }
+  const out: CredentialSpan[] = [];
+  for (let i = lo; i < strings.length && (starts[i] as number) < s.end; i++) {
+    const l = strings[i] as StringLiteralAsRead;
+    const base = starts[i] as number;
+    const from = Math.max(0, s.start - base);
+    const to = Math.min(l.text.length, s.end - base);
+    if (from < to) out.push({ rule: s.rule, start: l.raw[from] as number, end: l.raw[to] as number });
+  }
+  return out;
 }
 
 /**
@@ -175,12 +216,12 @@ function onlyStructureOutside(text: string, literals: readonly StringLiteralAsRe
   return true;
 }
 
-function lastOf(raw: readonly number[]): number {
+function lastOf(raw: ArrayLike<number>): number {
   return raw[raw.length - 1] as number;
 }
 
 /** The largest offset of `raw` at or below `at`. */
-function floorIn(raw: readonly number[], at: number): number {
+function floorIn(raw: ArrayLike<number>, at: number): number {
   let lo = 0;
   let hi = raw.length - 1;
   while (lo < hi) {
@@ -192,7 +233,7 @@ function floorIn(raw: readonly number[], at: number): number {
 }
 
 /** The smallest offset of `raw` at or above `at`. */
-function ceilIn(raw: readonly number[], at: number): number {
+function ceilIn(raw: ArrayLike<number>, at: number): number {
   let lo = 0;
   let hi = raw.length - 1;
   while (lo < hi) {
