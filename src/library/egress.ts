@@ -23,6 +23,7 @@ import { z } from 'zod';
 import { fromZodError, type CoreError } from '../core/errors.js';
 import { detectSignals } from '../core/observation/signals.js';
 import { jsonStringsAsRead } from '../core/observation/signals/as-read.js';
+import { credentialSpansAsRead } from '../core/observation/signals/releases.js';
 import { err, ok, type Result } from '../core/result.js';
 import { Identifier, Sha256, strict } from '../core/schema.js';
 
@@ -44,13 +45,20 @@ export interface OutputClassification {
 
 /** Classify a read tool's output text, starting from the class declared for that tool. */
 export function classifyReadOutput(text: string, declared: DataClass): OutputClassification {
-  // The text, and every string in it as a model reads it (unescaped): a secret quoted inside a
-  // JSON string (`"{\"client_secret\": \"…\"}"`) shows only there. Output that is no JSON only
+  // The text, every string in it as a model reads it (unescaped), and JSON text held in those
+  // strings as the redactor reads it (`credentialSpansAsRead`, four levels): a secret quoted inside
+  // a JSON string (`"{\"client_secret\": \"…\"}"`) shows only there. Output that is no JSON only
   // gains scans of its quoted parts: a class is only ever raised by them.
   const reports = [detectSignals(text)];
-  if (text.includes('"')) reports.push(detectSignals(jsonStringsAsRead(text)));
+  const quoted = text.includes('"');
+  if (quoted) reports.push(detectSignals(jsonStringsAsRead(text)));
   const raised: string[] = [];
-  if (reports.some((r) => r.signals.includes('credential_like_text'))) raised.push('credential_like_text');
+  if (
+    reports.some((r) => r.signals.includes('credential_like_text')) ||
+    (quoted && credentialSpansAsRead(text, 'application/json').length > 0)
+  ) {
+    raised.push('credential_like_text');
+  }
   if (reports.some((r) => !r.complete)) raised.push('unscanned_content');
   return { data_class: raised.length > 0 ? 'secret' : declared, raised_by: raised.sort() };
 }
