@@ -556,6 +556,11 @@ export function credentialSpans(text: string): CredentialSpan[] {
     }
   }
   for (const m of scanSecrets(text, { chars: 0 }, true)) spans.push(m);
+  return mergeCredentialSpans(spans);
+}
+
+/** Spans sorted by position and merged where they overlap (the first one's rule names a merge). */
+export function mergeCredentialSpans(spans: CredentialSpan[]): CredentialSpan[] {
   spans.sort((a, b) => a.start - b.start || b.end - a.end || cmp(a.rule, b.rule));
   const merged: CredentialSpan[] = [];
   for (const s of spans) {

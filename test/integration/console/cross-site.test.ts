@@ -17,22 +17,28 @@ async function get(path: string, headers: Record<string, string> = {}) {
   return { status: res.status, text: await res.text(), headers: res.headers };
 }
 
-/** A signed-in session cookie of the seeded approver. */
-async function signedInCookie(): Promise<string> {
-  const s = await seedTenant('cross-site');
-  const form = await get('/console/sign-in');
-  const anon = /__Host-writ_console_signin=([^;]*)/.exec(form.headers.get('set-cookie') ?? '')?.[1] as string;
-  const csrf = /name="csrf" value="([^"]*)"/.exec(form.text)?.[1] as string;
-  const res = await workerFetch(`${BASE}/console/sign-in`, {
+const csrfOf = (html: string) => /name="csrf" value="([^"]*)"/.exec(html)?.[1] as string;
+
+/** The sign-in form posted from the console's origin with `signIn` as its sign-in cookie. */
+function postSignIn(signIn: string, csrf: string, api_key: string): Promise<Response> {
+  return workerFetch(`${BASE}/console/sign-in`, {
     method: 'POST',
     redirect: 'manual',
     headers: {
       'content-type': 'application/x-www-form-urlencoded',
       origin: BASE,
-      cookie: `${SIGN_IN_COOKIE}=${anon}`,
+      cookie: `${SIGN_IN_COOKIE}=${signIn}`,
     },
-    body: new URLSearchParams({ csrf, api_key: s.approver.api_key }).toString(),
+    body: new URLSearchParams({ csrf, api_key }).toString(),
   });
+}
+
+/** A signed-in session cookie of the seeded approver. */
+async function signedInCookie(): Promise<string> {
+  const s = await seedTenant('cross-site');
+  const form = await get('/console/sign-in');
+  const anon = /__Host-writ_console_signin=([^;]*)/.exec(form.headers.get('set-cookie') ?? '')?.[1] as string;
+  const res = await postSignIn(anon, csrfOf(form.text), s.approver.api_key);
   await res.arrayBuffer();
   expect(res.status).toBe(303);
   return /__Host-writ_console=([^;]*)/.exec(res.headers.get('set-cookie') ?? '')?.[1] as string;
@@ -105,17 +111,7 @@ describe('a console link followed from another site', () => {
     expect(asSession.headers.get('set-cookie')).toMatch(/__Host-writ_console=;.*Max-Age=0/i);
     // A signed-in session's ciphertext as the sign-in cookie: the form's token does not match.
     const session = await signedInCookie();
-    const csrf = /name="csrf" value="([^"]*)"/.exec(form.text)?.[1] as string;
-    const res = await workerFetch(`${BASE}/console/sign-in`, {
-      method: 'POST',
-      redirect: 'manual',
-      headers: {
-        'content-type': 'application/x-www-form-urlencoded',
-        origin: BASE,
-        cookie: `${SIGN_IN_COOKIE}=${session}`,
-      },
-      body: new URLSearchParams({ csrf, api_key: `writ_${'A'.repeat(43)}` }).toString(),
-    });
+    const res = await postSignIn(session, csrfOf(form.text), `writ_${'A'.repeat(43)}`);
     expect(await res.text()).toContain('security token');
     expect(res.status).toBe(403);
   });

@@ -20,7 +20,7 @@ import {
 } from '../schema.js';
 import { detectSignals } from '../signals.js';
 import { credentialSpans as credentialSpansV1, detectSignals as detectSignalsV1 } from './legacy-v1.js';
-import { credentialSpans, type CredentialSpan } from '../signals.js';
+import { credentialSpans, type CredentialSpan, mergeCredentialSpans } from '../signals.js';
 import {
   jsonStringLiteralsAsRead,
   jsonStringsAsRead,
@@ -127,17 +127,7 @@ export function credentialSpansAsRead(text: string, mediaType: string): Credenti
     }
     level = next;
   }
-  spans.sort(
-    (a, b) => a.start - b.start || b.end - a.end || (a.rule < b.rule ? -1 : a.rule > b.rule ? 1 : 0),
-  );
-  const merged: CredentialSpan[] = [];
-  for (const s of spans) {
-    const last = merged[merged.length - 1];
-    if (last !== undefined && s.start < last.end) {
-      if (s.end > last.end) merged[merged.length - 1] = { rule: last.rule, start: last.start, end: s.end };
-    } else merged.push(s);
-  }
-  return merged;
+  return mergeCredentialSpans(spans);
 }
 
 /**
