@@ -3246,6 +3246,16 @@ export interface operations {
                                 reconciliation_deadline_unix_ms: number | null;
                                 escalated_at_unix_ms: number | null;
                             } | null;
+                            /** @description single-request reads only: open operations (pending, reconciliation_required, escalated) of the same tool and input digest under any idempotency key, newest first, at most 5, earlier_attempt left out */
+                            same_input_attempts?: {
+                                operation_id: string;
+                                status: string;
+                                tool_contract_sha256: string;
+                                idempotency_key: string;
+                                reconciliation_deadline_unix_ms: number | null;
+                                escalated_at_unix_ms: number | null;
+                                updated_at_unix_ms: number;
+                            }[];
                             approval: {
                                 approval_id: string;
                                 approver_principal_id: string;
@@ -3386,6 +3396,16 @@ export interface operations {
                             reconciliation_deadline_unix_ms: number | null;
                             escalated_at_unix_ms: number | null;
                         } | null;
+                        /** @description single-request reads only: open operations (pending, reconciliation_required, escalated) of the same tool and input digest under any idempotency key, newest first, at most 5, earlier_attempt left out */
+                        same_input_attempts?: {
+                            operation_id: string;
+                            status: string;
+                            tool_contract_sha256: string;
+                            idempotency_key: string;
+                            reconciliation_deadline_unix_ms: number | null;
+                            escalated_at_unix_ms: number | null;
+                            updated_at_unix_ms: number;
+                        }[];
                         approval: {
                             approval_id: string;
                             approver_principal_id: string;
@@ -3556,6 +3576,16 @@ export interface operations {
                             reconciliation_deadline_unix_ms: number | null;
                             escalated_at_unix_ms: number | null;
                         } | null;
+                        /** @description single-request reads only: open operations (pending, reconciliation_required, escalated) of the same tool and input digest under any idempotency key, newest first, at most 5, earlier_attempt left out */
+                        same_input_attempts?: {
+                            operation_id: string;
+                            status: string;
+                            tool_contract_sha256: string;
+                            idempotency_key: string;
+                            reconciliation_deadline_unix_ms: number | null;
+                            escalated_at_unix_ms: number | null;
+                            updated_at_unix_ms: number;
+                        }[];
                         approval: {
                             approval_id: string;
                             approver_principal_id: string;
@@ -3688,6 +3718,16 @@ export interface operations {
                             reconciliation_deadline_unix_ms: number | null;
                             escalated_at_unix_ms: number | null;
                         } | null;
+                        /** @description single-request reads only: open operations (pending, reconciliation_required, escalated) of the same tool and input digest under any idempotency key, newest first, at most 5, earlier_attempt left out */
+                        same_input_attempts?: {
+                            operation_id: string;
+                            status: string;
+                            tool_contract_sha256: string;
+                            idempotency_key: string;
+                            reconciliation_deadline_unix_ms: number | null;
+                            escalated_at_unix_ms: number | null;
+                            updated_at_unix_ms: number;
+                        }[];
                         approval: {
                             approval_id: string;
                             approver_principal_id: string;
@@ -3864,6 +3904,16 @@ export interface operations {
                             reconciliation_deadline_unix_ms: number | null;
                             escalated_at_unix_ms: number | null;
                         } | null;
+                        /** @description single-request reads only: open operations (pending, reconciliation_required, escalated) of the same tool and input digest under any idempotency key, newest first, at most 5, earlier_attempt left out */
+                        same_input_attempts?: {
+                            operation_id: string;
+                            status: string;
+                            tool_contract_sha256: string;
+                            idempotency_key: string;
+                            reconciliation_deadline_unix_ms: number | null;
+                            escalated_at_unix_ms: number | null;
+                            updated_at_unix_ms: number;
+                        }[];
                         approval: {
                             approval_id: string;
                             approver_principal_id: string;

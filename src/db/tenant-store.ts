@@ -124,6 +124,8 @@ const StoredRoles = z.array(Role).min(1);
  * contract of the tool and, in practice, one v1 row per contract pinned before v2.
  */
 const KEY_OPERATIONS_LIMIT = 32;
+/** Operations that may have had an effect nobody has settled: in flight, or awaiting reconciliation. */
+const OPEN_OPERATION_STATES = ['pending', 'reconciliation_required', 'escalated'] as const;
 /** An id no row has (ids are never empty): a lookup that must find nothing still uses its key. */
 const NO_ID = '';
 
@@ -931,6 +933,33 @@ class D1TenantStore implements TenantStore, RetentionStore {
 
   async operationsForKey(tool_name: string, idempotency_key: string): Promise<readonly OperationRow[]> {
     return this.#keyOperationsQuery(sql`${tool_name}`, idempotency_key);
+  }
+
+  async openOperationsOfInput(
+    tool_name: string,
+    input_sha256: string,
+    limit: number,
+  ): Promise<readonly OperationRow[]> {
+    const t = this.tenant_id;
+    const sameTool = this.db
+      .select({ sha: contracts.tool_contract_sha256 })
+      .from(contracts)
+      .where(and(eq(contracts.tenant_id, t), eq(contracts.tool_name, tool_name)));
+    // Through `operations_state_recent` (tenant, state, updated): only open operations are read,
+    // and a tenant keeps few of them (each has an owner and a deadline).
+    return this.db
+      .select()
+      .from(operations)
+      .where(
+        and(
+          eq(operations.tenant_id, t),
+          inArray(operations.state, [...OPEN_OPERATION_STATES]),
+          eq(operations.input_sha256, input_sha256),
+          inArray(operations.tool_contract_sha256, sameTool),
+        ),
+      )
+      .orderBy(desc(operations.updated_at_unix_ms), desc(operations.operation_id))
+      .limit(limit);
   }
 
   async getOperation(operation_id: string): Promise<OperationRow | null> {

@@ -186,6 +186,23 @@ const ApprovalView = z.strictObject({
     .nullable()
     .optional()
     .describe('single-request reads only: an unresolved attempt of the same tool and idempotency key'),
+  same_input_attempts: z
+    .array(
+      z.strictObject({
+        operation_id: Identifier,
+        status: z.string(),
+        tool_contract_sha256: Sha256,
+        idempotency_key: z.string(),
+        reconciliation_deadline_unix_ms: UnixMs.nullable(),
+        escalated_at_unix_ms: UnixMs.nullable(),
+        updated_at_unix_ms: UnixMs,
+      }),
+    )
+    .max(5)
+    .optional()
+    .describe(
+      'single-request reads only: open operations (pending, reconciliation_required, escalated) of the same tool and input digest under any idempotency key, newest first, at most 5, earlier_attempt left out',
+    ),
   approval: ToolApproval.nullable(),
 });
 

@@ -28,7 +28,7 @@ import { parseStoredJson, storedJsonReadsBack } from '../db/documents.js';
 import { newId } from '../db/ids.js';
 import { type TenantContext, ROLES_FOR, assertNamedIdentity, requireRole } from './context.js';
 import { ServiceError, notFound, unwrap } from './errors.js';
-import { unresolvedAttemptFor } from './executions.js';
+import { SAME_INPUT_ATTEMPTS_SHOWN, openAttemptsOfInput, unresolvedAttemptFor } from './executions.js';
 import { MAX_PAGE_SIZE, PageQuery, decodeCursor, encodeCursor, page } from './pagination.js';
 import {
   APPROVAL_STATUSES,
@@ -388,20 +388,34 @@ export function approvalView({ approval: a, contract }: ApprovalWithContract, cl
 
 /** An earlier unresolved attempt of the same operation (tool, idempotency key), or null. */
 export type EarlierAttempt = Awaited<ReturnType<typeof unresolvedAttemptFor>>;
+/** Open attempts of the same tool and input under any key (`openAttemptsOfInput`). */
+export type SameInputAttempts = Awaited<ReturnType<typeof openAttemptsOfInput>>;
 
 /**
- * The single-request view adds `earlier_attempt`: an unresolved attempt of the same logical
- * operation (same tool and idempotency key) that may already have had its effect. An approver
- * who does not see it could approve the same rollback twice. Lists leave it out (one index read
- * per row would make a page cost its length in reads).
+ * The single-request view adds what may already have acted, so an approver does not approve the
+ * same rollback twice:
+ * - `earlier_attempt`: an unresolved attempt of the same logical operation (same tool and
+ *   idempotency key), or null (always null for a request without a key);
+ * - `same_input_attempts`: open operations (in flight or awaiting reconciliation) of the same tool
+ *   and the same input digest under any key: a retry under a new key, or a request that named no
+ *   key, is found this way. At most `SAME_INPUT_ATTEMPTS_SHOWN`, the `earlier_attempt` left out.
+ * Lists leave both out (their reads per row would make a page cost its length in reads).
  */
 async function withEarlierAttempt(ctx: TenantContext, found: ApprovalWithContract, clock: RequestClock) {
   const key = found.approval.idempotency_key;
-  const earlier_attempt: EarlierAttempt =
-    key === null || found.contract === null
-      ? null
-      : await unresolvedAttemptFor(ctx.store, found.contract.tool_name, key);
-  return { ...approvalView(found, clock), earlier_attempt };
+  const contract = found.contract;
+  // Two reads of the operation index, concurrently (neither depends on the other).
+  const [earlier_attempt, sameInput]: [EarlierAttempt, SameInputAttempts] =
+    contract === null
+      ? [null, []]
+      : await Promise.all([
+          key === null ? null : unresolvedAttemptFor(ctx.store, contract.tool_name, key),
+          openAttemptsOfInput(ctx.store, contract.tool_name, found.approval.input_sha256),
+        ]);
+  const same_input_attempts = sameInput
+    .filter((a) => a.operation_id !== earlier_attempt?.operation_id)
+    .slice(0, SAME_INPUT_ATTEMPTS_SHOWN);
+  return { ...approvalView(found, clock), earlier_attempt, same_input_attempts };
 }
 
 function preview(contract: ToolContract, target: JsonValue, input: JsonValue, reason: string | null) {

@@ -179,6 +179,45 @@ export async function unresolvedAttemptFor(
   };
 }
 
+/** At most this many same-input attempts are shown beside an approval request. */
+export const SAME_INPUT_ATTEMPTS_SHOWN = 5;
+
+/**
+ * Open operations of the same tool and the same input digest as an approval request, under any
+ * idempotency key (or none on the request): an agent that retried an indeterminate call under a
+ * new key asks approval for what may already have happened. Most recently updated first, at most
+ * `SAME_INPUT_ATTEMPTS_SHOWN + 1` (so one may be left out by the caller and as many remain).
+ */
+export async function openAttemptsOfInput(
+  store: TenantStore,
+  tool_name: string,
+  input_sha256: string,
+): Promise<
+  {
+    readonly operation_id: string;
+    readonly status: string;
+    readonly tool_contract_sha256: string;
+    readonly idempotency_key: string;
+    readonly reconciliation_deadline_unix_ms: number | null;
+    readonly escalated_at_unix_ms: number | null;
+    readonly updated_at_unix_ms: number;
+  }[]
+> {
+  const rows = await store.openOperationsOfInput(tool_name, input_sha256, SAME_INPUT_ATTEMPTS_SHOWN + 1);
+  return rows
+    .filter((r) => r.input_sha256 === input_sha256)
+    .slice(0, SAME_INPUT_ATTEMPTS_SHOWN + 1)
+    .map((r) => ({
+      operation_id: r.operation_id,
+      status: r.state,
+      tool_contract_sha256: r.tool_contract_sha256,
+      idempotency_key: r.idempotency_key,
+      reconciliation_deadline_unix_ms: r.reconciliation_deadline_unix_ms,
+      escalated_at_unix_ms: r.escalated_at_unix_ms,
+      updated_at_unix_ms: r.updated_at_unix_ms,
+    }));
+}
+
 /** `executor_mismatch` unless the caller runs the contract's executor release. */
 export function requireExecutorOf(caller: Caller, pinned: PinnedContract): void {
   if (caller.executor_release === null || caller.executor_release !== pinned.contract.executor_release) {

@@ -387,6 +387,16 @@ export interface TenantStore {
   getOperation(operation_id: string): Promise<OperationRow | null>;
   /** Index rows of this tenant's operations under `idempotency_key` for any contract of the tool. */
   operationsForKey(tool_name: string, idempotency_key: string): Promise<readonly OperationRow[]>;
+  /**
+   * Open operations (`pending`, `reconciliation_required`, `escalated`) of any contract of the
+   * tool whose input digest is `input_sha256`, under any idempotency key, most recently updated
+   * first, at most `limit`.
+   */
+  openOperationsOfInput(
+    tool_name: string,
+    input_sha256: string,
+    limit: number,
+  ): Promise<readonly OperationRow[]>;
   /** One page of operations, most recently updated first (`updated_at_unix_ms`, then id). */
   listOperations(q: OperationListFilter): Promise<readonly OperationRow[]>;
 

@@ -7,7 +7,12 @@
 import { html, raw } from 'hono/html';
 import type { HtmlEscapedString } from 'hono/utils/html';
 import { digestOf } from '../../core/canonical/canonical.js';
-import type { EarlierAttempt, approvalView, historyReceipts } from '../../services/approvals.js';
+import type {
+  EarlierAttempt,
+  SameInputAttempts,
+  approvalView,
+  historyReceipts,
+} from '../../services/approvals.js';
 import type { Caller } from '../../services/context.js';
 import { Findings, duration, effectExplanation, isoTime, jsonHtml, shown } from './render.js';
 
@@ -270,8 +275,55 @@ function earlierAttempt(a: ApprovalPageItem): Html | string {
   </section>`;
 }
 
-/** The single-request view (getApproval), which adds the earlier unresolved attempt. */
-export type ApprovalPageItem = ApprovalItem & { readonly earlier_attempt?: EarlierAttempt };
+/**
+ * Open operations of the same tool and input under other idempotency keys (or on a request that
+ * named none): a retry under a new key of a call that may already have acted.
+ */
+function sameInputAttempts(a: ApprovalPageItem): Html | string {
+  const list = a.same_input_attempts ?? [];
+  if (list.length === 0) return '';
+  return html`<section class="card warn" aria-labelledby="same-input-h">
+    <h2 id="same-input-h">Open attempts of this exact call</h2>
+    <p>
+      ${list.length === 1 ? 'An operation' : `${list.length} operations`} of the same tool with the same input
+      (SHA-256 <span class="mono digest">${a.input_sha256}</span>) ${list.length === 1 ? 'is' : 'are'} still
+      in flight or awaiting reconciliation, under
+      ${a.idempotency_key === null ? 'an idempotency key' : 'another idempotency key than this request'}:
+      ${list.length === 1 ? 'it' : 'they'} may already have had the effect this request asks for.
+    </p>
+    <table>
+      <thead>
+        <tr>
+          <th scope="col">Operation</th>
+          <th scope="col">Status</th>
+          <th scope="col">Idempotency key</th>
+          <th scope="col">Reconcile by</th>
+          <th scope="col">Updated</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${list.map(
+          (o) =>
+            html`<tr>
+              <td class="mono">${o.operation_id}</td>
+              <td><strong>${o.status}</strong>${o.escalated_at_unix_ms === null ? '' : ' (escalated)'}</td>
+              <td class="mono">${o.idempotency_key}</td>
+              <td>
+                ${o.reconciliation_deadline_unix_ms === null ? '' : isoTime(o.reconciliation_deadline_unix_ms)}
+              </td>
+              <td>${isoTime(o.updated_at_unix_ms)}</td>
+            </tr>`,
+        )}
+      </tbody>
+    </table>
+  </section>`;
+}
+
+/** The single-request view (getApproval), which adds the attempts that may already have acted. */
+export type ApprovalPageItem = ApprovalItem & {
+  readonly earlier_attempt?: EarlierAttempt;
+  readonly same_input_attempts?: SameInputAttempts;
+};
 
 export function approvalPage(
   chrome: Chrome,
@@ -346,7 +398,7 @@ export function approvalPage(
       ${drifted && decidable ? html`<p class="warn">The policy in force (<span class="mono digest">${policy.policy_sha256}</span>) is not the one this request was made under: it can no longer be approved; the agent must request again.</p>` : ''}
       ${approvalsNeeded(a)}
       ${gaveFirst && decidable ? html`<p class="warn">You gave the first approval: a second, distinct approver must complete it.</p>` : ''}
-      ${earlierAttempt(a)} ${decidable ? forms : ''}
+      ${earlierAttempt(a)} ${sameInputAttempts(a)} ${decidable ? forms : ''}
       ${a.consumed_by_receipt_sha256 === null ? '' : html`<p>Used by the authorization receipt <a class="mono digest" href="/console/receipts/${a.consumed_by_receipt_sha256}">${a.consumed_by_receipt_sha256}</a>.</p>`}`,
   );
 }
