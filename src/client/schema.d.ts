@@ -208,6 +208,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/metrics": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** the tenant’s security decisions as counts over a window ending now */
+        get: operations["getV1Metrics"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/principals": {
         parameters: {
             query?: never;
@@ -1785,6 +1802,115 @@ export interface operations {
                         open_runs: number;
                         open_approvals: number;
                     };
+                };
+            };
+            /** @description error: unauthenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: forbidden_role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: internal */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1Metrics: {
+        parameters: {
+            query?: {
+                window_ms?: string;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description counts */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        tenant_id: string;
+                        at_unix_ms: number;
+                        window: {
+                            from_unix_ms: number;
+                            to_unix_ms: number;
+                            window_ms: number;
+                        };
+                        receipts: {
+                            /** @description receipts created in the window: kind → outcome → count */
+                            by_kind: {
+                                [key: string]: {
+                                    [key: string]: number;
+                                };
+                            };
+                            /** @description false: the count stopped at the newest 100,001 receipts of the window */
+                            complete: boolean;
+                        };
+                        denials: {
+                            by_violation: {
+                                code: string;
+                                n: number;
+                            }[];
+                            receipts_read: number;
+                            /** @description false: only the newest 1,000 denials were read */
+                            complete: boolean;
+                        };
+                        approvals: {
+                            /** @description requests created in the window by status now; expired ones also count as pending */
+                            requested: {
+                                [key: string]: number;
+                            };
+                            /** @description requests decided in the window by status now (consumed: approved, then used) */
+                            decided: {
+                                [key: string]: number;
+                            };
+                            complete: boolean;
+                        };
+                        operations: {
+                            /** @description now: pending, reconciliation_required, escalated */
+                            open: {
+                                [key: string]: number;
+                            };
+                            oldest_open_updated_at_unix_ms: number | null;
+                            oldest_open_age_ms: number | null;
+                            overdue_reconciliations: number;
+                            complete: boolean;
+                        };
+                        contracts: {
+                            quarantined: number;
+                        };
+                    };
+                };
+            };
+            /** @description error: invalid_request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
                 };
             };
             /** @description error: unauthenticated */

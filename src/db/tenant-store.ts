@@ -71,6 +71,8 @@ import type {
   PrincipalRow,
   RetentionStore,
   RunRow,
+  SecurityCounts,
+  SecurityCountsQuery,
   SignatureRow,
   StoredReceipt,
   TenantStore,
@@ -79,12 +81,14 @@ import type {
   WebhookDeliveryClaim,
   WebhookSecretRow,
 } from '../services/ports.js';
+import { APPROVAL_STATUSES } from '../services/ports.js';
 import { type Db, type InvariantViolation, atPrimary, invariantViolation } from './client.js';
 import { parseStored, parseStoredJson, StoredDocumentError, toCanonicalText } from './documents.js';
 import { contractCache, grantCache, policyCache } from './caches.js';
 import { DAY_MS, hasTriggerMessage, quotaChecked, throwIfQuota, utcDay } from './quotas.js';
 import {
   archiveLine,
+  decodeReceipt,
   insertReceiptStatements,
   invocationFromReceiptBody,
   type ReceiptSigner,
@@ -1201,6 +1205,160 @@ class D1TenantStore implements TenantStore, RetentionStore {
       receipts_today: q.receipts_day === utcDay(now) ? q.receipts_today : 0,
       open_runs: runRows[0]?.n ?? 0,
       open_approvals: approvalRows[0]?.n ?? 0,
+    };
+  }
+
+  async securityCounts(q: SecurityCountsQuery): Promise<SecurityCounts> {
+    const t = this.tenant_id;
+    const db = this.db;
+    const cap = q.scan_cap;
+    const inWindow = (c: Column) => and(gte(c, q.from), lt(c, q.to));
+    // Every count walks at most `cap + 1` rows (for receipts, the newest of the window): a count
+    // above the cap is one that stopped there (`*_complete` false; it counts the rows walked).
+    const receiptsWalked = db
+      .select({ kind: receipts.kind, outcome: receipts.outcome })
+      .from(receipts)
+      .where(and(eq(receipts.tenant_id, t), inWindow(receipts.created_at_unix_ms)))
+      .orderBy(desc(receipts.created_at_unix_ms))
+      .limit(cap + 1)
+      .as('walked');
+    const receiptCounts = db
+      .select({ kind: receiptsWalked.kind, outcome: receiptsWalked.outcome, n: count() })
+      .from(receiptsWalked)
+      .groupBy(receiptsWalked.kind, receiptsWalked.outcome);
+    // Denials: among the newest `cap` authorizations of the window (receipts_kind), the newest
+    // `denial_sample` denied ones, read whole for their violations.
+    const authorizationsWalked = db
+      .select({
+        tenant_id: receipts.tenant_id,
+        sha256: receipts.sha256,
+        kind: receipts.kind,
+        principal_id: receipts.principal_id,
+        receipt: receipts.receipt,
+        receipt_encoding: receipts.receipt_encoding,
+        outcome: receipts.outcome,
+        created_at_unix_ms: receipts.created_at_unix_ms,
+      })
+      .from(receipts)
+      .where(
+        and(
+          eq(receipts.tenant_id, t),
+          eq(receipts.kind, 'authorization'),
+          inWindow(receipts.created_at_unix_ms),
+        ),
+      )
+      .orderBy(desc(receipts.created_at_unix_ms))
+      .limit(cap)
+      .as('authorizations');
+    const denialRows = db
+      .select()
+      .from(authorizationsWalked)
+      .where(eq(authorizationsWalked.outcome, 'denied'))
+      .orderBy(desc(authorizationsWalked.created_at_unix_ms))
+      .limit(q.denial_sample + 1);
+    const requestedWalked = db
+      .select({ status: approvals.status, created: approvals.created_at_unix_ms })
+      .from(approvals)
+      .where(
+        and(
+          eq(approvals.tenant_id, t),
+          inArray(approvals.status, [...APPROVAL_STATUSES]),
+          inWindow(approvals.created_at_unix_ms),
+        ),
+      )
+      .limit(cap + 1)
+      .as('requested');
+    const requestedCounts = db
+      .select({
+        status: requestedWalked.status,
+        n: count(),
+        expired: sql<number>`coalesce(sum(${requestedWalked.status} = 'pending' AND ${requestedWalked.created} < ${q.expired_before}), 0)`,
+      })
+      .from(requestedWalked)
+      .groupBy(requestedWalked.status);
+    const decidedWalked = db
+      .select({ status: approvals.status })
+      .from(approvals)
+      .where(
+        and(
+          eq(approvals.tenant_id, t),
+          isNotNull(approvals.decided_at_unix_ms),
+          inWindow(approvals.decided_at_unix_ms),
+        ),
+      )
+      .limit(cap + 1)
+      .as('decided');
+    const decidedCounts = db
+      .select({ status: decidedWalked.status, n: count() })
+      .from(decidedWalked)
+      .groupBy(decidedWalked.status);
+    const openWalked = db
+      .select({ state: operations.state, updated: operations.updated_at_unix_ms })
+      .from(operations)
+      .where(and(eq(operations.tenant_id, t), inArray(operations.state, [...OPEN_OPERATION_STATES])))
+      .limit(cap + 1)
+      .as('open_ops');
+    const openCounts = db
+      .select({
+        state: openWalked.state,
+        n: count(),
+        oldest: sql<number | null>`min(${openWalked.updated})`,
+      })
+      .from(openWalked)
+      .groupBy(openWalked.state);
+    const overdueWalked = db
+      .select({ one: sql<number>`1`.as('one') })
+      .from(operations)
+      .where(
+        and(
+          eq(operations.tenant_id, t),
+          eq(operations.state, 'reconciliation_required'),
+          isNull(operations.escalated_at_unix_ms),
+          lt(operations.reconciliation_deadline_unix_ms, q.now),
+        ),
+      )
+      .limit(cap + 1)
+      .as('overdue');
+    const overdueCount = db.select({ n: count() }).from(overdueWalked);
+    const quarantinedWalked = db
+      .select({ one: sql<number>`1`.as('one') })
+      .from(contracts)
+      .where(and(eq(contracts.tenant_id, t), isNotNull(contracts.quarantined_at_unix_ms)))
+      .limit(cap + 1)
+      .as('quarantined');
+    const quarantinedCount = db.select({ n: count() }).from(quarantinedWalked);
+    const [rc, denied, requested, decided, open, overdue, quarantined] = await db.batch([
+      receiptCounts,
+      denialRows,
+      requestedCounts,
+      decidedCounts,
+      openCounts,
+      overdueCount,
+      quarantinedCount,
+    ]);
+    const total = (rows: readonly { n: number }[]) => rows.reduce((a, r) => a + r.n, 0);
+    const receiptsTotal = total(rc);
+    const requestedTotal = total(requested);
+    const decidedTotal = total(decided);
+    const openTotal = total(open);
+    const overdueN = overdue[0]?.n ?? 0;
+    return {
+      receipts: rc,
+      receipts_complete: receiptsTotal <= cap,
+      denials: denied.slice(0, q.denial_sample).map((r) => decodeReceipt(r)),
+      denials_complete: denied.length <= q.denial_sample,
+      approvals_requested: requested.map((r) => ({ status: r.status, n: r.n })),
+      approvals_expired: requested.reduce((a, r) => a + Number(r.expired), 0),
+      approvals_decided: decided,
+      approvals_complete: requestedTotal <= cap && decidedTotal <= cap,
+      operations_open: open.map((r) => ({
+        state: r.state,
+        n: r.n,
+        oldest_updated_at_unix_ms: r.oldest === null ? null : Number(r.oldest),
+      })),
+      operations_overdue: overdueN,
+      operations_complete: openTotal <= cap && overdueN <= cap,
+      contracts_quarantined: quarantined[0]?.n ?? 0,
     };
   }
 

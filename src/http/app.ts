@@ -33,6 +33,7 @@ import { authzenRoutes } from './authzen/routes.js';
 import { mcpRoutes } from './mcp/routes.js';
 import { interceptorRoutes } from './mcp/interceptor-routes.js';
 import { docsRoutes } from './docs-page.js';
+import { metricsRoutes } from './routes/metrics.js';
 import { usageRoutes } from './routes/usage.js';
 import { consoleRoutes } from './console/routes.js';
 import { webhookRoutes, webhookSecretRoutes } from './routes/webhooks.js';
@@ -98,6 +99,7 @@ export function createApp(): Hono<AppEnv> {
   // Public, before `/v1`'s authentication: the API reference holds no tenant data.
   app.route('/', docsRoutes);
   v1.route('/', usageRoutes);
+  v1.route('/', metricsRoutes);
   v1.route('/', webhookSecretRoutes);
   // Issue 11: checkpoints, tiles, proofs and bundles of the tenant's log (authenticated).
   v1.route('/', logRoutes);

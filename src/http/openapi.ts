@@ -53,6 +53,7 @@ import { ObservationBody } from '../services/observations.js';
 import { CreateRunRequest } from '../services/runs.js';
 import { RotateWebhookSecretRequest } from '../services/webhooks.js';
 import { SetPublicationRequest } from '../services/log.js';
+import { MetricsQuery } from '../services/metrics.js';
 import { ReceiptBundle } from '../verify/bundle.js';
 import { wireError } from './errors.js';
 
@@ -204,6 +205,37 @@ const ApprovalView = z.strictObject({
       'single-request reads only: open operations (pending, reconciliation_required, escalated) of the same tool and input digest under any idempotency key, newest first, at most 5, earlier_attempt left out',
     ),
   approval: ToolApproval.nullable(),
+});
+
+const Counts = z.record(z.string(), z.number().int());
+const MetricsView = z.strictObject({
+  tenant_id: Identifier,
+  at_unix_ms: UnixMs,
+  window: z.strictObject({ from_unix_ms: UnixMs, to_unix_ms: UnixMs, window_ms: z.number().int() }),
+  receipts: z.strictObject({
+    by_kind: z.record(z.string(), Counts).describe('receipts created in the window: kind → outcome → count'),
+    complete: z.boolean().describe('false: the count stopped at the newest 100,001 receipts of the window'),
+  }),
+  denials: z.strictObject({
+    by_violation: z.array(z.strictObject({ code: z.string(), n: z.number().int() })),
+    receipts_read: z.number().int(),
+    complete: z.boolean().describe('false: only the newest 1,000 denials were read'),
+  }),
+  approvals: z.strictObject({
+    requested: Counts.describe(
+      'requests created in the window by status now; expired ones also count as pending',
+    ),
+    decided: Counts.describe('requests decided in the window by status now (consumed: approved, then used)'),
+    complete: z.boolean(),
+  }),
+  operations: z.strictObject({
+    open: Counts.describe('now: pending, reconciliation_required, escalated'),
+    oldest_open_updated_at_unix_ms: UnixMs.nullable(),
+    oldest_open_age_ms: z.number().int().nullable(),
+    overdue_reconciliations: z.number().int(),
+    complete: z.boolean(),
+  }),
+  contracts: z.strictObject({ quarantined: z.number().int() }),
 });
 
 const RunView = z.strictObject({
@@ -592,6 +624,14 @@ export const ROUTES: readonly RouteDoc[] = [
     summary: 'storage and counts against the tenant’s quotas',
     auth: ROLES_FOR.admin,
     responses: { 200: { description: 'usage', schema: Usage } },
+  },
+  {
+    method: 'get',
+    path: '/v1/metrics',
+    summary: 'the tenant’s security decisions as counts over a window ending now',
+    auth: ROLES_FOR.admin,
+    query: MetricsQuery,
+    responses: { 200: { description: 'counts', schema: MetricsView } },
   },
   {
     method: 'post',

@@ -249,6 +249,48 @@ export interface Usage {
   readonly open_runs: number;
 }
 
+/** What `securityCounts` reads: a window of the tenant's receipts and approvals, and its open work. */
+export interface SecurityCountsQuery {
+  /** The window, `[from, to)` in unix ms. */
+  readonly from: number;
+  readonly to: number;
+  /** Now: operations past their reconciliation deadline are counted as overdue. */
+  readonly now: number;
+  /** A pending approval request created before this is expired (the policy's request TTL). */
+  readonly expired_before: number;
+  /** Rows each count walks at most (the newest of the window); beyond it `complete` is false. */
+  readonly scan_cap: number;
+  /** Denied authorizations read back for their violations, newest first. */
+  readonly denial_sample: number;
+}
+
+/** Raw counts of one tenant (src/services/metrics.ts shapes them). */
+export interface SecurityCounts {
+  /** Receipts created in the window (the newest `scan_cap`), by kind and outcome. */
+  readonly receipts: readonly { readonly kind: string; readonly outcome: string; readonly n: number }[];
+  readonly receipts_complete: boolean;
+  /** The newest denied authorization receipts of the window (decoded, re-hashed). */
+  readonly denials: readonly StoredReceipt['receipt'][];
+  /** Whether `denials` are every denial among the authorizations walked. */
+  readonly denials_complete: boolean;
+  /** Approval requests created in the window, by stored status; `expired`: pending past the TTL. */
+  readonly approvals_requested: readonly { readonly status: string; readonly n: number }[];
+  readonly approvals_expired: number;
+  /** Approval requests decided in the window, by their status now (`consumed`: approved, then used). */
+  readonly approvals_decided: readonly { readonly status: string; readonly n: number }[];
+  readonly approvals_complete: boolean;
+  /** Open operations by state, with the oldest last update of each. */
+  readonly operations_open: readonly {
+    readonly state: string;
+    readonly n: number;
+    readonly oldest_updated_at_unix_ms: number | null;
+  }[];
+  /** Awaiting reconciliation, not escalated, past the deadline. */
+  readonly operations_overdue: number;
+  readonly operations_complete: boolean;
+  readonly contracts_quarantined: number;
+}
+
 /** A stored observation receipt found by its id (the holder of the id, or the same content). */
 export interface ObservationRecord {
   readonly sha256: string;
@@ -435,6 +477,8 @@ export interface TenantStore {
   grantByDigest(grant_sha256: string): Promise<ToolGrant | null>;
   /** Usage against quotas at `now` (open runs are those whose deadline has not passed). */
   usage(now: number): Promise<Usage>;
+  /** Security counts of a window, in one round trip, every count bounded by `scan_cap`. */
+  securityCounts(q: SecurityCountsQuery): Promise<SecurityCounts>;
 
   // Signed webhooks for executors (src/services/webhooks.ts)
   /** The executor's signing secrets that still verify at `now`, newest first. */
