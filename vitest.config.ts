@@ -60,6 +60,9 @@ export default defineConfig({
               d1Databases: {
                 DB_STALE_REPLICA: 'writ-stale-replica',
                 DB_STALE_REPLICA_1: 'writ-stale-replica-1',
+                // Test-only: a third shard for the tests that need three (a tenant on one shard
+                // moved to two others at once); they pass it as DB_SHARD_2 with WRIT_D1_SHARDS = 3.
+                DB_THIRD_SHARD: 'writ-third-shard',
               },
               bindings: {
                 // Read here (Node side), applied by test/setup/apply-migrations.ts.

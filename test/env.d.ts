@@ -9,6 +9,8 @@ declare global {
       DB_STALE_REPLICA: D1Database;
       /** The same for shard 1, `DB_SHARD_1` (tenants are spread over both shards). */
       DB_STALE_REPLICA_1: D1Database;
+      /** A third shard, empty until a test migrates it (test/integration/platform/import-race-review13.test.ts). */
+      DB_THIRD_SHARD: D1Database;
     }
   }
 }

@@ -419,9 +419,12 @@ export function tenantMovePort(env: Env): TenantMovePort {
       goLiveImport(shardDb(env, shard), s, quota, previous_shard, now),
     async record(t) {
       const dir = directory();
-      if (await dir.move(t.tenant_id, t.shard, t.now)) return 'recorded';
+      // A compare-and-set on the shard the import read: of two imports of the tenant that read the
+      // same directory, only the first to record moves it; the other is told `moved`.
+      if (t.expected !== null)
+        return (await dir.move(t.tenant_id, t.expected, t.shard, t.now)) ? 'recorded' : 'moved';
       const adopted = await dir.adopt(t);
-      return adopted === 'name_taken' ? 'name_taken' : 'recorded';
+      return adopted === 'adopted' ? 'recorded' : adopted === 'exists' ? 'moved' : 'name_taken';
     },
     markAbort: (shard, tenant_id, now) => markImportAborting(shardDb(env, shard), tenant_id, now),
     abortChunk: (shard, tenant_id, max) => abortStagedChunk(shardDb(env, shard), tenant_id, max),

@@ -12,7 +12,7 @@
  * Never: routes a tenant by hashing its id (adding a shard would silently move tenants), or
  * falls back to another shard when the named one is missing.
  */
-import { count, eq } from 'drizzle-orm';
+import { and, count, eq } from 'drizzle-orm';
 import { MAX_SHARDS } from '../core/identity/identity.js';
 import { type Db, atPrimary, database } from '../db/client.js';
 import { tenantShards } from '../db/schema.js';
@@ -99,9 +99,17 @@ export interface ShardDirectory {
   }): Promise<'reserved' | 'name_taken'>;
   /** Forget a reservation whose tenant was never written. */
   release(tenant_id: string): Promise<void>;
-  /** Point a tenant at another shard (after an import there); false for an unknown tenant. */
-  move(tenant_id: string, shard: number, now: number): Promise<boolean>;
-  /** Record a tenant imported from another deployment; `name_taken` as for `reserve`. */
+  /**
+   * Point a tenant at shard `to` (after an import there) only if the directory still names `from`,
+   * the shard the import read: one statement, a compare-and-set. False when it names another shard
+   * (another import of the tenant was recorded since) or does not hold the tenant.
+   */
+  move(tenant_id: string, from: number, to: number, now: number): Promise<boolean>;
+  /**
+   * Record a tenant imported from another deployment; `name_taken` as for `reserve`; `exists`
+   * when the directory holds the tenant already (also when its row was written by a concurrent
+   * adoption: one statement decides, `adopt` never fails on the tenant's own key).
+   */
   adopt(t: {
     tenant_id: string;
     name: string;
@@ -168,24 +176,39 @@ export function shardDirectory(env: Env, options: { readonly at_primary?: boolea
     async release(tenant_id) {
       await db.delete(tenantShards).where(eq(tenantShards.tenant_id, tenant_id)).run();
     },
-    async move(tenant_id, shard, now) {
+    async move(tenant_id, from, to, now) {
       const r = await db
         .update(tenantShards)
-        .set({ shard, updated_at_unix_ms: now })
-        .where(eq(tenantShards.tenant_id, tenant_id))
+        .set({ shard: to, updated_at_unix_ms: now })
+        .where(and(eq(tenantShards.tenant_id, tenant_id), eq(tenantShards.shard, from)))
         .run();
       return r.meta.changes > 0;
     },
     async adopt(t) {
-      const existing = await this.shardOf(t.tenant_id);
-      if (existing !== null) return 'exists';
-      const row = {
-        tenant_id: t.tenant_id,
-        name: t.name,
-        shard: t.shard,
-        created_at_unix_ms: t.created_at_unix_ms,
-      };
-      return (await insertEntry(row, t.now)) ? 'adopted' : 'name_taken';
+      // One batch (one round trip, one transaction, at the primary since it writes): the insert
+      // adds the row unless the tenant id or the name is taken (either constraint, nothing
+      // thrown), and the read after it, in the same transaction, tells which. A read and then an
+      // insert in two calls let a concurrent adoption of the tenant land in between, and the
+      // insert then failed on the primary key (an internal error instead of `exists`).
+      const [inserted, found] = await db.batch([
+        db
+          .insert(tenantShards)
+          .values({
+            tenant_id: t.tenant_id,
+            name: t.name,
+            shard: t.shard,
+            created_at_unix_ms: t.created_at_unix_ms,
+            updated_at_unix_ms: t.now,
+          })
+          .onConflictDoNothing()
+          .returning({ tenant_id: tenantShards.tenant_id }),
+        db
+          .select({ tenant_id: tenantShards.tenant_id })
+          .from(tenantShards)
+          .where(eq(tenantShards.tenant_id, t.tenant_id)),
+      ]);
+      if (inserted.length > 0) return 'adopted';
+      return found.length > 0 ? 'exists' : 'name_taken';
     },
   };
 }

@@ -961,14 +961,20 @@ export interface TenantMovePort {
     previous_shard: number | null,
     now: number,
   ): Promise<'live' | 'moved'>;
-  /** Point the directory at `shard` (or add the tenant); `name_taken` when another tenant has the name. */
+  /**
+   * Point the directory at `shard`, only if it still names `expected` (the shard the import read;
+   * null: the tenant was not in the directory, and is added). One statement decides: `moved` when
+   * the directory names another shard (or, for null, holds the tenant already: another import of it
+   * was recorded since), `name_taken` when another tenant has the name; nothing written then.
+   */
   record(t: {
     readonly tenant_id: string;
     readonly name: string;
     readonly shard: number;
+    readonly expected: number | null;
     readonly created_at_unix_ms: number;
     readonly now: number;
-  }): Promise<'recorded' | 'name_taken'>;
+  }): Promise<'recorded' | 'name_taken' | 'moved'>;
   // Aborting a staged import (migrations/0013). The mark comes first and is final: from then on
   // every batch of that import (`importChunk`, `keyPrincipals`, `goLive`) answers `moved`.
   /**

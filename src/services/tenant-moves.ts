@@ -41,6 +41,9 @@
  * finished by the same file again (`finishUnrecorded`: every live principal re-keyed, so the
  * undelivered keys never work), also when that write committed but answered an error (the
  * directory already names the target; the flip noted the old shard, migrations/0014).
+ * The directory write is a compare-and-set on the shard the import read (`record`'s `expected`):
+ * of two imports of one tenant to different shards at once, the one that records second freezes
+ * its own copy and is refused, so a tenant has one live copy, the one the directory names.
  * Never: deletes the old copy (receipts are append-only; a frozen copy is an archive), or lets
  * an import overwrite a tenant already on the target shard.
  */
@@ -1455,7 +1458,7 @@ export async function importSource(
   // The copy the recording freezes is noted with the flip: a directory write that commits but
   // answers an error leaves the directory naming this shard, and only the note still knows it.
   if ((await port.goLive(shard, staged, quota, previous, now)) === 'moved') throw progressMoved(tenant_id);
-  const frozen = await recordMove(port, shard, verified, previous, 0, now);
+  const frozen = await recordMove(port, shard, verified, { expected: previous, previous }, 0, now);
   log({
     tenant_id,
     shard,
@@ -1472,24 +1475,29 @@ export async function importSource(
 // After go-live: the directory, the old copy, and a retry when the directory write failed
 
 /**
- * Point the directory at `shard`, freeze the copy left behind, and close the re-keying window
- * (`settleImport`, only if `attempt` is still the latest). Returns the frozen principals.
+ * Point the directory at `shard` if it still names `from.expected` (the shard this import read;
+ * a compare-and-set), freeze the copy left behind (`from.previous`), and close the re-keying
+ * window (`settleImport`, only if `attempt` is still the latest). Returns the frozen principals.
+ * An import that loses the compare-and-set to another import of the tenant (recorded on another
+ * shard since this one read the directory) freezes its own copy on `shard`, so the keys it issued
+ * never work, and answers `409`: one live copy of a tenant, the one the directory names.
  */
 async function recordMove(
   port: TenantMovePort,
   shard: number,
   verified: { readonly tenant_id: string; readonly name: string; readonly created_at_unix_ms: number },
-  previous: number | null,
+  from: { readonly expected: number | null; readonly previous: number | null },
   attempt: number,
   now: number,
 ): Promise<string[]> {
   const { tenant_id, name } = verified;
-  let recorded: 'recorded' | 'name_taken';
+  let recorded: 'recorded' | 'name_taken' | 'moved';
   try {
     recorded = await port.record({
       tenant_id,
       name,
       shard,
+      expected: from.expected,
       created_at_unix_ms: verified.created_at_unix_ms,
       now,
     });
@@ -1502,13 +1510,29 @@ async function recordMove(
     if (named !== shard) throw e;
     recorded = 'recorded';
   }
+  if (recorded === 'moved') {
+    // The directory no longer names the shard this import read. If it names `shard`, an attempt
+    // of this very import recorded it (only this file's import is live here; a directory read by
+    // a retry may predate that attempt's write): the move goes on, and `settleImport` decides
+    // whose keys are kept. Otherwise another import of the tenant was recorded, its copy is the
+    // tenant: this copy is frozen (its keys were never delivered and never will work) and the
+    // import refused. A read-back that fails answers its error with nothing frozen; the same file
+    // again is then refused by `finishUnrecorded`, which freezes this copy.
+    const named = await port.recordedShard(tenant_id);
+    if (named !== shard) {
+      await port.freeze(shard, tenant_id, now);
+      throw lostRecording(tenant_id, shard, named);
+    }
+    recorded = 'recorded';
+  }
   if (recorded === 'name_taken') {
-    // Lost a race for the name after the check above: the copy is written but the directory
-    // does not point at it; the keys below still reach it. Reported, not hidden.
+    // Lost a race for the name after the check above: the copy is written but the directory does
+    // not point at it. It is frozen, so the keys it issued (never delivered) never work.
+    await port.freeze(shard, tenant_id, now);
     throw new ServiceError('conflict', `another tenant took the name ${quoted(name)} during the import`);
   }
   // The copy left behind must not take writes any more: no key of it authenticates.
-  const frozen = previous === null ? [] : await port.freeze(previous, tenant_id, now);
+  const frozen = from.previous === null ? [] : await port.freeze(from.previous, tenant_id, now);
   // A retry that began after this attempt re-keyed has replaced (or will replace) this attempt's
   // keys: they must not be returned as if they worked.
   if ((await port.settleImport(shard, tenant_id, attempt)) === 'moved')
@@ -1518,6 +1542,13 @@ async function recordMove(
     );
   return frozen;
 }
+
+/** Another import of the tenant was recorded while this one (live on `shard`) was not. */
+const lostRecording = (tenant_id: string, shard: number, named: number | null) =>
+  new ServiceError(
+    'conflict',
+    `tenant ${quoted(tenant_id)} was ${named === null ? 'removed from the directory' : `moved to shard ${named}`} by another import while this one went live on shard ${shard}; this copy is frozen, its keys never work: export the tenant again to move it`,
+  );
 
 /**
  * The tenant is live on `shard` but its move there is not recorded. If this file's import went
@@ -1557,12 +1588,22 @@ async function finishUnrecorded(
     );
   // The directory names neither the target nor the copy noted when the import went live: another
   // import of the tenant was recorded since, and its copy is the live tenant. Finishing this one
-  // would freeze that copy (its delivered keys) and point the directory at a stale one.
-  if (directory !== shard && begun.previous_shard !== 'unknown' && directory !== begun.previous_shard)
-    throw new ServiceError(
-      'conflict',
-      `tenant ${quoted(tenant_id)} was moved ${directory === null ? 'out of the directory' : `to shard ${directory}`} since this export went live on shard ${shard}: export the tenant again to move it`,
-    );
+  // would freeze that copy (its delivered keys) and point the directory at a stale one. Confirmed
+  // at the primary, this copy is frozen instead: none of its keys was delivered (that takes the
+  // settled recording, which ends this unrecorded import), so none may ever work (an import that
+  // lost its recording to another one and whose own freeze failed is finished here).
+  if (directory !== shard && begun.previous_shard !== 'unknown' && directory !== begun.previous_shard) {
+    const named = await port.recordedShard(tenant_id);
+    if (named !== shard && named !== begun.previous_shard) {
+      await port.freeze(shard, tenant_id, now);
+      throw new ServiceError(
+        'conflict',
+        `tenant ${quoted(tenant_id)} was moved ${named === null ? 'out of the directory' : `to shard ${named}`} since this export went live on shard ${shard} (this copy is frozen): export the tenant again to move it`,
+      );
+    }
+    // A read behind the primary: go on from what the primary names.
+    directory = named;
+  }
   const previous = directory === shard ? begun.previous_shard : directory;
   // The flip notes the directory's shard only after refusing the target itself: never reached.
   if (previous === shard) throw new Error(`the import of ${tenant_id} noted its target as the old copy`);
@@ -1585,7 +1626,14 @@ async function finishUnrecorded(
     if ((await port.rekeyPrincipals(shard, tenant_id, begun.attempt, part)) === 'moved')
       throw progressMoved(tenant_id);
   }
-  const frozen = await recordMove(port, shard, verified, previous, begun.attempt, now);
+  const frozen = await recordMove(
+    port,
+    shard,
+    verified,
+    { expected: directory, previous },
+    begun.attempt,
+    now,
+  );
   log({
     tenant_id,
     shard,

@@ -67,6 +67,7 @@ describe('a retry of an unrecorded import after the directory moved on', () => {
         tenant_id: s.tenant_id,
         name: s.tenant_name,
         shard: here,
+        expected: null,
         created_at_unix_ms: Date.now(),
         now: Date.now(),
       }),
@@ -85,5 +86,14 @@ describe('a retry of an unrecorded import after the directory moved on', () => {
         s.tenant_id,
       ),
     ).toBeGreaterThan(0);
+    // Review 13: the stale copy's keys (issued before its recording failed, never delivered) are
+    // revoked by the refusal, so they never work either.
+    expect(
+      await countOn(
+        to,
+        'SELECT count(*) AS n FROM principals WHERE tenant_id = ? AND revoked_at_unix_ms IS NULL',
+        s.tenant_id,
+      ),
+    ).toBe(0);
   });
 });
