@@ -6,8 +6,10 @@
 // The version 1 receipts in `legacy-v1-receipts.json` were issued by Writ at commit 033c877
 // (before the rewrite), the version 3 receipts in `legacy-v3-receipts.json` at commit aa74e75
 // (before version 4; their content holds a quoted secret and form-feed-separated instruction text
-// inside JSON strings, which version 3 did not flag), each with its full inputs, as a verifier
-// finds them in storage.
+// inside JSON strings, which version 3 did not flag), the version 4 receipts in
+// `legacy-v4-receipts.json` at commit cd856d0 (their content holds a secret and instruction text
+// in JSON text inside a JSON string inside a JSON string, two levels deep, which version 4 did
+// not flag), each with its full inputs, as a verifier finds them in storage.
 import { describe, expect, it } from 'vitest';
 import { canonicalize, digestOf } from '../../../../src/core/canonical/canonical.js';
 import { decodeJsonText, type JsonValue } from '../../../../src/core/canonical/json.js';
@@ -39,6 +41,7 @@ import {
 } from '../../../../src/core/observation/validate.js';
 import legacyJson from './legacy-v1-receipts.json';
 import legacyV3Json from './legacy-v3-receipts.json';
+import legacyV4Json from './legacy-v4-receipts.json';
 
 /** A value as a verifier reads it from storage: canonical bytes, strictly decoded. */
 function stored(v: unknown): JsonValue {
@@ -53,6 +56,7 @@ type Kind = 'observation' | 'error_observation' | 'derived_observation';
 type Fixtures = Record<string, { inputs: JsonValue; receipt: JsonValue }>;
 const LEGACY = stored(legacyJson) as Fixtures;
 const LEGACY_V3 = stored(legacyV3Json) as Fixtures;
+const LEGACY_V4 = stored(legacyV4Json) as Fixtures;
 
 function fixture(set: Fixtures, kind: Kind) {
   const entry = set[kind];
@@ -61,6 +65,7 @@ function fixture(set: Fixtures, kind: Kind) {
 }
 const legacy = (kind: Kind) => fixture(LEGACY, kind);
 const legacyV3 = (kind: Kind) => fixture(LEGACY_V3, kind);
+const legacyV4 = (kind: Kind) => fixture(LEGACY_V4, kind);
 
 const OBS_INPUT = ObservationValidationInput.parse(legacy('observation').inputs);
 const ERR_INPUT = ErrorObservationValidationInput.parse(legacy('error_observation').inputs);
@@ -68,6 +73,9 @@ const DER_INPUT = DerivationInput.parse(legacy('derived_observation').inputs);
 const OBS_V3_INPUT = ObservationValidationInput.parse(legacyV3('observation').inputs);
 const ERR_V3_INPUT = ErrorObservationValidationInput.parse(legacyV3('error_observation').inputs);
 const DER_V3_INPUT = DerivationInput.parse(legacyV3('derived_observation').inputs);
+const OBS_V4_INPUT = ObservationValidationInput.parse(legacyV4('observation').inputs);
+const ERR_V4_INPUT = ErrorObservationValidationInput.parse(legacyV4('error_observation').inputs);
+const DER_V4_INPUT = DerivationInput.parse(legacyV4('derived_observation').inputs);
 
 function issueNow() {
   const r = validateObservation(OBS_INPUT);
@@ -271,6 +279,36 @@ describe('version 4 receipts (writ-signals/3: JSON content also scanned as a mod
       'instruction.role_play',
     ]);
     expect(verifyDerivedObservationReceipt(stored(d.value.receipt), DER_INPUT)).toEqual(OK);
+  });
+});
+
+describe('version 4 receipts issued before version 5 (known answers, legacy-v4-receipts.json)', () => {
+  const kinds: [Kind, (r: unknown) => { ok: boolean; differences: readonly string[] }][] = [
+    ['observation', (r) => verifyObservationReceipt(r, OBS_V4_INPUT)],
+    ['error_observation', (r) => verifyErrorObservationReceipt(r, ERR_V4_INPUT)],
+    ['derived_observation', (r) => verifyDerivedObservationReceipt(r, DER_V4_INPUT)],
+  ];
+
+  it.each(kinds)('%s: parses, bound no signal, and still replays ok under version 4', (kind, verify) => {
+    const { receipt } = legacyV4(kind);
+    expect(receipt.body).toMatchObject({ receipt_version: 4, signals_release: 'writ-signals/3' });
+    // What version 4 did not see: the secret and the instruction two JSON strings deep.
+    expect(receipt.body.signals).toEqual([]);
+    expect(receipt.body.signal_hits).toEqual([]);
+    expect(verify(receipt)).toEqual(OK);
+  });
+
+  it('are reproduced byte for byte when version 4 is asked for', () => {
+    const o = validateObservation(OBS_V4_INPUT, { receiptVersion: 4 });
+    const e = validateErrorObservation(ERR_V4_INPUT, { receiptVersion: 4 });
+    const d = deriveObservation(DER_V4_INPUT, { receiptVersion: 4 });
+    if (!o.ok || !e.ok || !d.ok) throw new Error('fixture did not validate');
+    expect(canonicalize(o.value.receipt)).toBe(canonicalize(legacyV4('observation').receipt));
+    expect(canonicalize(e.value.receipt)).toBe(canonicalize(legacyV4('error_observation').receipt));
+    expect(canonicalize(d.value.receipt)).toBe(canonicalize(legacyV4('derived_observation').receipt));
+    expect(ObservationReceipt.safeParse(legacyV4('observation').receipt).success).toBe(true);
+    expect(ErrorObservationReceipt.safeParse(legacyV4('error_observation').receipt).success).toBe(true);
+    expect(DerivedObservationReceipt.safeParse(legacyV4('derived_observation').receipt).success).toBe(true);
   });
 });
 
