@@ -316,9 +316,10 @@ export function verifyDerivedObservationReceipt(stored: unknown, input: Derivati
  * Release of the built-in redactor; a change to its rules is a new release. `writ-redactor/1`
  * located credentials with the `writ-signals/1` rules (kept, frozen, for that release name);
  * `writ-redactor/2` uses the current credential rules over the content's text; `writ-redactor/3`
- * (current) also over every string of JSON content as a model reads it, as observation receipts
- * of version 4 scan it (`credentialSpansAsRead`): a secret quoted inside a JSON string is redacted
- * there, and the result is still JSON.
+ * (current) also over every string of JSON content as a model reads it, and into JSON text held
+ * in those strings `AS_READ_DEPTH` levels deep, the levels observation receipts of version 5 scan
+ * (`credentialSpansAsRead`): a secret quoted inside a JSON string is redacted there, and the
+ * result is still JSON.
  */
 export const REDACTOR_RELEASE = 'writ-redactor/3';
 const LEGACY_REDACTOR_RELEASE = 'writ-redactor/1';

@@ -39,7 +39,7 @@ export {
   storedReceiptVersion,
 } from './replay.js';
 export { scanUnder, scanContentUnder, type SignalScan } from './signals/releases.js';
-export { jsonStringsAsRead, mergeScans } from './signals/as-read.js';
+export { jsonStringLevelsAsRead, jsonStringsAsRead, levelText, mergeScans } from './signals/as-read.js';
 export * from './derived.js';
 export {
   toEvidencePart,

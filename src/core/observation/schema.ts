@@ -402,27 +402,39 @@ export type ObservationViolation = z.infer<typeof ObservationViolation>;
  * binds what version 3 did, its signals from release `writ-signals/3`: the same rules, run over
  * JSON content both as it is and as a model reads its strings (`signals/as-read.ts`); before it, a
  * quote inside a JSON string was `\"` to the rules, so `{"text": "{\"client_secret\": …}"}` raised
- * no credential signal. A change to
+ * no credential signal. Version 5 binds what version 4 did, its signals from release
+ * `writ-signals/4`: the same rules, run over JSON content as it is and over the strings read at
+ * each level of JSON text held in strings, `AS_READ_DEPTH` (4) levels deep, as the
+ * `writ-redactor/3` redactor reads them; before it, a credential in JSON text in a string in a
+ * string was redacted yet raised no signal. A change to
  * what a receipt binds, or to the detector's output for any text, is a new receipt version; replay
  * recomputes a stored receipt under the version written in its own body (docs/observations.md).
  */
-export const OBSERVATION_RECEIPT_VERSIONS = [1, 2, 3, 4] as const;
-export const ObservationReceiptVersion = z.union([z.literal(1), z.literal(2), z.literal(3), z.literal(4)]);
+export const OBSERVATION_RECEIPT_VERSIONS = [1, 2, 3, 4, 5] as const;
+export const ObservationReceiptVersion = z.union([
+  z.literal(1),
+  z.literal(2),
+  z.literal(3),
+  z.literal(4),
+  z.literal(5),
+]);
 export type ObservationReceiptVersion = z.infer<typeof ObservationReceiptVersion>;
 
 /** The version new observation, error-observation and derived-observation receipts are issued under. */
-export const OBSERVATION_RECEIPT_VERSION = 4 satisfies ObservationReceiptVersion;
+export const OBSERVATION_RECEIPT_VERSION = 5 satisfies ObservationReceiptVersion;
 
 /**
  * The signal rule-set release each receipt version binds (version 1 implicitly, the others by
  * name): `writ-signals/3` is `writ-signals/2`'s rules over a JSON content's text and its strings
- * as read (`signals/releases.ts`, `scanContentUnder`).
+ * as read one level deep, `writ-signals/4` the same rules over the text and its strings read
+ * `AS_READ_DEPTH` levels deep (`signals/releases.ts`, `scanContentUnder`).
  */
 export const SIGNALS_RELEASES = {
   1: 'writ-signals/1',
   2: 'writ-signals/2',
   3: 'writ-signals/2',
   4: 'writ-signals/3',
+  5: 'writ-signals/4',
 } as const satisfies Readonly<Record<ObservationReceiptVersion, string>>;
 
 /** The release new receipts are issued with (`signals.ts`, as `scanContentUnder` runs it). */
@@ -445,10 +457,14 @@ const RECEIPT_V4_FIELDS = {
   receipt_version: z.literal(4),
   signals_release: z.literal(SIGNALS_RELEASES[4]),
 } as const;
+const RECEIPT_V5_FIELDS = {
+  receipt_version: z.literal(5),
+  signals_release: z.literal(SIGNALS_RELEASES[5]),
+} as const;
 
 /**
  * Build a discriminated union of one body per receipt version, each strict; `v3` holds the fields
- * versions 3 and 4 bind and earlier ones do not (none for a derived observation).
+ * versions 3 to 5 bind and earlier ones do not (none for a derived observation).
  */
 export function versionedReceiptBody<
   const F extends z.ZodRawShape,
@@ -459,6 +475,7 @@ export function versionedReceiptBody<
     strict({ ...fields, ...RECEIPT_V2_FIELDS }),
     strict({ ...fields, ...((v3 ?? {}) as G), ...RECEIPT_V3_FIELDS }),
     strict({ ...fields, ...((v3 ?? {}) as G), ...RECEIPT_V4_FIELDS }),
+    strict({ ...fields, ...((v3 ?? {}) as G), ...RECEIPT_V5_FIELDS }),
   ]);
 }
 
@@ -473,6 +490,8 @@ export function receiptVersionFields(version: ObservationReceiptVersion) {
       return { receipt_version: 3 as const, signals_release: SIGNALS_RELEASES[3] };
     case 4:
       return { receipt_version: 4 as const, signals_release: SIGNALS_RELEASES[4] };
+    case 5:
+      return { receipt_version: 5 as const, signals_release: SIGNALS_RELEASES[5] };
   }
 }
 
@@ -483,8 +502,8 @@ export type VersionlessBody<B extends { receipt_version: number }> = Omit<
 >;
 
 /**
- * A body under `version`: the fields every version binds, plus `v3` (what versions 3 and 4 bind)
- * when it is version 3 or 4. Never lets an older version carry a newer field: its digest would change.
+ * A body under `version`: the fields every version binds, plus `v3` (what versions 3 to 5 bind)
+ * when it is version 3 or later. Never lets an older version carry a newer field: its digest would change.
  */
 export function versionedBody<const B extends object, const E extends object>(
   version: ObservationReceiptVersion,
@@ -500,11 +519,13 @@ export function versionedBody<const B extends object, const E extends object>(
       return { ...common, ...v3, receipt_version: 3 as const, signals_release: SIGNALS_RELEASES[3] };
     case 4:
       return { ...common, ...v3, receipt_version: 4 as const, signals_release: SIGNALS_RELEASES[4] };
+    case 5:
+      return { ...common, ...v3, receipt_version: 5 as const, signals_release: SIGNALS_RELEASES[5] };
   }
 }
 
 /**
- * What versions 3 and 4 bind of the content itself: the SHA-256 and UTF-8 length of the inline bytes
+ * What versions 3 to 5 bind of the content itself: the SHA-256 and UTF-8 length of the inline bytes
  * received (the findings a refusal keeps instead of the bytes). `actual_sha256` is null when the
  * bytes were over the bound and never hashed; both are null for an artifact (its digest and size
  * are the declared ones, already bound).

@@ -202,7 +202,8 @@ export function inlineContentFindings(
   const target: LocatorTarget = { kind: 'inline', bytes, isJson, json };
   for (const x of checkLocators(o.locators, policy, target, o.observed_at_unix_ms)) v.add(x);
   // The signal rule set of the receipt version being computed (signals/releases.ts); from
-  // version 4, JSON content is also scanned as a model reads its strings.
+  // version 4, JSON content is also scanned as a model reads its strings (version 5: at each
+  // level of JSON text held in strings, as the redactor reads them).
   const signals = scanContentUnder(version, payload, o.media_type);
   return {
     ...base,
@@ -296,7 +297,7 @@ function decideObservation(
     signal_hits: signals.hits,
     violations,
   };
-  // Versions 3 and 4 bind the received bytes' digest and size themselves, not only whether they differ
+  // Versions 3 to 5 bind the received bytes' digest and size themselves, not only whether they differ
   // from the declared ones: a withheld refusal's findings then have exactly one value that replays.
   const body: ObservationReceiptBody = versionedBody(version, common, {
     actual_sha256: findings?.actual_sha256 ?? null,
@@ -445,7 +446,7 @@ function decideErrorObservation(
     signal_hits: signals.hits,
     violations,
   };
-  // As for output observations: versions 3 and 4 bind the received detail's digest and size exactly.
+  // As for output observations: versions 3 to 5 bind the received detail's digest and size exactly.
   const body: ErrorObservationReceiptBody = versionedBody(version, common, {
     actual_sha256: findings.actual_sha256,
     actual_bytes: findings.actual_bytes,

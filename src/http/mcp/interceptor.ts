@@ -21,8 +21,8 @@
  * twice with two values is refused, never guessed; only an explicit allow is ever an empty
  * `before` answer. An `after` result is screened over the text `/mcp/v1/after-call` digests
  * (`outputText`) exactly as that text's observation receipt scans it (`scanContentUnder` at the
- * current receipt version, as JSON: the text and its strings as a model reads them, the union of
- * both scans); only a result without a signal is an empty `after` answer, and an annotation keeps
+ * current receipt version, as JSON: the text and its strings as a model reads them, level by
+ * level into JSON text held in strings, the union of the scans); only a result without a signal is an empty `after` answer, and an annotation keeps
  * every content item, `_meta`, `isError` and the tool's own `structuredContent` as they were.
  * Never: reads a credential, tenant or principal from the payload or the URL; rewrites, redacts or
  * "sanitizes" a tool's output; puts matched text in an answer (rule ids and encodings only).

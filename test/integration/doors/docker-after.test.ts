@@ -160,6 +160,14 @@ describe('Docker MCP Gateway after interceptor → /docker-mcp/v1/after', { time
     ],
     // Before observation receipt version 4 the door flagged it and the receipt did not.
     ['a quoted secret in a text item', () => structuredClone(quotedSecret), 'credential_like_text'],
+    // Read two strings deep: flagged by both from observation receipt version 5 (writ-signals/4).
+    [
+      'a secret in JSON text held in a string of a text item',
+      () => ({
+        content: [{ type: 'text', text: JSON.stringify({ log: quotedSecret.content[0]?.text }) }],
+      }),
+      'credential_like_text',
+    ],
   ];
   it.each(sameText)(
     'names the digest and the signals /mcp/v1/after-call reports and observes for the same result (%s)',
@@ -196,7 +204,8 @@ describe('Docker MCP Gateway after interceptor → /docker-mcp/v1/after', { time
       expect(writ.output_bytes).toBe(execution.output_bytes);
       // The observation of the same text raised the same signals (one scan, one text).
       const observed = reported.body.observation.receipt.body;
-      expect(observed).toMatchObject({ receipt_version: 4, signals_release: writ.signals_release });
+      expect(observed).toMatchObject({ receipt_version: 5, signals_release: writ.signals_release });
+      expect(writ.signals_release).toBe('writ-signals/4');
       expect(observed.signals).toContain(signal);
       expect(observed.signal_hits).toEqual(writ.signal_hits);
     },

@@ -3,7 +3,8 @@
  * stored version 1 receipt (it used to be recomputed under the current version, differ, and
  * answer 500 "stored observation receipt does not replay"). The same for version 3, whose signals
  * version 4 changed for JSON content holding a quoted secret: the retry replays the stored version
- * 3 receipt (no signal), a new observation of the same bytes is version 4 and flags it.
+ * 3 receipt (no signal), a new observation of the same bytes is flagged. And for version 4, whose
+ * signals version 5 changed for a secret two JSON strings deep.
  */
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
@@ -102,7 +103,7 @@ describe('retry of an observation recorded under receipt version 1', () => {
     // A new observation is still issued under the current version.
     const fresh = await postObservation(s, rawOutput(s, e));
     expect(fresh.status).toBe(201);
-    expect(fresh.body.receipt.body.receipt_version).toBe(4);
+    expect(fresh.body.receipt.body.receipt_version).toBe(5);
   });
 });
 
@@ -112,7 +113,7 @@ const QUOTED_SECRET = JSON.stringify({
 });
 
 describe('retry of an observation recorded under receipt version 3', () => {
-  it('replays the stored version 3 receipt; the same bytes observed anew are version 4 and flagged', async () => {
+  it('replays the stored version 3 receipt; the same bytes observed anew are version 5 and flagged', async () => {
     const s = await seedTenant('obs-v3');
     const e = await executed(s, 'succeeded', QUOTED_SECRET);
     const raw = rawOutput(s, e, QUOTED_SECRET);
@@ -122,13 +123,48 @@ describe('retry of an observation recorded under receipt version 3', () => {
     expect(again.status).toBe(200);
     expect(again.body.receipt).toEqual(v3);
 
-    // Another execution returning the same bytes: observed under version 4, which reads the string.
+    // Another execution returning the same bytes: observed under version 5, which reads the string.
     const e2 = await executed(s, 'succeeded', QUOTED_SECRET);
     const fresh = await postObservation(s, rawOutput(s, e2, QUOTED_SECRET));
     expect(fresh.status).toBe(201);
     expect(fresh.body.receipt.body).toMatchObject({
-      receipt_version: 4,
+      receipt_version: 5,
+      signals_release: 'writ-signals/4',
+      signals: ['credential_like_text'],
+    });
+    expect(fresh.body.candidate.signals).toEqual(['credential_like_text']);
+  });
+});
+
+/** The same secret one string deeper: JSON text held in a string of the text item's JSON text. */
+const SECRET_TWO_DEEP = JSON.stringify({
+  content: [
+    { type: 'text', text: JSON.stringify({ log: '{"client_secret": "Zq8vT3mX9pL2rW7nK4bY6cF1hJ5dS0aG"}' }) },
+  ],
+});
+
+describe('retry of an observation recorded under receipt version 4', () => {
+  it('replays the stored version 4 receipt; the same bytes observed anew are version 5 and flagged', async () => {
+    const s = await seedTenant('obs-v4');
+    const e = await executed(s, 'succeeded', SECRET_TWO_DEEP);
+    const raw = rawOutput(s, e, SECRET_TWO_DEEP);
+    const v4 = await recordUnder(s, e, raw, 4);
+    expect(v4.body).toMatchObject({
+      decision: 'accepted_untrusted_evidence',
       signals_release: 'writ-signals/3',
+      signals: [],
+    });
+    const again = await postObservation(s, raw);
+    expect(again.status).toBe(200);
+    expect(again.body.receipt).toEqual(v4);
+
+    // Another execution returning the same bytes: version 5 reads JSON text held in the strings.
+    const e2 = await executed(s, 'succeeded', SECRET_TWO_DEEP);
+    const fresh = await postObservation(s, rawOutput(s, e2, SECRET_TWO_DEEP));
+    expect(fresh.status).toBe(201);
+    expect(fresh.body.receipt.body).toMatchObject({
+      receipt_version: 5,
+      signals_release: 'writ-signals/4',
       signals: ['credential_like_text'],
     });
     expect(fresh.body.candidate.signals).toEqual(['credential_like_text']);

@@ -8,7 +8,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
-import { jsonStringsAsRead, scanUnder } from '../../../src/core/observation/index.js';
+import { jsonStringLevelsAsRead, levelText, scanUnder } from '../../../src/core/observation/index.js';
 import {
   AFTER_SIGNAL_POLICIES,
   afterSignalPolicyOf,
@@ -215,7 +215,7 @@ describe('screenAfter', () => {
       authority: 'untrusted_evidence_only',
       on_signal: 'withhold_credentials',
       signals: ['instruction_like_text'],
-      signals_release: 'writ-signals/3',
+      signals_release: 'writ-signals/4',
       output_sha256: sha256HexOfText(outputText(r)),
     });
     // A result that raised nothing is not isError after annotation either.
@@ -311,9 +311,11 @@ describe('screenAfter properties', () => {
   it('a result whose output raises no signal is always the empty answer, under every policy', () => {
     fc.assert(
       fc.property(result, fc.constantFrom(...AFTER_SIGNAL_POLICIES), (r, policy) => {
-        // The output text after-call observes, and its strings as a model reads them.
-        const texts = [outputText(r), jsonStringsAsRead(outputText(r))];
-        const hits = texts.flatMap((t) => scanUnder(4, t).hits);
+        // The output text after-call observes, and its strings as a model reads them, level by
+        // level into JSON text held in strings.
+        const output = outputText(r);
+        const texts = [output, ...jsonStringLevelsAsRead(output).map(levelText)];
+        const hits = texts.flatMap((t) => scanUnder(5, t).hits);
         const a = screenAfter(r, policy);
         expect(a.kind === 'pass').toBe(hits.length === 0);
         if (a.kind !== 'refused') {

@@ -30,6 +30,7 @@ import {
   wire,
 } from './fixtures.js';
 import legacyV3 from '../core/observation/legacy-v3-receipts.json';
+import legacyV4 from '../core/observation/legacy-v4-receipts.json';
 
 const pinned = { trustedKeys: keys(), logVerifier: fakeLogVerifier } as const;
 const reason = (v: BundleVerdict) => (v.valid ? 'valid' : v.failure?.reason);
@@ -150,11 +151,15 @@ describe('verifyBundle', () => {
 describe('observation bundles verify under the receipt version they carry', () => {
   // Version 3 receipts issued at aa74e75, before version 4 read JSON strings as a model does
   // (test/unit/core/observation/legacy-v3-receipts.json): they bound no signal for content that
-  // holds a quoted secret; version 4 of the same inputs binds credential_like_text.
-  const V3 = legacyV3 as unknown as Record<
+  // holds a quoted secret; version 4 of the same inputs binds credential_like_text. Version 4
+  // receipts issued at cd856d0, before version 5 read JSON text held in strings level by level
+  // (legacy-v4-receipts.json): they bound no signal for a secret two strings deep; version 5 does.
+  type Fixtures = Record<
     'observation' | 'error_observation',
     { inputs: Record<string, unknown>; receipt: SignableReceipt & { body: Record<string, unknown> } }
   >;
+  const V3 = legacyV3 as unknown as Fixtures;
+  const V4 = legacyV4 as unknown as Fixtures;
 
   function bundleOf(receipt: SignableReceipt, inputs: unknown, at: number) {
     const signature = sign(receipt, ring(), at);
@@ -168,37 +173,47 @@ describe('observation bundles verify under the receipt version they carry', () =
     };
   }
 
-  it('a version 3 bundle and a version 4 bundle of the same observation both verify offline', () => {
-    for (const kind of ['observation', 'error_observation'] as const) {
-      const { inputs, receipt } = V3[kind];
-      const at = inputs.now as number;
-      expect(receipt.body.receipt_version).toBe(3);
-      const v3 = bundleOf(receipt, { kind, validation: inputs }, at);
-      expect(verifyBundle(wire(v3), pinned), kind).toMatchObject({ valid: true, failure: null });
+  it.each([
+    [3, 4, 'writ-signals/3', V3],
+    [4, 5, 'writ-signals/4', V4],
+  ] as const)(
+    'a version %i bundle and a version %i bundle of the same observation both verify offline',
+    (old, next, release, fixtures) => {
+      for (const kind of ['observation', 'error_observation'] as const) {
+        const { inputs, receipt } = fixtures[kind];
+        const at = inputs.now as number;
+        expect(receipt.body.receipt_version).toBe(old);
+        const before = bundleOf(receipt, { kind, validation: inputs }, at);
+        expect(verifyBundle(wire(before), pinned), kind).toMatchObject({ valid: true, failure: null });
 
-      const issued =
-        kind === 'observation'
-          ? validateObservation(ObservationValidationInput.parse(inputs))
-          : validateErrorObservation(ErrorObservationValidationInput.parse(inputs));
-      if (!issued.ok) throw new Error(issued.error.message);
-      const v4receipt = issued.value.receipt;
-      expect(v4receipt.body).toMatchObject({ receipt_version: 4 });
-      expect(v4receipt.body.signals).toContain('credential_like_text');
-      const v4 = bundleOf(v4receipt, { kind, validation: inputs }, at);
-      expect(verifyBundle(wire(v4), pinned), kind).toMatchObject({ valid: true, failure: null });
+        const options = { receiptVersion: next };
+        const issued =
+          kind === 'observation'
+            ? validateObservation(ObservationValidationInput.parse(inputs), options)
+            : validateErrorObservation(ErrorObservationValidationInput.parse(inputs), options);
+        if (!issued.ok) throw new Error(issued.error.message);
+        const nextReceipt = issued.value.receipt;
+        expect(nextReceipt.body).toMatchObject({ receipt_version: next, signals_release: release });
+        expect(nextReceipt.body.signals).toContain('credential_like_text');
+        const after = bundleOf(nextReceipt, { kind, validation: inputs }, at);
+        expect(verifyBundle(wire(after), pinned), kind).toMatchObject({ valid: true, failure: null });
 
-      // The version 3 body relabelled version 4, re-hashed and signed by the issuer's own key:
-      // replay recomputes version 4's signals and refuses it.
-      const body = { ...receipt.body, receipt_version: 4, signals_release: 'writ-signals/3' };
-      const relabelled = bundleOf(
-        { sha256: digestOf(body), body } as SignableReceipt,
-        { kind, validation: inputs },
-        at,
-      );
-      expect(verifyBundle(wire(relabelled), pinned), kind).toMatchObject({
-        valid: false,
-        failure: { reason: 'receipt_mismatch', differences: ['body.signal_hits', 'body.signals', 'sha256'] },
-      });
-    }
-  });
+        // The older body relabelled with the next version, re-hashed and signed by the issuer's
+        // own key: replay recomputes the next version's signals and refuses it.
+        const body = { ...receipt.body, receipt_version: next, signals_release: release };
+        const relabelled = bundleOf(
+          { sha256: digestOf(body), body } as SignableReceipt,
+          { kind, validation: inputs },
+          at,
+        );
+        expect(verifyBundle(wire(relabelled), pinned), kind).toMatchObject({
+          valid: false,
+          failure: {
+            reason: 'receipt_mismatch',
+            differences: ['body.signal_hits', 'body.signals', 'sha256'],
+          },
+        });
+      }
+    },
+  );
 });

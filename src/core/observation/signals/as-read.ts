@@ -2,14 +2,17 @@
  * JSON content as a model reads it. In JSON text a quote inside a string is `\"`, a newline `\n`,
  * a form feed `\f`: rules that read quotes, line starts or word breaks (`password = "…"`,
  * `{"client_secret": "…"}` returned as a string) do not see them there, although a model reads
- * every string unescaped. Receipts of version 4 (`writ-signals/3`) and the Docker MCP Gateway's
- * `after` screening scan JSON content twice, as it is and as read (`jsonStringsAsRead`), and keep
- * the union of both scans (`mergeScans`).
+ * every string unescaped. Receipts of version 4 (`writ-signals/3`) scanned JSON content twice, as
+ * it is and as read one level deep (`jsonStringsAsRead`); receipts of version 5 (`writ-signals/4`)
+ * and the Docker MCP Gateway's `after` screening scan it as it is and at each level of JSON text
+ * held in its strings (`jsonStringLevelsAsRead`, the levels the `writ-redactor/3` redactor
+ * reads); both keep the union of the scans (`mergeScans`).
  *
  * Guarantees: `jsonStringsAsRead` is a total function of the text (malformed JSON included), one
  * linear pass, and its result is never longer than its input (so it never reaches a scan bound
- * the text itself does not). `mergeScans` keeps every hit of every scan once, in the detector's
- * order, so a merged scan is always a superset of each of its parts.
+ * the text itself does not); each level of `jsonStringLevelsAsRead`, its strings joined by
+ * newlines, is never longer than the text either. `mergeScans` keeps every hit of every scan
+ * once, in the detector's order, so a merged scan is always a superset of each of its parts.
  * Never: parses numbers or structure, follows anything the content says, or reads a clock.
  */
 import type { SignalHit } from '../schema.js';
@@ -128,6 +131,46 @@ export function jsonStringLiteralsAsRead(text: string): StringLiteralAsRead[] {
     i = j < text.length ? text.indexOf('"', j + 1) : -1;
   }
   return out;
+}
+
+/**
+ * How many levels of JSON text held in JSON strings are read: level 1 is the text's own string
+ * literals, level k+1 the literals found inside level k's strings. The `writ-redactor/3`
+ * redactor and the `writ-signals/4` scan read this many.
+ */
+export const AS_READ_DEPTH = 4;
+
+/**
+ * The string literals of `text` read level by level, as `jsonStringLiteralsAsRead` reads each:
+ * level 1 is the literals of `text`, level k+1 the literals inside the strings of level k that
+ * hold a quote, up to `depth` levels; a level with no string ends the walk (only non-empty levels
+ * are returned). Every literal keeps its map to offsets of `text` (whole escapes), composed
+ * through the levels. Level 1's texts joined by newlines are exactly `jsonStringsAsRead(text)`.
+ * Cost: a literal read is never longer than the characters between its quotes, and its quotes
+ * are not read, so each level's texts joined by newlines are at most as long as the level above
+ * (at most the text's length); one pass per level.
+ */
+export function jsonStringLevelsAsRead(text: string, depth: number = AS_READ_DEPTH): StringLiteralAsRead[][] {
+  const levels: StringLiteralAsRead[][] = [];
+  let level = depth >= 1 && text.includes('"') ? jsonStringLiteralsAsRead(text) : [];
+  while (level.length > 0) {
+    levels.push(level);
+    if (levels.length >= depth) break;
+    const next: StringLiteralAsRead[] = [];
+    for (const l of level) {
+      if (!l.text.includes('"')) continue;
+      for (const inner of jsonStringLiteralsAsRead(l.text)) {
+        next.push({ text: inner.text, raw: inner.raw.map((k) => l.raw[k] as number) });
+      }
+    }
+    level = next;
+  }
+  return levels;
+}
+
+/** A level's strings as one text to scan: joined by newlines, as `jsonStringsAsRead` joins them. */
+export function levelText(level: readonly StringLiteralAsRead[]): string {
+  return level.map((l) => l.text).join('\n');
 }
 
 /** The union of scans: every hit once, sorted as one scan's hits are; the signals of those hits. */

@@ -3,12 +3,15 @@
  * release `writ-signals/1` (the frozen `legacy-v1.ts`), versions 2 and 3 with `writ-signals/2` (the
  * current `../signals.ts` over the content's text), version 4 with `writ-signals/3` (the same
  * rules, over the text and, for JSON content, also over its strings as a model reads them:
- * `as-read.ts`).
+ * `as-read.ts`), version 5 with `writ-signals/4` (the same rules, over the text and, for JSON
+ * content, over the strings read at each level of JSON text held in strings, `AS_READ_DEPTH`
+ * levels deep, as the `writ-redactor/3` redactor reads them).
  *
  * Guarantees: a receipt is only ever recomputed with the detector of the version written in it, so
  * a detector change never turns an honest stored receipt into a replay failure, and a receipt
  * whose version was edited is recomputed under other rules and fails. Version 4's scan of any
- * content is a superset of version 3's (the union of the text's scan and the strings' scan).
+ * content is a superset of version 3's (the union of the text's scan and the strings' scan), and
+ * version 5's a superset of version 4's (its first level is version 4's strings).
  * Never: picks a detector from anything but the receipt version and the content's media type,
  * reads a clock, or does I/O.
  */
@@ -22,11 +25,16 @@ import { detectSignals } from '../signals.js';
 import { credentialSpans as credentialSpansV1, detectSignals as detectSignalsV1 } from './legacy-v1.js';
 import { credentialSpans, type CredentialSpan, mergeCredentialSpans } from '../signals.js';
 import {
-  jsonStringLiteralsAsRead,
+  AS_READ_DEPTH,
+  jsonStringLevelsAsRead,
   jsonStringsAsRead,
+  levelText,
   mergeScans,
   type StringLiteralAsRead,
 } from './as-read.js';
+
+/** How many levels of JSON text inside JSON strings `credentialSpansAsRead` and version 5 read. */
+export { AS_READ_DEPTH };
 
 /** What a receipt binds of a scan: the signals and the hits, nothing else. */
 export interface SignalScan {
@@ -39,16 +47,21 @@ const DETECTORS: Readonly<Record<ObservationReceiptVersion, (text: string) => Si
   2: detectSignals,
   // Version 3 changed what a receipt binds of the content, not the signal rules.
   3: detectSignals,
-  // Version 4 runs the same rules over more text (`scanContentUnder`), not other rules.
+  // Versions 4 and 5 run the same rules over more text (`scanContentUnder`), not other rules.
   4: detectSignals,
+  5: detectSignals,
 };
 
-/** Whether a version also scans JSON content's strings as read (`writ-signals/3` onwards). */
-const READS_JSON_STRINGS: Readonly<Record<ObservationReceiptVersion, boolean>> = {
-  1: false,
-  2: false,
-  3: false,
-  4: true,
+/**
+ * How many levels of JSON content's strings a version also scans: none before `writ-signals/3`,
+ * one for `writ-signals/3` (`jsonStringsAsRead`), `AS_READ_DEPTH` for `writ-signals/4`.
+ */
+const JSON_LEVELS_READ: Readonly<Record<ObservationReceiptVersion, number>> = {
+  1: 0,
+  2: 0,
+  3: 0,
+  4: 1,
+  5: AS_READ_DEPTH,
 };
 
 /** Scan `text` with the rule set that receipts of `version` bind (the text alone, as it is). */
@@ -59,9 +72,12 @@ export function scanUnder(version: ObservationReceiptVersion, text: string): Sig
 }
 
 /**
- * Scan content of `mediaType` as receipts of `version` do: its text; from version 4, for a JSON
- * media type, also every string in it as a model reads it (`jsonStringsAsRead`), the hits being
- * the union of both scans. Versions 1 to 3 scan the text alone, exactly as they were issued.
+ * Scan content of `mediaType` as receipts of `version` do: its text; for a JSON media type, in
+ * version 4 also every string in it as a model reads it (`jsonStringsAsRead`), in version 5 the
+ * strings read at each level of JSON text held in strings, `AS_READ_DEPTH` levels deep
+ * (`jsonStringLevelsAsRead`, the levels the redactor reads: one scan per level, its strings joined
+ * by newlines); the hits being the union of the scans. Versions 1 to 3 scan the text alone, and
+ * every version exactly as it was issued.
  */
 export function scanContentUnder(
   version: ObservationReceiptVersion,
@@ -69,17 +85,18 @@ export function scanContentUnder(
   mediaType: string,
 ): SignalScan {
   const plain = scanUnder(version, text);
-  if (!READS_JSON_STRINGS[version] || !isJsonMediaType(mediaType)) return plain;
-  return mergeScans([plain, scanUnder(version, jsonStringsAsRead(text))]);
+  const depth = JSON_LEVELS_READ[version];
+  if (depth === 0 || !isJsonMediaType(mediaType)) return plain;
+  // Version 4 as issued: one scan of every string, one level deep.
+  if (depth === 1) return mergeScans([plain, scanUnder(version, jsonStringsAsRead(text))]);
+  const levels = jsonStringLevelsAsRead(text, depth);
+  return mergeScans([plain, ...levels.map((level) => scanUnder(version, levelText(level)))]);
 }
 
 /** Credential spans as located by the release-1 rules (the `writ-redactor/1` redactor) or the current ones. */
 export function credentialSpansUnder(legacy: boolean, text: string): CredentialSpan[] {
   return legacy ? credentialSpansV1(text) : credentialSpans(text);
 }
-
-/** How many levels of JSON text inside JSON strings `credentialSpansAsRead` reads into. */
-export const AS_READ_DEPTH = 4;
 
 /**
  * Credential spans of content as the `writ-redactor/3` redactor locates them: the text's own
@@ -97,7 +114,9 @@ export function credentialSpansAsRead(text: string, mediaType: string): Credenti
   if (!isJsonMediaType(mediaType)) return credentialSpans(text);
   const plain = credentialSpans(text);
   if (!text.includes('"')) return plain;
-  const top = jsonStringLiteralsAsRead(text);
+  // The levels the `writ-signals/4` scan reads too (`jsonStringLevelsAsRead`, one walk for both).
+  const levels = jsonStringLevelsAsRead(text, AS_READ_DEPTH);
+  const top = levels[0] ?? [];
   // In JSON text, a span that touches a string keeps only its parts inside strings, each widened
   // to whole escapes: redacting a quote, a colon or half of `\"` would leave no JSON to read. In
   // text with anything but JSON structure outside its quotes (content labelled JSON that is not),
@@ -107,25 +126,16 @@ export function credentialSpansAsRead(text: string, mediaType: string): Credenti
       ? plain.flatMap((s) => insideLiterals(s, top))
       : [...plain];
   // Each level: the strings read at that depth, each with its map to offsets of `text`.
-  let level: readonly StringLiteralAsRead[] = top;
-  for (let depth = 1; depth <= AS_READ_DEPTH && level.length > 0; depth++) {
+  for (const level of levels) {
     const starts: number[] = [];
     let at = 0;
     for (const l of level) {
       starts.push(at);
       at += l.text.length + 1;
     }
-    for (const s of credentialSpans(level.map((l) => l.text).join('\n'))) {
+    for (const s of credentialSpans(levelText(level))) {
       spans.push(...piecesIn(s, level, starts));
     }
-    const next: StringLiteralAsRead[] = [];
-    for (const l of level) {
-      if (depth === AS_READ_DEPTH || !l.text.includes('"')) continue;
-      for (const inner of jsonStringLiteralsAsRead(l.text)) {
-        next.push({ text: inner.text, raw: inner.raw.map((k) => l.raw[k] as number) });
-      }
-    }
-    level = next;
   }
   return mergeCredentialSpans(spans);
 }

@@ -1,13 +1,17 @@
 // Observation receipt versions: version 1 receipts (signals of `writ-signals/1`, the frozen
 // legacy detector) still replay after the detector rewrite; version 2 names `writ-signals/2`;
-// version 3 also binds the received bytes' digest and size (`actual_sha256`, `actual_bytes`); new
-// receipts are version 4 (`writ-signals/3`: JSON content is also scanned as a model reads its
-// strings). A receipt replays only under the version written in it, so an edited version fails.
+// version 3 also binds the received bytes' digest and size (`actual_sha256`, `actual_bytes`);
+// version 4 (`writ-signals/3`) also scans JSON content as a model reads its strings; new receipts
+// are version 5 (`writ-signals/4`: JSON text held in those strings is read level by level,
+// `AS_READ_DEPTH` levels deep, as the redactor reads it). A receipt replays only under the version
+// written in it, so an edited version fails.
 // The version 1 receipts in `legacy-v1-receipts.json` were issued by Writ at commit 033c877
 // (before the rewrite), the version 3 receipts in `legacy-v3-receipts.json` at commit aa74e75
 // (before version 4; their content holds a quoted secret and form-feed-separated instruction text
-// inside JSON strings, which version 3 did not flag), each with its full inputs, as a verifier
-// finds them in storage.
+// inside JSON strings, which version 3 did not flag), the version 4 receipts in
+// `legacy-v4-receipts.json` at commit cd856d0 (their content holds a secret and instruction text
+// in JSON text inside a JSON string inside a JSON string, two levels deep, which version 4 did
+// not flag), each with its full inputs, as a verifier finds them in storage.
 import { describe, expect, it } from 'vitest';
 import { canonicalize, digestOf } from '../../../../src/core/canonical/canonical.js';
 import { decodeJsonText, type JsonValue } from '../../../../src/core/canonical/json.js';
@@ -39,6 +43,7 @@ import {
 } from '../../../../src/core/observation/validate.js';
 import legacyJson from './legacy-v1-receipts.json';
 import legacyV3Json from './legacy-v3-receipts.json';
+import legacyV4Json from './legacy-v4-receipts.json';
 
 /** A value as a verifier reads it from storage: canonical bytes, strictly decoded. */
 function stored(v: unknown): JsonValue {
@@ -53,6 +58,7 @@ type Kind = 'observation' | 'error_observation' | 'derived_observation';
 type Fixtures = Record<string, { inputs: JsonValue; receipt: JsonValue }>;
 const LEGACY = stored(legacyJson) as Fixtures;
 const LEGACY_V3 = stored(legacyV3Json) as Fixtures;
+const LEGACY_V4 = stored(legacyV4Json) as Fixtures;
 
 function fixture(set: Fixtures, kind: Kind) {
   const entry = set[kind];
@@ -61,6 +67,7 @@ function fixture(set: Fixtures, kind: Kind) {
 }
 const legacy = (kind: Kind) => fixture(LEGACY, kind);
 const legacyV3 = (kind: Kind) => fixture(LEGACY_V3, kind);
+const legacyV4 = (kind: Kind) => fixture(LEGACY_V4, kind);
 
 const OBS_INPUT = ObservationValidationInput.parse(legacy('observation').inputs);
 const ERR_INPUT = ErrorObservationValidationInput.parse(legacy('error_observation').inputs);
@@ -68,6 +75,9 @@ const DER_INPUT = DerivationInput.parse(legacy('derived_observation').inputs);
 const OBS_V3_INPUT = ObservationValidationInput.parse(legacyV3('observation').inputs);
 const ERR_V3_INPUT = ErrorObservationValidationInput.parse(legacyV3('error_observation').inputs);
 const DER_V3_INPUT = DerivationInput.parse(legacyV3('derived_observation').inputs);
+const OBS_V4_INPUT = ObservationValidationInput.parse(legacyV4('observation').inputs);
+const ERR_V4_INPUT = ErrorObservationValidationInput.parse(legacyV4('error_observation').inputs);
+const DER_V4_INPUT = DerivationInput.parse(legacyV4('derived_observation').inputs);
 
 function issueNow() {
   const r = validateObservation(OBS_INPUT);
@@ -200,22 +210,21 @@ describe('version 3 receipts issued before version 4 (known answers, legacy-v3-r
 });
 
 describe('version 4 receipts (writ-signals/3: JSON content also scanned as a model reads its strings)', () => {
-  it('are what validation issues now: the release named, the received bytes bound, replay ok', () => {
-    const now = issueNow();
-    expect(OBSERVATION_RECEIPT_VERSION).toBe(4);
-    expect(now.body.receipt_version).toBe(4);
-    expect(now.body.signals_release).toBe(SIGNALS_RELEASE);
-    expect(SIGNALS_RELEASE).toBe('writ-signals/3');
-    expect(now.body.actual_sha256).toBe(OBS_INPUT.observation.payload_sha256);
-    expect(now.body.actual_bytes).toBe(OBS_INPUT.observation.payload_bytes);
-    expect(now.body.signal_hits).toEqual([
+  it('name the release, bind the received bytes, and replay ok under their own version', () => {
+    const r = validateObservation(OBS_INPUT, { receiptVersion: 4 });
+    if (!r.ok) throw new Error(r.error.message);
+    const v4 = stored(r.value.receipt) as StoredReceipt;
+    expect(v4.body).toMatchObject({ receipt_version: 4, signals_release: 'writ-signals/3' });
+    expect(v4.body.actual_sha256).toBe(OBS_INPUT.observation.payload_sha256);
+    expect(v4.body.actual_bytes).toBe(OBS_INPUT.observation.payload_bytes);
+    expect(v4.body.signal_hits).toEqual([
       { signal: 'instruction_like_text', rule: 'instruction.delimiter_forgery', encoding: 'plain' },
     ]);
-    expect(verifyObservationReceipt(now, OBS_INPUT)).toEqual(OK);
+    expect(verifyObservationReceipt(v4, OBS_INPUT)).toEqual(OK);
   });
 
   it('flag the quoted secret and the instruction inside JSON strings that version 3 missed', () => {
-    const o = validateObservation(OBS_V3_INPUT);
+    const o = validateObservation(OBS_V3_INPUT, { receiptVersion: 4 });
     if (!o.ok) throw new Error(o.error.message);
     expect(o.value.receipt.body).toMatchObject({
       receipt_version: 4,
@@ -237,35 +246,87 @@ describe('version 4 receipts (writ-signals/3: JSON content also scanned as a mod
     expect(o.value.candidate?.signals).toEqual(o.value.receipt.body.signals);
     expect(verifyObservationReceipt(stored(o.value.receipt), OBS_V3_INPUT)).toEqual(OK);
 
-    const e = validateErrorObservation(ERR_V3_INPUT);
+    const e = validateErrorObservation(ERR_V3_INPUT, { receiptVersion: 4 });
     if (!e.ok) throw new Error(e.error.message);
     expect(e.value.receipt.body.signals).toEqual(['credential_like_text']);
     expect(verifyErrorObservationReceipt(stored(e.value.receipt), ERR_V3_INPUT)).toEqual(OK);
 
-    const d = deriveObservation(DER_V3_INPUT);
+    const d = deriveObservation(DER_V3_INPUT, { receiptVersion: 4 });
     if (!d.ok) throw new Error(d.error.message);
     expect(d.value.receipt.body.signal_hits).toEqual([
       { signal: 'instruction_like_text', rule: 'instruction.role_play', encoding: 'plain' },
     ]);
     expect(verifyDerivedObservationReceipt(stored(d.value.receipt), DER_V3_INPUT)).toEqual(OK);
   });
+});
 
-  it('error-observation and derived receipts are version 4 too, and replay ok', () => {
+describe('version 5 receipts (writ-signals/4: JSON text in strings read as deep as the redactor reads it)', () => {
+  it('are what validation issues now: the release named, the received bytes bound, replay ok', () => {
+    const now = issueNow();
+    expect(OBSERVATION_RECEIPT_VERSION).toBe(5);
+    expect(now.body.receipt_version).toBe(5);
+    expect(now.body.signals_release).toBe(SIGNALS_RELEASE);
+    expect(SIGNALS_RELEASE).toBe('writ-signals/4');
+    expect(now.body.actual_sha256).toBe(OBS_INPUT.observation.payload_sha256);
+    expect(now.body.actual_bytes).toBe(OBS_INPUT.observation.payload_bytes);
+    expect(now.body.signal_hits).toEqual([
+      { signal: 'instruction_like_text', rule: 'instruction.delimiter_forgery', encoding: 'plain' },
+    ]);
+    expect(verifyObservationReceipt(now, OBS_INPUT)).toEqual(OK);
+  });
+
+  it('flag the secret and the instructions two JSON strings deep that version 4 missed', () => {
+    const o = validateObservation(OBS_V4_INPUT);
+    if (!o.ok) throw new Error(o.error.message);
+    expect(o.value.receipt.body).toMatchObject({
+      receipt_version: 5,
+      signals_release: 'writ-signals/4',
+      decision: 'accepted_untrusted_evidence',
+      signals: ['credential_like_text', 'instruction_like_text'],
+    });
+    expect(o.value.receipt.body.signal_hits).toContainEqual({
+      signal: 'credential_like_text',
+      rule: 'credential.assignment',
+      encoding: 'plain',
+    });
+    expect(o.value.receipt.body.signal_hits).toContainEqual({
+      signal: 'instruction_like_text',
+      rule: 'instruction.concealment',
+      encoding: 'plain',
+    });
+    // The evidence carries what the receipt binds.
+    expect(o.value.candidate?.signals).toEqual(o.value.receipt.body.signals);
+    expect(verifyObservationReceipt(stored(o.value.receipt), OBS_V4_INPUT)).toEqual(OK);
+
+    const e = validateErrorObservation(ERR_V4_INPUT);
+    if (!e.ok) throw new Error(e.error.message);
+    expect(e.value.receipt.body.signals).toEqual(['credential_like_text']);
+    expect(verifyErrorObservationReceipt(stored(e.value.receipt), ERR_V4_INPUT)).toEqual(OK);
+
+    const d = deriveObservation(DER_V4_INPUT);
+    if (!d.ok) throw new Error(d.error.message);
+    expect(d.value.receipt.body.signal_hits).toEqual([
+      { signal: 'instruction_like_text', rule: 'instruction.role_play', encoding: 'plain' },
+    ]);
+    expect(verifyDerivedObservationReceipt(stored(d.value.receipt), DER_V4_INPUT)).toEqual(OK);
+  });
+
+  it('error-observation and derived receipts are version 5 too, and replay ok', () => {
     const e = validateErrorObservation(ERR_INPUT);
     if (!e.ok) throw new Error(e.error.message);
     expect(e.value.receipt.body).toMatchObject({
-      receipt_version: 4,
-      signals_release: 'writ-signals/3',
+      receipt_version: 5,
+      signals_release: 'writ-signals/4',
       actual_sha256: ERR_INPUT.observation.detail_sha256,
       actual_bytes: ERR_INPUT.observation.detail_bytes,
     });
     expect(e.value.receipt.body.signal_hits.map((h) => h.rule)).toEqual(['instruction.delimiter_forgery']);
     expect(verifyErrorObservationReceipt(stored(e.value.receipt), ERR_INPUT)).toEqual(OK);
 
-    // A derived observation has no received bytes to bind: version 4 binds what version 2 did.
+    // A derived observation has no received bytes to bind: version 5 binds what version 2 did.
     const d = deriveObservation(DER_INPUT);
     if (!d.ok) throw new Error(d.error.message);
-    expect(d.value.receipt.body).toMatchObject({ receipt_version: 4, signals_release: 'writ-signals/3' });
+    expect(d.value.receipt.body).toMatchObject({ receipt_version: 5, signals_release: 'writ-signals/4' });
     expect(d.value.receipt.body.signal_hits.map((h) => h.rule)).toEqual([
       'instruction.delimiter_forgery',
       'instruction.role_play',
@@ -274,8 +335,50 @@ describe('version 4 receipts (writ-signals/3: JSON content also scanned as a mod
   });
 });
 
+describe('version 4 receipts issued before version 5 (known answers, legacy-v4-receipts.json)', () => {
+  const kinds: [Kind, (r: unknown) => { ok: boolean; differences: readonly string[] }][] = [
+    ['observation', (r) => verifyObservationReceipt(r, OBS_V4_INPUT)],
+    ['error_observation', (r) => verifyErrorObservationReceipt(r, ERR_V4_INPUT)],
+    ['derived_observation', (r) => verifyDerivedObservationReceipt(r, DER_V4_INPUT)],
+  ];
+
+  it.each(kinds)('%s: parses, bound no signal, and still replays ok under version 4', (kind, verify) => {
+    const { receipt } = legacyV4(kind);
+    expect(receipt.body).toMatchObject({ receipt_version: 4, signals_release: 'writ-signals/3' });
+    // What version 4 did not see: the secret and the instruction two JSON strings deep.
+    expect(receipt.body.signals).toEqual([]);
+    expect(receipt.body.signal_hits).toEqual([]);
+    expect(verify(receipt)).toEqual(OK);
+  });
+
+  it('are reproduced byte for byte when version 4 is asked for', () => {
+    const o = validateObservation(OBS_V4_INPUT, { receiptVersion: 4 });
+    const e = validateErrorObservation(ERR_V4_INPUT, { receiptVersion: 4 });
+    const d = deriveObservation(DER_V4_INPUT, { receiptVersion: 4 });
+    if (!o.ok || !e.ok || !d.ok) throw new Error('fixture did not validate');
+    expect(canonicalize(o.value.receipt)).toBe(canonicalize(legacyV4('observation').receipt));
+    expect(canonicalize(e.value.receipt)).toBe(canonicalize(legacyV4('error_observation').receipt));
+    expect(canonicalize(d.value.receipt)).toBe(canonicalize(legacyV4('derived_observation').receipt));
+    expect(ObservationReceipt.safeParse(legacyV4('observation').receipt).success).toBe(true);
+    expect(ErrorObservationReceipt.safeParse(legacyV4('error_observation').receipt).success).toBe(true);
+    expect(DerivedObservationReceipt.safeParse(legacyV4('derived_observation').receipt).success).toBe(true);
+  });
+
+  it('relabelled version 5 (re-hashed) they fail: version 5 sees what they did not', () => {
+    for (const [kind, verify] of kinds) {
+      const { receipt } = legacyV4(kind);
+      const relabelled = { ...receipt.body, receipt_version: 5, signals_release: 'writ-signals/4' };
+      expect(verify(rehashed(relabelled)).differences, kind).toEqual([
+        'body.signal_hits',
+        'body.signals',
+        'sha256',
+      ]);
+    }
+  });
+});
+
 describe('a receipt replays only under its own version', () => {
-  it('a version 4 receipt relabelled version 1, 2 or 3 fails (as is, re-hashed, and with the release dropped)', () => {
+  it('a version 5 receipt relabelled version 1, 2, 3 or 4 fails (as is, re-hashed, and with the release dropped)', () => {
     const now = issueNow();
     const relabelled: Record<string, JsonValue> = { ...now.body, receipt_version: 1 };
     expect(verifyObservationReceipt({ ...now, body: relabelled }, OBS_INPUT).ok).toBe(false);
@@ -297,10 +400,12 @@ describe('a receipt replays only under its own version', () => {
     expect(
       verifyObservationReceipt(rehashed({ ...now.body, receipt_version: 2 }), OBS_INPUT).differences,
     ).toEqual(['body.actual_bytes', 'body.actual_sha256', 'body.signals_release', 'sha256']);
-    // Relabelled version 3: the same hits for this content, but not the same release.
-    expect(
-      verifyObservationReceipt(rehashed({ ...now.body, receipt_version: 3 }), OBS_INPUT).differences,
-    ).toEqual(['body.signals_release', 'sha256']);
+    // Relabelled version 3 or 4: the same hits for this content, but not the same release.
+    for (const receipt_version of [3, 4]) {
+      expect(
+        verifyObservationReceipt(rehashed({ ...now.body, receipt_version }), OBS_INPUT).differences,
+      ).toEqual(['body.signals_release', 'sha256']);
+    }
   });
 
   it('a version 1 receipt relabelled version 2 fails', () => {
@@ -318,7 +423,7 @@ describe('a receipt replays only under its own version', () => {
 
   it('an unknown or missing version is recomputed as the current one and fails', () => {
     const now = issueNow();
-    for (const v of [5, 0, '4', null]) {
+    for (const v of [6, 0, '5', null]) {
       const report = verifyObservationReceipt(rehashed({ ...now.body, receipt_version: v }), OBS_INPUT);
       expect(report.differences).toEqual(['body.receipt_version', 'sha256']);
     }
@@ -330,14 +435,15 @@ describe('a receipt replays only under its own version', () => {
   });
 
   it('reads the stored version as untrusted data', () => {
-    expect(storedReceiptVersion(null)).toBe(4);
-    expect(storedReceiptVersion([{ body: { receipt_version: 1 } }])).toBe(4);
-    expect(storedReceiptVersion({ body: [] })).toBe(4);
+    expect(storedReceiptVersion(null)).toBe(5);
+    expect(storedReceiptVersion([{ body: { receipt_version: 1 } }])).toBe(5);
+    expect(storedReceiptVersion({ body: [] })).toBe(5);
     // An inherited version (prototype pollution) is not the receipt's own field.
     const body = Object.create({ receipt_version: 1 }) as object;
-    expect(storedReceiptVersion({ body })).toBe(4);
+    expect(storedReceiptVersion({ body })).toBe(5);
     expect(storedReceiptVersion({ body: { receipt_version: 1 } })).toBe(1);
     expect(storedReceiptVersion({ body: { receipt_version: 3 } })).toBe(3);
+    expect(storedReceiptVersion({ body: { receipt_version: 4 } })).toBe(4);
   });
 });
 
@@ -350,23 +456,25 @@ describe('the versioned schemas and the version option', () => {
     expect(parse(now.body)).toBe(true);
     // A version 1 body carrying a release, or a version 2 body without one (or naming another).
     expect(parse({ ...old.body, signals_release: 'writ-signals/1' })).toBe(false);
-    const { signals_release: _r, ...v4noRelease } = now.body;
-    expect(parse(v4noRelease)).toBe(false);
+    const { signals_release: _r, ...v5noRelease } = now.body;
+    expect(parse(v5noRelease)).toBe(false);
     expect(parse({ ...now.body, signals_release: 'writ-signals/1' })).toBe(false);
-    expect(parse({ ...now.body, receipt_version: 5 })).toBe(false);
-    // Each version names its own release: a version 4 body naming writ-signals/2, a version 3
-    // body naming writ-signals/3.
-    expect(parse({ ...now.body, signals_release: 'writ-signals/2' })).toBe(false);
-    expect(parse({ ...now.body, receipt_version: 3 })).toBe(false);
+    expect(parse({ ...now.body, receipt_version: 6 })).toBe(false);
+    // Each version names its own release: a version 5 body naming writ-signals/3, a version 4
+    // body naming writ-signals/4, a version 3 body naming writ-signals/3.
+    expect(parse({ ...now.body, signals_release: 'writ-signals/3' })).toBe(false);
+    expect(parse({ ...now.body, receipt_version: 4 })).toBe(false);
+    expect(parse({ ...now.body, receipt_version: 4, signals_release: 'writ-signals/3' })).toBe(true);
+    expect(parse({ ...now.body, receipt_version: 3, signals_release: 'writ-signals/3' })).toBe(false);
     expect(parse({ ...now.body, receipt_version: 3, signals_release: 'writ-signals/2' })).toBe(true);
-    // A version 4 body without the received bytes' binding, or a version 2 body carrying it.
-    const { actual_sha256: _s, ...v4without } = now.body;
-    expect(parse(v4without)).toBe(false);
+    // A version 5 body without the received bytes' binding, or a version 2 body carrying it.
+    const { actual_sha256: _s, ...v5without } = now.body;
+    expect(parse(v5without)).toBe(false);
     expect(parse({ ...now.body, receipt_version: 2, signals_release: 'writ-signals/2' })).toBe(false);
   });
 
   it('an unknown receipt version is a typed error, never a receipt under guessed rules', () => {
-    for (const receiptVersion of [0, 5, '1', null]) {
+    for (const receiptVersion of [0, 6, '1', null]) {
       const options = { receiptVersion } as unknown as { receiptVersion: 1 };
       const o = validateObservation(OBS_INPUT, options);
       expect(o.ok ? 'receipt' : o.error.reason).toBe('invalid_request');
@@ -402,7 +510,8 @@ describe('every single-field mutation fails replay, for old and current versions
   const cases: [string, JsonValue, (r: unknown) => { ok: boolean }][] = [
     ['v1 observation', legacy('observation').receipt, (r) => verifyObservationReceipt(r, OBS_INPUT)],
     ['v3 observation', legacyV3('observation').receipt, (r) => verifyObservationReceipt(r, OBS_V3_INPUT)],
-    ['v4 observation', issueNow(), (r) => verifyObservationReceipt(r, OBS_INPUT)],
+    ['v4 observation', legacyV4('observation').receipt, (r) => verifyObservationReceipt(r, OBS_V4_INPUT)],
+    ['v5 observation', issueNow(), (r) => verifyObservationReceipt(r, OBS_INPUT)],
     [
       'v1 derived',
       legacy('derived_observation').receipt,

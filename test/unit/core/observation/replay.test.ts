@@ -19,6 +19,12 @@ const RECEIPT_V1 = (() => {
   if (!r.ok) throw new Error(r.error.message);
   return r.value.receipt;
 })();
+/** As version 4 (writ-signals/3: JSON strings read one level deep). */
+const RECEIPT_V4 = (() => {
+  const r = validateObservation(INPUT, { receiptVersion: 4 });
+  if (!r.ok) throw new Error(r.error.message);
+  return r.value.receipt;
+})();
 /** As version 3 (writ-signals/2: the payload's text alone, before JSON strings were read too). */
 const RECEIPT_V3 = (() => {
   const r = validateObservation(INPUT, { receiptVersion: 3 });
@@ -93,7 +99,8 @@ describe('observation receipt replay', () => {
   });
 
   it.each([
-    ['version 4 (current)', RECEIPT],
+    ['version 5 (current)', RECEIPT],
+    ['version 4 (writ-signals/3, JSON strings one level deep)', RECEIPT_V4],
     ['version 3 (writ-signals/2, received bytes bound)', RECEIPT_V3],
     ['version 2 (writ-signals/2)', RECEIPT_V2],
     ['version 1 (writ-signals/1)', RECEIPT_V1],
