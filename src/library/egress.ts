@@ -22,7 +22,7 @@
 import { z } from 'zod';
 import { fromZodError, type CoreError } from '../core/errors.js';
 import { detectSignals } from '../core/observation/signals.js';
-import { jsonStringsAsRead } from '../core/observation/signals/as-read.js';
+import { jsonStringLevelsAsRead, levelText } from '../core/observation/signals/as-read.js';
 import { credentialSpansAsRead } from '../core/observation/signals/releases.js';
 import { err, ok, type Result } from '../core/result.js';
 import { Identifier, Sha256, strict } from '../core/schema.js';
@@ -45,13 +45,14 @@ export interface OutputClassification {
 
 /** Classify a read tool's output text, starting from the class declared for that tool. */
 export function classifyReadOutput(text: string, declared: DataClass): OutputClassification {
-  // The text, every string in it as a model reads it (unescaped), and JSON text held in those
-  // strings as the redactor reads it (`credentialSpansAsRead`, four levels): a secret quoted inside
-  // a JSON string (`"{\"client_secret\": \"…\"}"`) shows only there. Output that is no JSON only
+  // The text, and its strings as a model reads them (unescaped) at each level of JSON text held in
+  // strings, as the redactor and `writ-signals/4` read them (`jsonStringLevelsAsRead`, four
+  // levels): a secret quoted inside a JSON string (`"{\"client_secret\": \"…\"}"`) shows only
+  // there, and so does content too large to scan at a deeper level. Output that is no JSON only
   // gains scans of its quoted parts: a class is only ever raised by them.
   const reports = [detectSignals(text)];
   const quoted = text.includes('"');
-  if (quoted) reports.push(detectSignals(jsonStringsAsRead(text)));
+  if (quoted) for (const level of jsonStringLevelsAsRead(text)) reports.push(detectSignals(levelText(level)));
   const raised: string[] = [];
   if (
     reports.some((r) => r.signals.includes('credential_like_text')) ||

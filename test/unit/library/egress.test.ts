@@ -70,6 +70,22 @@ describe('classifyReadOutput', () => {
     }
   });
 
+  it('raises output whose strings two levels deep could not be scanned to secret', () => {
+    // A base64-like run split by an escaped slash: `\\\/` in the text, `\/` one string deep,
+    // one run longer than any segment the scanner decodes only two strings deep.
+    const half = 'A'.repeat(SIGNAL_LIMITS.maxSegmentChars / 2 + 1);
+    const inner = `{"wrapped":"${half}\\/${half}"}`;
+    const twoDeep = JSON.stringify({ text: inner });
+    expect(twoDeep).toContain(`${half}\\\\/${half}`);
+    expect(classifyReadOutput(twoDeep, 'public')).toStrictEqual({
+      data_class: 'secret',
+      raised_by: ['unscanned_content'],
+    });
+    // The same two runs split by a space at every level: scanned whole, nothing raised.
+    const spaced = JSON.stringify({ text: `{"wrapped":"${half} ${half}"}` });
+    expect(classifyReadOutput(spaced, 'public')).toStrictEqual({ data_class: 'public', raised_by: [] });
+  });
+
   it('raises output the scanner could not read completely to secret (padding buys nothing)', () => {
     const padded = `${'a'.repeat(SIGNAL_LIMITS.maxScanChars)} ${AWS_KEY}`;
     expect(classifyReadOutput(padded, 'public')).toStrictEqual({
