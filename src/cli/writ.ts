@@ -9,6 +9,7 @@ import { runReceipt } from './receipt.js';
 import { runTenant } from './tenant.js';
 import { runVerify } from './verify.js';
 import { runConformance } from './conformance.js';
+import { runMetrics } from './metrics.js';
 
 export interface Command {
   readonly summary: string;
@@ -19,6 +20,10 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
   verify: { summary: 'check a receipt bundle offline (signature, recomputation, log)', run: runVerify },
   receipt: { summary: 'get a stored receipt, or its replay verdict (get|replay <sha256>)', run: runReceipt },
   approvals: { summary: 'list, approve or deny approval requests (approver key)', run: runApprovals },
+  metrics: {
+    summary: 'the tenant’s security decisions as counts over a window (tenant admin key)',
+    run: runMetrics,
+  },
   lab: {
     summary: 'run a laboratory (tools|observations), or the tool loop against --service',
     run: runLabCommand,

@@ -99,6 +99,7 @@ export type ReceiptAnswer = Ok<'/v1/receipts/{sha256}', 'get', 200>;
 export type OperationAnswer = Ok<'/v1/operations/{id}', 'get', 200>;
 export type OperationList = Ok<'/v1/operations', 'get', 200>;
 export type OperationListQuery = NonNullable<paths['/v1/operations']['get']['parameters']['query']>;
+export type SecurityMetrics = Ok<'/v1/metrics', 'get', 200>;
 
 /** The authorization as a value: `authorized` (200) or `denied` (403 with the stored receipt). */
 export type AuthorizationResult = AuthorizationAnswer & { readonly decision: 'authorized' | 'denied' };
@@ -295,6 +296,10 @@ export interface WritClient {
 
   // any role
   getReceipt(sha256: string): Promise<ReceiptAnswer>;
+
+  // tenant admin
+  /** Security decisions as counts over a window ending now (`window_ms`, one minute to seven days). */
+  metrics(windowMs?: number): Promise<SecurityMetrics>;
 }
 
 export function createWritClient(options: WritClientOptions): WritClient {
@@ -458,6 +463,12 @@ export function createWritClient(options: WritClientOptions): WritClient {
     getReceipt: (sha256) =>
       send('GET /v1/receipts/{sha256}', () =>
         api.GET('/v1/receipts/{sha256}', { params: { path: { sha256 } } }),
+      ),
+    metrics: (windowMs) =>
+      send('GET /v1/metrics', () =>
+        api.GET('/v1/metrics', {
+          params: { query: windowMs === undefined ? {} : { window_ms: String(windowMs) } },
+        }),
       ),
   };
   return client;

@@ -185,6 +185,6 @@ describe('writ lab (in process)', () => {
   it('help lists every command', async () => {
     const t = io({});
     expect(await main(['help'], t.cli)).toBe(0);
-    for (const c of ['verify', 'receipt', 'approvals', 'lab']) expect(t.out()).toContain(`  ${c}`);
+    for (const c of ['verify', 'receipt', 'approvals', 'metrics', 'lab']) expect(t.out()).toContain(`  ${c}`);
   });
 });
