@@ -67,6 +67,10 @@ export const contracts = sqliteTable(
     primaryKey({ columns: [t.tenant_id, t.tool_contract_sha256] }),
     // A door binds a tool name to its pins, oldest first (migration 0012).
     index('contracts_tool_name').on(t.tenant_id, t.tool_name, t.pinned_at_unix_ms, t.tool_contract_sha256),
+    // GET /v1/metrics counts a tenant's quarantined contracts without walking its pins (0015).
+    index('contracts_quarantined')
+      .on(t.tenant_id, t.quarantined_at_unix_ms)
+      .where(sql`${t.quarantined_at_unix_ms} IS NOT NULL`),
   ],
 );
 

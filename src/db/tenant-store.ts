@@ -962,7 +962,9 @@ class D1TenantStore implements TenantStore, RetentionStore {
           inArray(operations.tool_contract_sha256, sameTool),
         ),
       )
-      .orderBy(desc(operations.updated_at_unix_ms), desc(operations.operation_id))
+      // `+` keeps the planner off `operations_recent` (the page order walks the tenant's whole
+      // history): the open states' index finds the few open rows, which are then sorted.
+      .orderBy(sql`+${operations.updated_at_unix_ms} DESC`, sql`+${operations.operation_id} DESC`)
       .limit(limit);
   }
 
