@@ -10,7 +10,8 @@
  * self-approval refused; a form without its CSRF token refused; an irreversible request approved
  * by two distinct approvers (the first approver cannot complete it) and then authorized; the
  * history showing the approved call executed and verified, with its receipt (reached by Tab) and
- * offline bundle; and no page hits a CSP violation.
+ * offline bundle; the tenant admin's Security page, reached by keyboard, at 200 % zoom; and no
+ * page hits a CSP violation.
  *
  * Never depends on timing: every step waits for a condition (a URL, a response, a selector) under
  * generous bounds. wrangler dev runs in its own process group, stopped on every exit path
@@ -492,6 +493,34 @@ async function main(): Promise<void> {
   }
   await shot(zl, 'console-history-200pct.png');
   await zoomedLists.close();
+
+  // -- The tenant admin's Security page: reached from the navigation by keyboard, counting the
+  // decisions made above; no sideways page scrolling at 200 % -----------------------------------
+  const admin = await signIn(s.admin.api_key, 'tenant admin');
+  for (let i = 0; i < 40 && (await activeHref(admin.page)) !== '/console/security'; i++)
+    await admin.page.keyboard.press('Tab');
+  assert.equal(await activeHref(admin.page), '/console/security', 'the Security link is reachable by Tab');
+  await Promise.all([admin.page.waitForURL(/\/console\/security$/), admin.page.keyboard.press('Enter')]);
+  const security = await admin.page.content();
+  assert.ok(security.includes('Security decisions'), 'the Security page renders');
+  assert.ok(/authorization authorized<\/th>/.test(security), 'the authorizations made above are counted');
+  await shot(admin.page, 'console-security.png');
+  const zoomedAdmin = await browser.newContext({
+    viewport: { width: 640, height: 900 },
+    deviceScaleFactor: 2,
+    storageState: await admin.context.storageState(),
+  });
+  const za = await newPage(zoomedAdmin);
+  await za.goto(`${base}/console/security?window=7d`);
+  const adminSideways = await za.evaluate<number>(
+    'document.documentElement.scrollWidth - document.documentElement.clientWidth',
+  );
+  assert.ok(
+    adminSideways <= 0,
+    `no horizontal page scrolling at 200 % on Security (overflow ${adminSideways}px)`,
+  );
+  await zoomedAdmin.close();
+  await admin.context.close();
 
   assert.deepEqual(violations, [], 'no CSP violation on any page');
   console.log(

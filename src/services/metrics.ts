@@ -98,7 +98,11 @@ export async function getMetrics(ctx: TenantContext, q: MetricsQuery) {
       /** Requests created in the window, by status now; `expired` pending ones are also in `pending`. */
       requested: { ...requested, expired: c.approvals_expired },
       /** Requests decided in the window, by status now: `consumed` were approved, then used. */
-      decided: { approved: decided.approved, consumed: decided.consumed, denied: decided.denied },
+      decided: {
+        approved: decided.approved ?? 0,
+        consumed: decided.consumed ?? 0,
+        denied: decided.denied ?? 0,
+      },
       complete: c.approvals_complete,
     },
     operations: {

@@ -14,6 +14,7 @@ import type {
   historyReceipts,
 } from '../../services/approvals.js';
 import type { Caller } from '../../services/context.js';
+import type { getMetrics } from '../../services/metrics.js';
 import { Findings, duration, effectExplanation, isoTime, jsonHtml, shown } from './render.js';
 
 export type ApprovalItem = ReturnType<typeof approvalView>;
@@ -44,6 +45,7 @@ export function layout(title: string, chrome: Chrome, body: Html): Html {
               : html`<nav aria-label="Console">
                     <a href="/console/pending">Pending</a>
                     <a href="/console/history">History</a>
+                    ${who.roles.includes('tenant_admin') ? html`<a href="/console/security">Security</a>` : ''}
                   </nav>
                   <span class="muted"
                     >Signed in as <span class="mono">${who.principal_id}</span> (tenant
@@ -632,5 +634,99 @@ export function receiptPage(
         <a href="/console/receipts/${sha}/bundle" download>Download the offline bundle</a>
         (signature, inputs, log proof; check it anywhere with <code>npx writ verify</code>).
       </p>`,
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Security (tenant admin): GET /v1/metrics as a page
+
+export type SecurityMetrics = Awaited<ReturnType<typeof getMetrics>>;
+/** The windows the page offers, as `?window=` values and their length. */
+export const SECURITY_WINDOWS = { '1h': 3_600_000, '24h': 86_400_000, '7d': 604_800_000 } as const;
+export type SecurityWindow = keyof typeof SECURITY_WINDOWS;
+const WINDOW_LABELS: Readonly<Record<SecurityWindow, string>> = {
+  '1h': 'Last hour',
+  '24h': 'Last 24 hours',
+  '7d': 'Last 7 days',
+};
+
+/** A two-column table of counts, or "None." */
+function countTable(caption: string, head: string, rows: readonly (readonly [string, number])[]): Html {
+  if (rows.length === 0) return html`<p>${caption}: none.</p>`;
+  return html`<table>
+    <caption>
+      ${caption}
+    </caption>
+    <thead>
+      <tr>
+        <th scope="col">${head}</th>
+        <th scope="col" class="num">Count</th>
+      </tr>
+    </thead>
+    <tbody>
+      ${rows.map(
+        ([name, n]) =>
+          html`<tr>
+            <th scope="row" class="mono">${name}</th>
+            <td class="num">${n.toLocaleString('en-US')}</td>
+          </tr>`,
+      )}
+    </tbody>
+  </table>`;
+}
+
+/** Said beside a section whose count stopped at its bound. */
+function partialNote(complete: boolean): Html | string {
+  return complete
+    ? ''
+    : html`<p class="warn">Partial: this count stopped at its bound (the newest rows of the window).</p>`;
+}
+
+export function securityPage(chrome: Chrome, m: SecurityMetrics, window: SecurityWindow): Html {
+  const receiptRows: [string, number][] = [];
+  for (const [kind, outcomes] of Object.entries(m.receipts.by_kind)) {
+    for (const [outcome, n] of Object.entries(outcomes)) receiptRows.push([`${kind} ${outcome}`, n]);
+  }
+  const o = m.operations;
+  const a = m.approvals;
+  return layout(
+    'Security',
+    chrome,
+    html`<h1>Security decisions</h1>
+      <nav class="tabs" aria-label="Window">
+        ${(Object.keys(SECURITY_WINDOWS) as SecurityWindow[]).map((w) => html`<a href="/console/security?window=${w}" ${w === window ? raw('aria-current="page"') : ''}>${WINDOW_LABELS[w]}</a>`)}
+      </nav>
+      <p>
+        ${WINDOW_LABELS[window]}: ${isoTime(m.window.from_unix_ms)} to ${isoTime(m.window.to_unix_ms)}.
+        Counted from this tenant's stored receipts and requests; receipts already archived to R2 are not
+        counted.
+      </p>
+      <h2>Decisions and outcomes</h2>
+      ${partialNote(m.receipts.complete)}
+      ${countTable('Receipts by kind and outcome', 'Receipt', receiptRows)}
+      <h2>Denials by violation</h2>
+      ${partialNote(m.denials.complete)}
+      ${countTable(
+        `Violations of ${m.denials.receipts_read.toLocaleString('en-US')} denied authorization${m.denials.receipts_read === 1 ? '' : 's'}`,
+        'Violation',
+        m.denials.by_violation.map((v) => [v.code, v.n] as const),
+      )}
+      <h2>Approvals</h2>
+      ${partialNote(a.complete)}
+      ${countTable(
+        'Requested in the window, by status now',
+        'Status',
+        Object.entries(a.requested).filter(([k]) => k !== 'expired'),
+      )}
+      <p>Of the pending requests, ${a.requested.expired ?? 0} expired without a decision.</p>
+      ${countTable('Decided in the window, by status now', 'Status', Object.entries(a.decided))}
+      <h2>Operations now</h2>
+      ${partialNote(o.complete)} ${countTable('Open operations', 'State', Object.entries(o.open))}
+      <p>
+        ${o.oldest_open_age_ms === null ? 'No open operation.' : html`The oldest open operation was last updated ${duration(o.oldest_open_age_ms)} ago (${isoTime(o.oldest_open_updated_at_unix_ms ?? 0)}).`}
+        ${o.overdue_reconciliations === 0 ? 'No reconciliation is overdue.' : html`<strong>${o.overdue_reconciliations} reconciliation${o.overdue_reconciliations === 1 ? ' is' : 's are'} past ${o.overdue_reconciliations === 1 ? 'its' : 'their'} deadline</strong> and not yet escalated.`}
+      </p>
+      <h2>Contracts</h2>
+      <p>${m.contracts.quarantined} quarantined contract${m.contracts.quarantined === 1 ? '' : 's'}.</p>`,
   );
 }

@@ -27,6 +27,7 @@ import { ROLES_FOR } from '../../services/context.js';
 import { ServiceError, notFound } from '../../services/errors.js';
 import { PageQuery } from '../../services/pagination.js';
 import { receiptBundle } from '../../services/log.js';
+import { getMetrics } from '../../services/metrics.js';
 import { getReceipt } from '../../services/receipts.js';
 import { keysPort, receiptLogPort } from '../../platform/bindings.js';
 import type { AppEnv } from '../env.js';
@@ -41,6 +42,9 @@ import {
   historyPage,
   pendingPage,
   receiptPage,
+  SECURITY_WINDOWS,
+  type SecurityWindow,
+  securityPage,
   signInPage,
 } from './pages.js';
 import {
@@ -173,6 +177,26 @@ consoleRoutes.get('/history', async (c) => {
   }
   const list = await approvalHistory(c.var.tenant, q.data);
   return c.html(historyPage(chrome, list, cursor !== undefined, c.var.now));
+});
+
+// Security (tenant admin): the metrics of a window as a page. An approver's key is refused by
+// the metrics service itself (403 page), and its navigation shows no link here.
+consoleRoutes.get('/security', async (c) => {
+  const chrome = await signedIn(c);
+  // One `window`, nothing else: a repeated or unknown parameter is refused, never half-read.
+  const params = c.req.queries();
+  const given = params.window ?? [];
+  const raw = given[0] ?? '24h';
+  if (
+    Object.keys(params).some((k) => k !== 'window') ||
+    given.length > 1 ||
+    !Object.hasOwn(SECURITY_WINDOWS, raw)
+  ) {
+    throw new ServiceError('invalid_request', 'that window is not offered; choose 1h, 24h or 7d');
+  }
+  const window = raw as SecurityWindow;
+  const m = await getMetrics(c.var.tenant, { window_ms: SECURITY_WINDOWS[window] });
+  return c.html(securityPage(chrome, m, window));
 });
 
 consoleRoutes.get('/approvals/:approval_id', async (c) => {

@@ -31,7 +31,7 @@ input[type=text],input[type=password],select,textarea{width:100%;max-width:32rem
 button{font:inherit;padding:.45rem 1rem;margin-top:.75rem;border-radius:4px;border:1px solid #1b1b1b;background:#fff;cursor:pointer}
 button.primary{background:#1d4ed8;color:#fff;border-color:#1d4ed8}
 button.danger{background:#b91c1c;color:#fff;border-color:#b91c1c}
-table{border-collapse:collapse;width:100%}td,th{padding:.35rem .6rem;border-bottom:1px solid #e4e4e7;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+table{border-collapse:collapse;width:100%;margin:.5rem 0 1rem}caption{text-align:left;font-weight:600;padding:.25rem 0}td.num,th.num{text-align:right;font-variant-numeric:tabular-nums}td,th{padding:.35rem .6rem;border-bottom:1px solid #e4e4e7;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 .pager{display:flex;gap:1rem;align-items:center;margin:1rem 0}
 .steps{margin:0;padding-left:1.1rem}
 .tabs{display:flex;gap:1rem;flex-wrap:wrap;margin:1rem 0}
