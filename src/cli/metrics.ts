@@ -61,16 +61,14 @@ export function render(m: SecurityMetrics): string {
       : table([['violation', 'count'], ...m.denials.by_violation.map((v) => [v.code, String(v.n)])]),
   );
   out.push(`\napprovals${partial(m.approvals.complete)}\n`);
+  // One table: requests created in the window and those decided in it, by status now.
+  const statuses = [...new Set([...Object.keys(m.approvals.requested), ...Object.keys(m.approvals.decided)])];
+  const cells = (counts: Readonly<Record<string, number>>) => statuses.map((st) => String(counts[st] ?? '-'));
   out.push(
     table([
-      ['', ...Object.keys(m.approvals.requested)],
-      ['requested', ...Object.values(m.approvals.requested).map(String)],
-    ]),
-  );
-  out.push(
-    table([
-      ['', ...Object.keys(m.approvals.decided)],
-      ['decided', ...Object.values(m.approvals.decided).map(String)],
+      ['', ...statuses],
+      ['requested', ...cells(m.approvals.requested)],
+      ['decided', ...cells(m.approvals.decided)],
     ]),
   );
   const o = m.operations;
