@@ -909,16 +909,21 @@ class D1TenantStore implements TenantStore, RetentionStore {
     };
   }
 
+  /** The digests of this tenant's contracts of one tool (a subquery; `contracts_tool_name`). */
+  #contractsOfTool(toolName: SQL) {
+    return this.db
+      .select({ sha: contracts.tool_contract_sha256 })
+      .from(contracts)
+      .where(and(eq(contracts.tenant_id, this.tenant_id), sql`${contracts.tool_name} = ${toolName}`));
+  }
+
   /**
    * The index rows of one tenant, key and tool (any contract of that tool). Through the
    * (tenant, contract, key) unique index: one seek per contract of the tool.
    */
   #keyOperationsQuery(toolName: SQL, idempotency_key: string | null) {
     const t = this.tenant_id;
-    const sameTool = this.db
-      .select({ sha: contracts.tool_contract_sha256 })
-      .from(contracts)
-      .where(and(eq(contracts.tenant_id, t), sql`${contracts.tool_name} = ${toolName}`));
+    const sameTool = this.#contractsOfTool(toolName);
     return this.db
       .select()
       .from(operations)
@@ -945,27 +950,26 @@ class D1TenantStore implements TenantStore, RetentionStore {
     limit: number,
   ): Promise<readonly OperationRow[]> {
     const t = this.tenant_id;
-    const sameTool = this.db
-      .select({ sha: contracts.tool_contract_sha256 })
-      .from(contracts)
-      .where(and(eq(contracts.tenant_id, t), eq(contracts.tool_name, tool_name)));
+    const sameTool = this.#contractsOfTool(sql`${tool_name}`);
     // Through `operations_state_recent` (tenant, state, updated): only open operations are read,
     // and a tenant keeps few of them (each has an owner and a deadline).
-    return this.db
-      .select()
-      .from(operations)
-      .where(
-        and(
-          eq(operations.tenant_id, t),
-          inArray(operations.state, [...OPEN_OPERATION_STATES]),
-          eq(operations.input_sha256, input_sha256),
-          inArray(operations.tool_contract_sha256, sameTool),
-        ),
-      )
-      // `+` keeps the planner off `operations_recent` (the page order walks the tenant's whole
-      // history): the open states' index finds the few open rows, which are then sorted.
-      .orderBy(sql`+${operations.updated_at_unix_ms} DESC`, sql`+${operations.operation_id} DESC`)
-      .limit(limit);
+    return (
+      this.db
+        .select()
+        .from(operations)
+        .where(
+          and(
+            eq(operations.tenant_id, t),
+            inArray(operations.state, [...OPEN_OPERATION_STATES]),
+            eq(operations.input_sha256, input_sha256),
+            inArray(operations.tool_contract_sha256, sameTool),
+          ),
+        )
+        // `+` keeps the planner off `operations_recent` (the page order walks the tenant's whole
+        // history): the open states' index finds the few open rows, which are then sorted.
+        .orderBy(sql`+${operations.updated_at_unix_ms} DESC`, sql`+${operations.operation_id} DESC`)
+        .limit(limit)
+    );
   }
 
   async getOperation(operation_id: string): Promise<OperationRow | null> {
