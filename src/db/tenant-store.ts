@@ -951,21 +951,23 @@ class D1TenantStore implements TenantStore, RetentionStore {
       .where(and(eq(contracts.tenant_id, t), eq(contracts.tool_name, tool_name)));
     // Through `operations_state_recent` (tenant, state, updated): only open operations are read,
     // and a tenant keeps few of them (each has an owner and a deadline).
-    return this.db
-      .select()
-      .from(operations)
-      .where(
-        and(
-          eq(operations.tenant_id, t),
-          inArray(operations.state, [...OPEN_OPERATION_STATES]),
-          eq(operations.input_sha256, input_sha256),
-          inArray(operations.tool_contract_sha256, sameTool),
-        ),
-      )
-      // `+` keeps the planner off `operations_recent` (the page order walks the tenant's whole
-      // history): the open states' index finds the few open rows, which are then sorted.
-      .orderBy(sql`+${operations.updated_at_unix_ms} DESC`, sql`+${operations.operation_id} DESC`)
-      .limit(limit);
+    return (
+      this.db
+        .select()
+        .from(operations)
+        .where(
+          and(
+            eq(operations.tenant_id, t),
+            inArray(operations.state, [...OPEN_OPERATION_STATES]),
+            eq(operations.input_sha256, input_sha256),
+            inArray(operations.tool_contract_sha256, sameTool),
+          ),
+        )
+        // `+` keeps the planner off `operations_recent` (the page order walks the tenant's whole
+        // history): the open states' index finds the few open rows, which are then sorted.
+        .orderBy(sql`+${operations.updated_at_unix_ms} DESC`, sql`+${operations.operation_id} DESC`)
+        .limit(limit)
+    );
   }
 
   async getOperation(operation_id: string): Promise<OperationRow | null> {
@@ -1316,7 +1318,8 @@ class D1TenantStore implements TenantStore, RetentionStore {
           eq(operations.tenant_id, t),
           eq(operations.state, 'reconciliation_required'),
           isNull(operations.escalated_at_unix_ms),
-          lt(operations.reconciliation_deadline_unix_ms, q.now),
+          // Due for escalation at the deadline itself (`advance`: `now >= deadline`).
+          lte(operations.reconciliation_deadline_unix_ms, q.now),
         ),
       )
       .limit(cap + 1)
