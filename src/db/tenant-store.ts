@@ -1347,6 +1347,7 @@ class D1TenantStore implements TenantStore, RetentionStore {
     const decidedTotal = total(decided);
     const openTotal = total(open);
     const overdueN = overdue[0]?.n ?? 0;
+    const quarantinedN = quarantined[0]?.n ?? 0;
     return {
       receipts: rc,
       receipts_complete: receiptsTotal <= cap,
@@ -1363,7 +1364,8 @@ class D1TenantStore implements TenantStore, RetentionStore {
       })),
       operations_overdue: overdueN,
       operations_complete: openTotal <= cap && overdueN <= cap,
-      contracts_quarantined: quarantined[0]?.n ?? 0,
+      contracts_quarantined: quarantinedN,
+      contracts_complete: quarantinedN <= cap,
     };
   }
 

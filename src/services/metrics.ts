@@ -110,7 +110,7 @@ export async function getMetrics(ctx: TenantContext, q: MetricsQuery) {
       overdue_reconciliations: c.operations_overdue,
       complete: c.operations_complete,
     },
-    contracts: { quarantined: c.contracts_quarantined },
+    contracts: { quarantined: c.contracts_quarantined, complete: c.contracts_complete },
   };
 }
 

@@ -289,6 +289,7 @@ export interface SecurityCounts {
   readonly operations_overdue: number;
   readonly operations_complete: boolean;
   readonly contracts_quarantined: number;
+  readonly contracts_complete: boolean;
 }
 
 /** A stored observation receipt found by its id (the holder of the id, or the same content). */

@@ -6,6 +6,10 @@
  * `deadline < now`, so at the deadline's instant it reported none (the operation index is
  * advanced by the operation's alarm, later). A pending approval request is expired once
  * `now - created >= ttl` (src/services/approvals.ts `viewStatus`): checked at the same instant.
+ *
+ * Every count says when it stopped at its bound (docs/api.md, "Bounds"): the quarantined
+ * contracts' count walked at most `scan_cap + 1` rows too, but no `complete` told that it had
+ * stopped there (a tenant has no quota on pinned contracts, only on stored bytes).
  */
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
@@ -69,5 +73,29 @@ describe('GET /v1/metrics at the exact boundaries', () => {
     expect(before.approvals.requested).toMatchObject({ pending: 1, expired: 0 });
     const at = await getMetrics(adminAt(s, expiresAt), { window_ms });
     expect(at.approvals.requested).toMatchObject({ pending: 1, expired: 1 });
+  });
+
+  it('says when the quarantined contracts count stopped at its bound', async () => {
+    const s = await seedTenant('metrics14');
+    for (const sha of [s.read_contract_sha256, s.rollback_contract_sha256]) {
+      const q = await call('POST', `/v1/contracts/${sha}/quarantine`, {
+        key: s.admin.api_key,
+        body: { reason: 'drift' },
+      });
+      expect(q.status).toBe(200);
+    }
+    const store = tenantStore(env, tenantRef(s));
+    const now = Date.now();
+    const q = { from: now - 3_600_000, to: now + 1, now, expired_before: now - 86_400_000, denial_sample: 1 };
+    const capped = await store.securityCounts({ ...q, scan_cap: 1 });
+    // The walk stopped after cap + 1 rows: it counts those, and says it stopped.
+    expect(capped.contracts_quarantined).toBe(2);
+    expect(capped.contracts_complete).toBe(false);
+    const whole = await store.securityCounts({ ...q, scan_cap: 2 });
+    expect(whole.contracts_quarantined).toBe(2);
+    expect(whole.contracts_complete).toBe(true);
+    const m = await call('GET', '/v1/metrics', { key: s.admin.api_key });
+    expect(m.status).toBe(200);
+    expect(m.body.contracts).toEqual({ quarantined: 2, complete: true });
   });
 });
