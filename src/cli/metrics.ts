@@ -77,7 +77,7 @@ export function render(m: SecurityMetrics): string {
   out.push(
     `oldest open: ${o.oldest_open_age_ms === null ? 'none' : `${Math.round(o.oldest_open_age_ms / 1000)} s since its last update`}; overdue reconciliations: ${o.overdue_reconciliations}\n`,
   );
-  out.push(`\nquarantined contracts: ${m.contracts.quarantined}\n`);
+  out.push(`\nquarantined contracts${partial(m.contracts.complete)}: ${m.contracts.quarantined}\n`);
   return out.join('');
 }
 

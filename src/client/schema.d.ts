@@ -1900,6 +1900,7 @@ export interface operations {
                         };
                         contracts: {
                             quarantined: number;
+                            complete: boolean;
                         };
                     };
                 };

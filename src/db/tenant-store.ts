@@ -1320,7 +1320,8 @@ class D1TenantStore implements TenantStore, RetentionStore {
           eq(operations.tenant_id, t),
           eq(operations.state, 'reconciliation_required'),
           isNull(operations.escalated_at_unix_ms),
-          lt(operations.reconciliation_deadline_unix_ms, q.now),
+          // Due for escalation at the deadline itself (`advance`: `now >= deadline`).
+          lte(operations.reconciliation_deadline_unix_ms, q.now),
         ),
       )
       .limit(cap + 1)
@@ -1348,6 +1349,7 @@ class D1TenantStore implements TenantStore, RetentionStore {
     const decidedTotal = total(decided);
     const openTotal = total(open);
     const overdueN = overdue[0]?.n ?? 0;
+    const quarantinedN = quarantined[0]?.n ?? 0;
     return {
       receipts: rc,
       receipts_complete: receiptsTotal <= cap,
@@ -1364,7 +1366,8 @@ class D1TenantStore implements TenantStore, RetentionStore {
       })),
       operations_overdue: overdueN,
       operations_complete: openTotal <= cap && overdueN <= cap,
-      contracts_quarantined: quarantined[0]?.n ?? 0,
+      contracts_quarantined: quarantinedN,
+      contracts_complete: quarantinedN <= cap,
     };
   }
 

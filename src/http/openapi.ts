@@ -235,7 +235,7 @@ const MetricsView = z.strictObject({
     overdue_reconciliations: z.number().int(),
     complete: z.boolean(),
   }),
-  contracts: z.strictObject({ quarantined: z.number().int() }),
+  contracts: z.strictObject({ quarantined: z.number().int(), complete: z.boolean() }),
 });
 
 const RunView = z.strictObject({

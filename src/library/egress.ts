@@ -7,8 +7,9 @@
  * reads a customer record, then "summarizes" it into an email to an outside address. So:
  * - `classifyReadOutput` gives a read tool's output a data class: the class the tenant declared
  *   for that tool's output, raised (never lowered) by what the text shows: credential-like text
- *   (in the text, or in a string of it as a model reads it) makes it `secret`, and so does text the scanner could not look at completely (padding or
- *   encoding must not buy a lower class);
+ *   (in the text, or in a string of it as a model reads it; found by the detector or located by
+ *   the redactor) makes it `secret`, and so does text the scanner could not look at completely
+ *   (padding or encoding must not buy a lower class);
  * - `evaluateEgress` decides whether a message may go to a destination: the destination must be
  *   named by the policy, and the message's class, the highest of its declared sources' classes and
  *   of its own text's classification, must not exceed the destination's maximum. Every violation
@@ -54,9 +55,13 @@ export function classifyReadOutput(text: string, declared: DataClass): OutputCla
   const quoted = text.includes('"');
   if (quoted) for (const level of jsonStringLevelsAsRead(text)) reports.push(detectSignals(levelText(level)));
   const raised: string[] = [];
+  // And whatever the redactor locates (`credentialSpansAsRead`: the text as written and, quoted,
+  // its strings as read), quote or no quote: the detector reads a text with invisible characters
+  // removed, so a key ended by one (a soft hyphen, then a letter) is a credential only to the
+  // redactor, and output the redactor would redact is never classified below `secret`.
   if (
     reports.some((r) => r.signals.includes('credential_like_text')) ||
-    (quoted && credentialSpansAsRead(text, 'application/json').length > 0)
+    credentialSpansAsRead(text, 'application/json').length > 0
   ) {
     raised.push('credential_like_text');
   }

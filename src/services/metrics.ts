@@ -110,11 +110,11 @@ export async function getMetrics(ctx: TenantContext, q: MetricsQuery) {
       open,
       oldest_open_updated_at_unix_ms: oldest,
       oldest_open_age_ms: oldest === null ? null : Math.max(0, now - oldest),
-      /** Awaiting reconciliation past the deadline, not yet escalated. */
+      /** Awaiting reconciliation at or past the deadline (due for escalation), not yet escalated. */
       overdue_reconciliations: c.operations_overdue,
       complete: c.operations_complete,
     },
-    contracts: { quarantined: c.contracts_quarantined },
+    contracts: { quarantined: c.contracts_quarantined, complete: c.contracts_complete },
   };
 }
 

@@ -254,7 +254,7 @@ export interface SecurityCountsQuery {
   /** The window, `[from, to)` in unix ms. */
   readonly from: number;
   readonly to: number;
-  /** Now: operations past their reconciliation deadline are counted as overdue. */
+  /** Now: operations at or past their reconciliation deadline are counted as overdue (`advance`). */
   readonly now: number;
   /** A pending approval request created before this is expired (the policy's request TTL). */
   readonly expired_before: number;
@@ -285,10 +285,11 @@ export interface SecurityCounts {
     readonly n: number;
     readonly oldest_updated_at_unix_ms: number | null;
   }[];
-  /** Awaiting reconciliation, not escalated, past the deadline. */
+  /** Awaiting reconciliation, not escalated, at or past the deadline (due for escalation). */
   readonly operations_overdue: number;
   readonly operations_complete: boolean;
   readonly contracts_quarantined: number;
+  readonly contracts_complete: boolean;
 }
 
 /** A stored observation receipt found by its id (the holder of the id, or the same content). */

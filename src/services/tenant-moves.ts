@@ -1596,6 +1596,11 @@ async function finishUnrecorded(
     const named = await port.recordedShard(tenant_id);
     if (named !== shard && named !== begun.previous_shard) {
       await port.freeze(shard, tenant_id, now);
+      // The copy this import noted as the old one is not the tenant either (the directory names
+      // neither), yet its keys were delivered. It is live if this import's directory write
+      // committed unanswered and the import recorded since read the directory at `shard`: that
+      // one froze this copy, not the old one. Frozen here, so the only live copy is the named one.
+      if (begun.previous_shard !== null) await port.freeze(begun.previous_shard, tenant_id, now);
       throw new ServiceError(
         'conflict',
         `tenant ${quoted(tenant_id)} was moved ${named === null ? 'out of the directory' : `to shard ${named}`} since this export went live on shard ${shard} (this copy is frozen): export the tenant again to move it`,

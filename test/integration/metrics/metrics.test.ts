@@ -163,7 +163,7 @@ describe('GET /v1/metrics', () => {
       complete: true,
     });
     expect(m.body.operations.oldest_open_updated_at_unix_ms).toBe(ind.body.operation.updated_at_unix_ms);
-    expect(m.body.contracts).toEqual({ quarantined: 1 });
+    expect(m.body.contracts).toEqual({ quarantined: 1, complete: true });
 
     // Later: the pending request has expired, the reconciliation is overdue, and a one-minute
     // window ending then holds none of today's receipts or requests.

@@ -90,6 +90,12 @@ describe('classifyReadOutput', () => {
     const padded = `${'a'.repeat(SIGNAL_LIMITS.maxScanChars)} ${AWS_KEY}`;
     expect(classifyReadOutput(padded, 'public')).toStrictEqual({
       data_class: 'secret',
+      // The redactor's reading is not truncated: it locates the key past the scanner's bound.
+      raised_by: ['credential_like_text', 'unscanned_content'],
+    });
+    const paddedOnly = `${'a'.repeat(SIGNAL_LIMITS.maxScanChars)} nothing else`;
+    expect(classifyReadOutput(paddedOnly, 'public')).toStrictEqual({
+      data_class: 'secret',
       raised_by: ['unscanned_content'],
     });
   });
