@@ -3373,7 +3373,7 @@ export interface operations {
                                 reconciliation_deadline_unix_ms: number | null;
                                 escalated_at_unix_ms: number | null;
                             } | null;
-                            /** @description single-request reads only: open operations (pending, reconciliation_required, escalated) of the same tool and input digest under any idempotency key, newest first, at most 5, earlier_attempt left out */
+                            /** @description single-request reads by an approver or tenant admin only (absent for the requesting agent): open operations (pending, reconciliation_required, escalated) of the same tool and input digest under any idempotency key, newest first, at most 5, earlier_attempt left out */
                             same_input_attempts?: {
                                 operation_id: string;
                                 status: string;
@@ -3523,7 +3523,7 @@ export interface operations {
                             reconciliation_deadline_unix_ms: number | null;
                             escalated_at_unix_ms: number | null;
                         } | null;
-                        /** @description single-request reads only: open operations (pending, reconciliation_required, escalated) of the same tool and input digest under any idempotency key, newest first, at most 5, earlier_attempt left out */
+                        /** @description single-request reads by an approver or tenant admin only (absent for the requesting agent): open operations (pending, reconciliation_required, escalated) of the same tool and input digest under any idempotency key, newest first, at most 5, earlier_attempt left out */
                         same_input_attempts?: {
                             operation_id: string;
                             status: string;
@@ -3703,7 +3703,7 @@ export interface operations {
                             reconciliation_deadline_unix_ms: number | null;
                             escalated_at_unix_ms: number | null;
                         } | null;
-                        /** @description single-request reads only: open operations (pending, reconciliation_required, escalated) of the same tool and input digest under any idempotency key, newest first, at most 5, earlier_attempt left out */
+                        /** @description single-request reads by an approver or tenant admin only (absent for the requesting agent): open operations (pending, reconciliation_required, escalated) of the same tool and input digest under any idempotency key, newest first, at most 5, earlier_attempt left out */
                         same_input_attempts?: {
                             operation_id: string;
                             status: string;
@@ -3845,7 +3845,7 @@ export interface operations {
                             reconciliation_deadline_unix_ms: number | null;
                             escalated_at_unix_ms: number | null;
                         } | null;
-                        /** @description single-request reads only: open operations (pending, reconciliation_required, escalated) of the same tool and input digest under any idempotency key, newest first, at most 5, earlier_attempt left out */
+                        /** @description single-request reads by an approver or tenant admin only (absent for the requesting agent): open operations (pending, reconciliation_required, escalated) of the same tool and input digest under any idempotency key, newest first, at most 5, earlier_attempt left out */
                         same_input_attempts?: {
                             operation_id: string;
                             status: string;
@@ -4031,7 +4031,7 @@ export interface operations {
                             reconciliation_deadline_unix_ms: number | null;
                             escalated_at_unix_ms: number | null;
                         } | null;
-                        /** @description single-request reads only: open operations (pending, reconciliation_required, escalated) of the same tool and input digest under any idempotency key, newest first, at most 5, earlier_attempt left out */
+                        /** @description single-request reads by an approver or tenant admin only (absent for the requesting agent): open operations (pending, reconciliation_required, escalated) of the same tool and input digest under any idempotency key, newest first, at most 5, earlier_attempt left out */
                         same_input_attempts?: {
                             operation_id: string;
                             status: string;

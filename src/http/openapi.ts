@@ -202,7 +202,7 @@ const ApprovalView = z.strictObject({
     .max(5)
     .optional()
     .describe(
-      'single-request reads only: open operations (pending, reconciliation_required, escalated) of the same tool and input digest under any idempotency key, newest first, at most 5, earlier_attempt left out',
+      'single-request reads by an approver or tenant admin only (absent for the requesting agent): open operations (pending, reconciliation_required, escalated) of the same tool and input digest under any idempotency key, newest first, at most 5, earlier_attempt left out',
     ),
   approval: ToolApproval.nullable(),
 });

@@ -396,26 +396,32 @@ export type SameInputAttempts = Awaited<ReturnType<typeof openAttemptsOfInput>>;
  * same rollback twice:
  * - `earlier_attempt`: an unresolved attempt of the same logical operation (same tool and
  *   idempotency key), or null (always null for a request without a key);
- * - `same_input_attempts`: open operations (in flight or awaiting reconciliation) of the same tool
- *   and the same input digest under any key: a retry under a new key, or a request that named no
- *   key, is found this way. At most `SAME_INPUT_ATTEMPTS_SHOWN`, the `earlier_attempt` left out.
+ * - `same_input_attempts` (approvers and tenant admins only): open operations (in flight or
+ *   awaiting reconciliation) of the same tool and the same input digest under any key: a retry
+ *   under a new key, or a request that named no key, is found this way. At most
+ *   `SAME_INPUT_ATTEMPTS_SHOWN`, the `earlier_attempt` left out.
  * Lists leave both out (their reads per row would make a page cost its length in reads).
  */
 async function withEarlierAttempt(ctx: TenantContext, found: ApprovalWithContract, clock: RequestClock) {
   const key = found.approval.idempotency_key;
   const contract = found.contract;
+  // Other principals' operations (with their idempotency keys) are for those who decide or
+  // administer: the agent reading its own request gets no `same_input_attempts`.
+  const decides = ctx.caller.roles.includes('approver') || ctx.caller.roles.includes('tenant_admin');
   // Two reads of the operation index, concurrently (neither depends on the other).
-  const [earlier_attempt, sameInput]: [EarlierAttempt, SameInputAttempts] =
+  const [earlier_attempt, sameInput]: [EarlierAttempt, SameInputAttempts | null] =
     contract === null
-      ? [null, []]
+      ? [null, decides ? [] : null]
       : await Promise.all([
           key === null ? null : unresolvedAttemptFor(ctx.store, contract.tool_name, key),
-          openAttemptsOfInput(ctx.store, contract.tool_name, found.approval.input_sha256),
+          decides ? openAttemptsOfInput(ctx.store, contract.tool_name, found.approval.input_sha256) : null,
         ]);
+  const view = { ...approvalView(found, clock), earlier_attempt };
+  if (sameInput === null) return view;
   const same_input_attempts = sameInput
     .filter((a) => a.operation_id !== earlier_attempt?.operation_id)
     .slice(0, SAME_INPUT_ATTEMPTS_SHOWN);
-  return { ...approvalView(found, clock), earlier_attempt, same_input_attempts };
+  return { ...view, same_input_attempts };
 }
 
 function preview(contract: ToolContract, target: JsonValue, input: JsonValue, reason: string | null) {

@@ -289,9 +289,10 @@ function sameInputAttempts(a: ApprovalPageItem): Html | string {
     <p>
       ${list.length === 1 ? 'An operation' : `${list.length} operations`} of the same tool with the same input
       (SHA-256 <span class="mono digest">${a.input_sha256}</span>) ${list.length === 1 ? 'is' : 'are'} still
-      in flight or awaiting reconciliation, under
-      ${a.idempotency_key === null ? 'an idempotency key' : 'another idempotency key than this request'}:
-      ${list.length === 1 ? 'it' : 'they'} may already have had the effect this request asks for.
+      in flight or awaiting
+      reconciliation${a.idempotency_key === null ? '' : ', besides any earlier attempt of this request’s key shown above'}:
+      ${list.length === 1 ? 'it' : 'they'} may already have had the effect this request asks for. The
+      idempotency key of each is below.
     </p>
     <table>
       <thead>
@@ -727,6 +728,7 @@ export function securityPage(chrome: Chrome, m: SecurityMetrics, window: Securit
         ${o.overdue_reconciliations === 0 ? 'No reconciliation is overdue.' : html`<strong>${o.overdue_reconciliations} reconciliation${o.overdue_reconciliations === 1 ? ' is' : 's are'} past ${o.overdue_reconciliations === 1 ? 'its' : 'their'} deadline</strong> and not yet escalated.`}
       </p>
       <h2>Contracts</h2>
+      ${partialNote(m.contracts.complete)}
       <p>${m.contracts.quarantined} quarantined contract${m.contracts.quarantined === 1 ? '' : 's'}.</p>`,
   );
 }

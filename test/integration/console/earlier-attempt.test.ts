@@ -137,7 +137,7 @@ describe('open attempts of the same input under any key beside an approval reque
     expect(page).toContain('Open attempts of this exact call');
     expect(page).toContain(op);
     expect(page).toContain(a.idempotency_key);
-    expect(page).toContain('another idempotency key than this request');
+    expect(page).toContain('besides any earlier attempt of this request’s key shown above');
 
     // The same key: shown once, as `earlier_attempt`.
     const sameKey = await requestWithKey(s, a.idempotency_key);
@@ -150,6 +150,18 @@ describe('open attempts of the same input under any key beside an approval reque
     const other = await requestWithKey(s, undefined, OTHER_INPUT);
     expect(other.status).toBe(201);
     expect((await view(s, other.body.approval_id)).same_input_attempts).toEqual([]);
+
+    // The requesting agent reads its own request without other principals' operations and keys.
+    const own = await call('GET', `/v1/approval-requests/${newKey.body.approval_id}`, {
+      key: s.agent.api_key,
+    });
+    expect(own.status).toBe(200);
+    expect(own.body).not.toHaveProperty('same_input_attempts');
+    // A tenant admin sees them as the approver does.
+    const admin = await call('GET', `/v1/approval-requests/${newKey.body.approval_id}`, {
+      key: s.admin.api_key,
+    });
+    expect(admin.body.same_input_attempts.map((o: { operation_id: string }) => o.operation_id)).toEqual([op]);
 
     // Lists leave the field out.
     const list = await call('GET', '/v1/approval-requests', { key: s.approver.api_key });
