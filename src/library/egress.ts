@@ -23,7 +23,7 @@
 import { z } from 'zod';
 import { fromZodError, type CoreError } from '../core/errors.js';
 import { detectSignals } from '../core/observation/signals.js';
-import { jsonStringLevelsAsRead, levelText } from '../core/observation/signals/as-read.js';
+import { jsonStringLevelTexts } from '../core/observation/signals/as-read.js';
 import { credentialSpansAsRead } from '../core/observation/signals/releases.js';
 import { err, ok, type Result } from '../core/result.js';
 import { Identifier, Sha256, strict } from '../core/schema.js';
@@ -47,13 +47,13 @@ export interface OutputClassification {
 /** Classify a read tool's output text, starting from the class declared for that tool. */
 export function classifyReadOutput(text: string, declared: DataClass): OutputClassification {
   // The text, and its strings as a model reads them (unescaped) at each level of JSON text held in
-  // strings, as the redactor and `writ-signals/4` read them (`jsonStringLevelsAsRead`, four
+  // strings, as the redactor and `writ-signals/4` read them (`jsonStringLevelTexts`, four
   // levels): a secret quoted inside a JSON string (`"{\"client_secret\": \"…\"}"`) shows only
   // there, and so does content too large to scan at a deeper level. Output that is no JSON only
   // gains scans of its quoted parts: a class is only ever raised by them.
   const reports = [detectSignals(text)];
   const quoted = text.includes('"');
-  if (quoted) for (const level of jsonStringLevelsAsRead(text)) reports.push(detectSignals(levelText(level)));
+  if (quoted) for (const level of jsonStringLevelTexts(text)) reports.push(detectSignals(level));
   const raised: string[] = [];
   // And whatever the redactor locates (`credentialSpansAsRead`: the text as written and, quoted,
   // its strings as read), quote or no quote: the detector reads a text with invisible characters

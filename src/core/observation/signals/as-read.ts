@@ -39,6 +39,11 @@ const HEX4 = /^[0-9A-Fa-f]{4}$/;
  * JSON text this is exactly its strings, whatever the nesting depth or duplicate member names.
  */
 export function jsonStringsAsRead(text: string): string {
+  return jsonStringLiteralTexts(text).join('\n');
+}
+
+/** The decoded texts of `text`'s string literals, in order: `jsonStringsAsRead` before the join. */
+function jsonStringLiteralTexts(text: string): string[] {
   const out: string[] = [];
   let i = text.indexOf('"');
   while (i >= 0) {
@@ -67,7 +72,7 @@ export function jsonStringsAsRead(text: string): string {
     out.push(s + text.slice(start, j));
     i = j < text.length ? text.indexOf('"', j + 1) : -1;
   }
-  return out.join('\n');
+  return out;
 }
 
 /** One JSON string literal as read: its decoded text, and where each decoded code unit came from. */
@@ -166,6 +171,27 @@ export function jsonStringLevelsAsRead(text: string, depth: number = AS_READ_DEP
     level = next;
   }
   return levels;
+}
+
+/**
+ * The texts `levelText(level)` of every level `jsonStringLevelsAsRead(text, depth)` returns, read
+ * without the offset maps (what a scan needs: the signals bind no offsets): the same levels in
+ * the same order (property-tested), holding only strings, each level at most the text's length.
+ */
+export function jsonStringLevelTexts(text: string, depth: number = AS_READ_DEPTH): string[] {
+  const out: string[] = [];
+  let level = depth >= 1 && text.includes('"') ? jsonStringLiteralTexts(text) : [];
+  while (level.length > 0) {
+    out.push(level.join('\n'));
+    if (out.length >= depth) break;
+    const next: string[] = [];
+    for (const l of level) {
+      if (!l.includes('"')) continue;
+      for (const inner of jsonStringLiteralTexts(l)) next.push(inner);
+    }
+    level = next;
+  }
+  return out;
 }
 
 /** A level's strings as one text to scan: joined by newlines, as `jsonStringsAsRead` joins them. */

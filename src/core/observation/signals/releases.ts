@@ -26,6 +26,7 @@ import { credentialSpans as credentialSpansV1, detectSignals as detectSignalsV1 
 import { credentialSpans, type CredentialSpan, mergeCredentialSpans } from '../signals.js';
 import {
   AS_READ_DEPTH,
+  jsonStringLevelTexts,
   jsonStringLevelsAsRead,
   jsonStringsAsRead,
   levelText,
@@ -77,7 +78,7 @@ export function scanUnder(version: ObservationReceiptVersion, text: string): Sig
  * Scan content of `mediaType` as receipts of `version` do: its text; for a JSON media type, in
  * version 4 also every string in it as a model reads it (`jsonStringsAsRead`), in version 5 the
  * strings read at each level of JSON text held in strings, `AS_READ_DEPTH` levels deep
- * (`jsonStringLevelsAsRead`, the levels the redactor reads: one scan per level, its strings joined
+ * (`jsonStringLevelTexts`, the levels the redactor reads: one scan per level, its strings joined
  * by newlines); the hits being the union of the scans. Versions 1 to 3 scan the text alone, and
  * every version exactly as it was issued.
  */
@@ -91,8 +92,8 @@ export function scanContentUnder(
   if (depth === 0 || !isJsonMediaType(mediaType)) return plain;
   // Version 4 as issued: one scan of every string, one level deep.
   if (depth === 1) return mergeScans([plain, scanUnder(version, jsonStringsAsRead(text))]);
-  const levels = jsonStringLevelsAsRead(text, depth);
-  return mergeScans([plain, ...levels.map((level) => scanUnder(version, levelText(level)))]);
+  // The levels' texts only (no offset maps: a scan binds no offsets), one scan each.
+  return mergeScans([plain, ...jsonStringLevelTexts(text, depth).map((t) => scanUnder(version, t))]);
 }
 
 /** Credential spans as located by the release-1 rules (the `writ-redactor/1` redactor) or the current ones. */
@@ -116,7 +117,7 @@ export function credentialSpansAsRead(text: string, mediaType: string): Credenti
   if (!isJsonMediaType(mediaType)) return credentialSpans(text);
   const plain = credentialSpans(text);
   if (!text.includes('"')) return plain;
-  // The levels the `writ-signals/4` scan reads too (`jsonStringLevelsAsRead`, one walk for both).
+  // The levels the `writ-signals/4` scan reads too (`jsonStringLevelTexts`: the same walk's texts).
   const levels = jsonStringLevelsAsRead(text, AS_READ_DEPTH);
   const top = levels[0] ?? [];
   // In JSON text, a span that touches a string keeps only its parts inside strings, each widened

@@ -8,6 +8,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   AS_READ_DEPTH,
+  jsonStringLevelTexts,
   jsonStringLevelsAsRead,
   jsonStringLiteralsAsRead,
   jsonStringsAsRead,
@@ -152,6 +153,21 @@ describe('jsonStringLevelsAsRead', () => {
       }),
       { numRuns: 400 },
     );
+  });
+
+  it('property: jsonStringLevelTexts (no offset maps) is every level’s text, at every depth', () => {
+    fc.assert(
+      fc.property(jsonish, fc.integer({ min: 0, max: AS_READ_DEPTH + 1 }), (text, depth) => {
+        expect(jsonStringLevelTexts(text, depth)).toEqual(jsonStringLevelsAsRead(text, depth).map(levelText));
+      }),
+      { numRuns: 600 },
+    );
+    const text = held(JSON.stringify({ a: 'plain', b: JSON.stringify({ c: 'x' }) }), 1);
+    expect(jsonStringLevelTexts(text)).toEqual([
+      'text\n{"a":"plain","b":"{\\"c\\":\\"x\\"}"}',
+      'a\nplain\nb\n{"c":"x"}',
+      'c\nx',
+    ]);
   });
 });
 
