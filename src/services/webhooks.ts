@@ -35,7 +35,10 @@ import type { TenantStore, WebhookDeliveryClaim } from './ports.js';
 export const MAX_LIVE_SECRETS = 3;
 export const DEFAULT_GRACE_SECONDS = 24 * 60 * 60;
 export const MAX_GRACE_SECONDS = 7 * 24 * 60 * 60;
-/** A first delivery unanswered after this long died mid-way: a retry may take its id over. */
+/**
+ * A first delivery unanswered after this long died mid-way: a retry of the same message (same
+ * route, same body) may take its id over; the id with another message stays refused.
+ */
 export const STALE_DELIVERY_MS = 60_000;
 /**
  * Delivered ids are kept this long: far beyond the timestamp window (after which a copy is refused
@@ -160,8 +163,8 @@ export type DeliveryStart =
 /**
  * Claim a verified delivery's `webhook-id` before anything is processed. The same message again
  * (a sender's retry, or a copy inside the timestamp window) replays the stored answer; the id
- * reused for another route or body is refused (401); an id whose first delivery is still being
- * processed is a 409 `in_progress` with `Retry-After`.
+ * reused for another route or body is refused (401), also once its first delivery went stale;
+ * an id whose first delivery is still being processed is a 409 `in_progress` with `Retry-After`.
  */
 export async function startDelivery(
   store: TenantStore,

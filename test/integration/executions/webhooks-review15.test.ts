@@ -1,16 +1,23 @@
 /**
  * Signed webhooks, review 15: what a refused delivery tells a sender without a valid signature,
- * and whose secrets verify for whom.
+ * whose secrets verify for whom, and what a `webhook-id` whose first delivery never answered
+ * lets through.
  *
  * - The 401 of a delivery is a function of the request alone (its headers and the clock): an
  *   unknown tenant, a malformed id, an unknown, revoked or non-executor principal and a wrong
  *   secret answer the same body, so the URL is no oracle for which tenants or principals exist.
  * - A secret verifies for its own executor only: not under another tenant, not for another
  *   executor of the same tenant.
+ * - A first delivery that died mid-way lets a retry of the same message take its id over; the id
+ *   with another body (or route) is still refused, as for an answered id.
  */
+import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import { parseWebhookSecret, signWebhook } from '../../../src/core/identity/webhook.js';
-import { BASE, workerFetch } from '../platform/harness.js';
+import { tenantStore } from '../../../src/platform/bindings.js';
+import { ServiceError } from '../../../src/services/errors.js';
+import { STALE_DELIVERY_MS, startDelivery } from '../../../src/services/webhooks.js';
+import { BASE, tenantRef, workerFetch } from '../platform/harness.js';
 import { type Json, call, secondExecutor, seedTenant, uniqueName } from './helpers.js';
 
 const SLOW_MS = 30_000;
@@ -129,5 +136,34 @@ describe('secrets are per tenant and per executor', { timeout: SLOW_MS }, () => 
       expect(r.status, p).toBe(401);
       expect(r.error.code, p).toBe('unauthenticated');
     }
+  });
+});
+
+describe('a webhook-id whose first delivery never answered', { timeout: SLOW_MS }, () => {
+  it('is taken over by a retry of the same message only; another body or route is still refused', async () => {
+    const s = await seedTenant('wh-stale');
+    const store = tenantStore(env, tenantRef(s));
+    const principal_id = s.executor.principal_id;
+    const webhook_id = 'msg_stale_review15';
+    const first = new TextEncoder().encode('{"a":1}');
+    const other = new TextEncoder().encode('{"a":2}');
+    const t0 = Date.now();
+    const start = (body: Uint8Array, now: number, route = ROUTE) =>
+      startDelivery(store, { principal_id, webhook_id, route, body, now });
+
+    expect(await start(first, t0)).toEqual({ kind: 'process' });
+    // Not yet stale: the same message waits, another one is refused.
+    await expect(start(first, t0 + 1)).rejects.toMatchObject({ reason: 'in_progress' });
+    await expect(start(other, t0 + 1)).rejects.toMatchObject({ reason: 'unauthenticated' });
+    // Stale: still refused for another body or route, whatever the time.
+    const later = t0 + STALE_DELIVERY_MS + 1;
+    for (const attempt of [() => start(other, later), () => start(first, later, 'observations')]) {
+      const e = await attempt().catch((x: unknown) => x);
+      expect(e).toBeInstanceOf(ServiceError);
+      expect(e).toMatchObject({ reason: 'unauthenticated' });
+    }
+    // The same message again takes the stale id over, and then holds it.
+    expect(await start(first, later)).toEqual({ kind: 'process' });
+    await expect(start(other, later + 1)).rejects.toMatchObject({ reason: 'unauthenticated' });
   });
 });
