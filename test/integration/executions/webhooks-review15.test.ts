@@ -8,6 +8,7 @@
  *   secret answer the same body, so the URL is no oracle for which tenants or principals exist.
  * - A secret verifies for its own executor only: not under another tenant, not for another
  *   executor of the same tenant.
+ * - A stored secret that does not parse fails the delivery closed (500), whatever signed it.
  * - A first delivery that died mid-way lets a retry of the same message take its id over; the id
  *   with another body (or route) is still refused, as for an answered id.
  */
@@ -17,7 +18,7 @@ import { parseWebhookSecret, signWebhook } from '../../../src/core/identity/webh
 import { tenantStore } from '../../../src/platform/bindings.js';
 import { ServiceError } from '../../../src/services/errors.js';
 import { STALE_DELIVERY_MS, startDelivery } from '../../../src/services/webhooks.js';
-import { BASE, tenantRef, workerFetch } from '../platform/harness.js';
+import { BASE, tenantD1, tenantRef, workerFetch } from '../platform/harness.js';
 import { type Json, call, secondExecutor, seedTenant, uniqueName } from './helpers.js';
 
 const SLOW_MS = 30_000;
@@ -136,6 +137,35 @@ describe('secrets are per tenant and per executor', { timeout: SLOW_MS }, () => 
       expect(r.status, p).toBe(401);
       expect(r.error.code, p).toBe('unauthenticated');
     }
+  });
+});
+
+describe('a stored secret that does not parse', { timeout: SLOW_MS }, () => {
+  it('fails closed: 500, the delivery not claimed, even for a message signed by a good secret', async () => {
+    const s = await seedTenant('wh-corrupt');
+    const secretOf = async () => {
+      const r = await call('POST', `/v1/principals/${s.executor.principal_id}/webhook-secrets`, {
+        key: s.admin.api_key,
+      });
+      expect(r.status).toBe(201);
+      return r.body as Json;
+    };
+    const good = await secretOf();
+    const bad = await secretOf();
+    await tenantD1(s)
+      .prepare('UPDATE webhook_secrets SET secret = ? WHERE tenant_id = ? AND secret_id = ?')
+      .bind('whsec_not-base64', s.tenant_id, bad.secret_id)
+      .run();
+    const text = '{"operation_id":"x"}';
+    const headers = signed(good.secret as string, text);
+    const r = await refusal(`/v1/webhooks/${s.tenant_id}/${s.executor.principal_id}/${ROUTE}`, text, headers);
+    expect(r.status).toBe(500);
+    expect(r.error.code).toBe('internal');
+    const claimed = await tenantD1(s)
+      .prepare('SELECT COUNT(*) AS n FROM webhook_deliveries WHERE tenant_id = ? AND webhook_id = ?')
+      .bind(s.tenant_id, headers['webhook-id'])
+      .first<{ n: number }>();
+    expect(claimed?.n).toBe(0);
   });
 });
 
