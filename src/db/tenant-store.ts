@@ -1464,7 +1464,8 @@ class D1TenantStore implements TenantStore, RetentionStore {
             lt(webhookDeliveries.received_at_unix_ms, d.purge_before_unix_ms),
           ),
         ),
-      // A first delivery that died before answering does not block its retries forever.
+      // A first delivery that died before answering does not block its retries forever; only a
+      // retry of the same message (route and body) takes its id over: another one stays refused.
       this.db
         .delete(webhookDeliveries)
         .where(
@@ -1472,6 +1473,8 @@ class D1TenantStore implements TenantStore, RetentionStore {
             key,
             isNull(webhookDeliveries.status),
             lt(webhookDeliveries.received_at_unix_ms, d.stale_before_unix_ms),
+            eq(webhookDeliveries.route, d.route),
+            eq(webhookDeliveries.body_sha256, d.body_sha256),
           ),
         ),
       this.db

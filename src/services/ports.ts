@@ -501,7 +501,8 @@ export interface TenantStore {
   /**
    * Record the first delivery of a `webhook-id` (`claimed`), or return what is recorded for it
    * (`recorded`: its answer, or none yet while the first delivery is being processed). A row
-   * claimed before `stale_before_unix_ms` that never got an answer is taken over (`claimed`).
+   * claimed before `stale_before_unix_ms` that never got an answer is taken over (`claimed`) by
+   * the same message only (same `route` and `body_sha256`); for another one it stays `recorded`.
    * Rows received before `purge_before_unix_ms` are deleted on the way.
    */
   claimWebhookDelivery(

@@ -35,7 +35,10 @@ import type { TenantStore, WebhookDeliveryClaim } from './ports.js';
 export const MAX_LIVE_SECRETS = 3;
 export const DEFAULT_GRACE_SECONDS = 24 * 60 * 60;
 export const MAX_GRACE_SECONDS = 7 * 24 * 60 * 60;
-/** A first delivery unanswered after this long died mid-way: a retry may take its id over. */
+/**
+ * A first delivery unanswered after this long died mid-way: a retry of the same message (same
+ * route, same body) may take its id over; the id with another message stays refused.
+ */
 export const STALE_DELIVERY_MS = 60_000;
 /**
  * Delivered ids are kept this long: far beyond the timestamp window (after which a copy is refused
@@ -107,9 +110,20 @@ export async function listWebhookSecrets(ctx: TenantContext, principal_id: strin
 const refused = (why: string) => new ServiceError('unauthenticated', `webhook refused: ${why}`);
 
 /**
+ * The 401 of a delivery whose URL names nobody who could sign it (a malformed id, an unknown
+ * tenant): exactly what an executor with no live secret answers, so the answer depends on the
+ * request's headers and the clock only, never on which tenants or principals exist.
+ */
+export function refuseUnknownSender(headers: WebhookHeaders, now: number): ServiceError {
+  const verified = verifyWebhook(headers, new Uint8Array(0), [], now, WEBHOOK_TOLERANCE_MS);
+  return refused(verified.ok ? 'no matching signature' : verified.error.message);
+}
+
+/**
  * The executor a signed delivery comes from, established by its signature: the URL's principal
  * only selects whose secrets are tried. An unknown tenant or principal, a revoked or non-executor
- * principal, an executor without a live secret and a bad signature are all the same 401.
+ * principal, an executor without a live secret and a bad signature are all the same 401, with the
+ * same body: a principal that may not deliver is answered as verification against no secret.
  */
 export async function authenticateWebhook(
   store: TenantStore,
@@ -125,12 +139,12 @@ export async function authenticateWebhook(
   const keys = secrets.map((s) => parseWebhookSecret(s.secret));
   // A stored secret that does not parse is corruption, not a signature failure: fail closed (500).
   if (keys.some((k) => k === null)) throw new StoredDocumentError('stored webhook secret is malformed');
+  // A principal that may not deliver has no secret to try: the answer of an unknown one.
+  if (principal === null || principal.revoked_at_unix_ms !== null || !principal.roles.includes('executor')) {
+    throw refuseUnknownSender(headers, now);
+  }
   const verified = verifyWebhook(headers, body, keys as Uint8Array[], now, WEBHOOK_TOLERANCE_MS);
   if (!verified.ok) throw refused(verified.error.message);
-  // Checked after the signature so a guessed URL learns nothing about which principals exist.
-  if (principal === null || principal.revoked_at_unix_ms !== null || !principal.roles.includes('executor')) {
-    throw refused('no such executor');
-  }
   return {
     caller: {
       principal_id: principal.principal_id,
@@ -149,8 +163,8 @@ export type DeliveryStart =
 /**
  * Claim a verified delivery's `webhook-id` before anything is processed. The same message again
  * (a sender's retry, or a copy inside the timestamp window) replays the stored answer; the id
- * reused for another route or body is refused (401); an id whose first delivery is still being
- * processed is a 409 `in_progress` with `Retry-After`.
+ * reused for another route or body is refused (401), also once its first delivery went stale;
+ * an id whose first delivery is still being processed is a 409 `in_progress` with `Retry-After`.
  */
 export async function startDelivery(
   store: TenantStore,

@@ -72,7 +72,7 @@ export function parseWebhookSecret(text: string): Uint8Array | null {
   return key;
 }
 
-/** The `v1,<base64>` signature of one message (senders, tests and the typed client sign with it). */
+/** The `v1,<base64>` signature of one message (a sender's `webhook-signature` entry; tests sign with it). */
 export function signWebhook(key: Uint8Array, id: string, timestampSeconds: number, body: Uint8Array): string {
   return `v1,${encodeBase64(mac(key, id, String(timestampSeconds), body))}`;
 }

@@ -28,6 +28,7 @@ import {
   authenticateWebhook,
   isFinalAnswer,
   listWebhookSecrets,
+  refuseUnknownSender,
   rotateWebhookSecret,
   startDelivery,
 } from '../../services/webhooks.js';
@@ -74,8 +75,6 @@ webhookSecretRoutes.get(
   async (c) => c.json(await listWebhookSecrets(c.var.tenant, c.req.param('principal_id'))),
 );
 
-const unauthenticated = () => new ServiceError('unauthenticated', 'webhook refused: no such executor');
-
 async function deliver(
   c: Context<AppEnv>,
   route: string,
@@ -83,27 +82,22 @@ async function deliver(
 ): Promise<Response> {
   const tenant_id = c.req.param('tenant_id') ?? '';
   const principal_id = c.req.param('principal_id') ?? '';
-  // A malformed id names nobody: the same 401 as an unknown one, before the body is read.
+  const headers = {
+    id: c.req.header('webhook-id'),
+    timestamp: c.req.header('webhook-timestamp'),
+    signature: c.req.header('webhook-signature'),
+  };
+  // A malformed id names nobody: the same 401 (same body) as an unknown one, before the body is read.
   if (!Identifier.safeParse(tenant_id).success || !Identifier.safeParse(principal_id).success) {
-    throw unauthenticated();
+    throw refuseUnknownSender(headers, c.var.now);
   }
   const bytes = await readBodyBytes(c);
   // A webhook carries no routed key, so the tenant's shard comes from the shard directory
-  // (one read on shard 0); an unknown tenant is the same 401 as a bad signature.
+  // (one read on shard 0); an unknown tenant is the same 401 (same body) as a bad signature.
   const shard = await tenantShard(c.env, tenant_id);
-  if (shard === null) throw unauthenticated();
+  if (shard === null) throw refuseUnknownSender(headers, c.var.now);
   const store = tenantStore(c.env, { tenant_id, shard });
-  const { caller, webhook_id } = await authenticateWebhook(
-    store,
-    principal_id,
-    {
-      id: c.req.header('webhook-id'),
-      timestamp: c.req.header('webhook-timestamp'),
-      signature: c.req.header('webhook-signature'),
-    },
-    bytes,
-    c.var.now,
-  );
+  const { caller, webhook_id } = await authenticateWebhook(store, principal_id, headers, bytes, c.var.now);
   c.set('principal', caller);
   c.set('log', { ...c.var.log, tenant_id, principal_id, webhook_id });
   c.set('tenant', {
