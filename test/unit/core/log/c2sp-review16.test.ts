@@ -19,8 +19,10 @@ import {
   ed25519Signer,
   ed25519Verifier,
   openNote,
+  parseNote,
   parseSignerKey,
   parseVerifierKey,
+  serializeNote,
   signNote,
   verifierKey,
 } from '../../../../src/core/log/note.js';
@@ -139,6 +141,26 @@ describe('signed-note (C2SP signed-note, golang.org/x/mod/sumdb/note)', () => {
     expect(opened.unverified.map((s) => [s.name, s.keyId.toString(16)])).toEqual([['EnochRoot', 'af0cfe78']]);
     const enochOnly = `${goNote.text}\n${goNote.enochSignature}`;
     expect(reason(openNote(enochOnly, [peter]))).toBe('unverified_note');
+  });
+
+  // Finding 1. C2SP signed-note: key names "MUST be non-empty and MUST NOT contain any Unicode
+  // spaces or plus (U+002B) characters", and verifiers "MUST ignore signatures from unknown keys".
+  // golang.org/x/mod's isValidName is exactly that (unicode.IsSpace = the White_Space property).
+  // Writ used JavaScript's \s, which also matches U+FEFF (not a Unicode space), and capped names
+  // at 256 characters, so a witness's cosignature under such a name made the whole note malformed.
+  it('opens a note whose unknown cosigner’s name has U+FEFF or is long (Go accepts both)', () => {
+    const sig = goNote.enochSignature.trim().split(' ')[2]!;
+    for (const name of ['witness\ufeff.example', `witness.example/${'w'.repeat(300)}`]) {
+      const note = `${goNote.text}\n${goNote.peterSignature}— ${name} ${sig}\n`;
+      const opened = must(openNote(note, [peter]));
+      expect(opened.verified.map((s) => s.name)).toEqual(['PeterNeumann']);
+      expect(opened.unverified.map((s) => s.name)).toEqual([name]);
+      // What parses also writes back unchanged (a cosigned note carried on).
+      const parsed = must(parseNote(note));
+      expect(must(serializeNote(parsed))).toBe(note);
+    }
+    // U+FEFF is not a space: a key of such a name is a key like any other.
+    expect(must(ed25519Verifier('log\ufeff.example', peter.publicKey)).name).toBe('log\ufeff.example');
   });
 
   it('still refuses every Unicode space (Go’s unicode.IsSpace) and + in a signature line name', () => {
