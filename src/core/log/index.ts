@@ -69,6 +69,7 @@ export {
   ed25519KeyId,
   ed25519Signer,
   ed25519Verifier,
+  isNoteKeyName,
   isValidKeyName,
   openNote,
   parseNote,

@@ -94,21 +94,35 @@ export interface NoteSigner {
   sign(message: Uint8Array): Uint8Array;
 }
 
-// Unicode White_Space plus U+0085 and U+FEFF: what Go's unicode.IsSpace and JavaScript's \s
-// cover between them. A space in a name would split the signature line differently.
-const SPACE = /[\s\u0085]/u;
+// The Unicode White_Space property: exactly Go's unicode.IsSpace, which golang.org/x/mod's
+// isValidName uses. Not JavaScript's \s, which also matches U+FEFF (not a space: a name with it
+// is valid, and a witness signing under one must not make a note malformed). A space in a name
+// would split the signature line differently.
+const SPACE = /\p{White_Space}/u;
 
-/** Key names: non-empty, no Unicode space, no `+` (C2SP signed-note "Format"). */
-export function isValidKeyName(name: string): boolean {
+/**
+ * A key name as C2SP signed-note defines it ("Format"): non-empty, no Unicode space, no `+`
+ * (and, as all of a note, well-formed and free of control characters). The rule for the names of
+ * signature lines read or carried on: an unknown cosigner's name is never held to more, since
+ * verifiers "MUST ignore signatures from unknown keys".
+ */
+export function isNoteKeyName(name: string): boolean {
   return (
     typeof name === 'string' &&
     name.length > 0 &&
-    name.length <= MAX_KEY_NAME_LENGTH &&
     name.isWellFormed() &&
     !SPACE.test(name) &&
     !name.includes('+') &&
     !hasControl(name)
   );
+}
+
+/**
+ * The names of keys Writ signs or verifies with: a note key name of at most
+ * MAX_KEY_NAME_LENGTH UTF-16 units (bounding verifier and signer key text).
+ */
+export function isValidKeyName(name: string): boolean {
+  return isNoteKeyName(name) && name.length <= MAX_KEY_NAME_LENGTH;
 }
 
 function hasControl(text: string): boolean {
@@ -292,7 +306,7 @@ export function parseNote(note: string | Uint8Array): Result<ParsedNote, NoteErr
     const space = rest.indexOf(' ');
     if (space < 0) return malformed('signature line must be "— <name> <signature>"');
     const name = rest.slice(0, space);
-    if (!isValidKeyName(name)) return malformed('signature key name is empty or has a space or +');
+    if (!isNoteKeyName(name)) return malformed('signature key name is empty or has a space or +');
     const bytes = decodeBase64(rest.slice(space + 1));
     // Four bytes of key ID and at least one of signature.
     if (!bytes || bytes.length < 5) return malformed('signature must be base64 of key id and signature');
@@ -317,7 +331,7 @@ export function serializeNote(note: ParsedNote): Result<string, NoteError> {
     return err(noteError('too_many_signatures', `note has more than ${MAX_SIGNATURES} signatures`));
   }
   for (const s of note.signatures) {
-    if (!isValidKeyName(s.name))
+    if (!isNoteKeyName(s.name))
       return err(noteError('invalid_key_name', 'key name is empty or has a space or +'));
     if (!Number.isInteger(s.keyId) || s.keyId < 0 || s.keyId > 0xffffffff || s.signature.length === 0) {
       return err(noteError('malformed_note', 'signature needs a 32-bit key id and bytes'));
