@@ -49,6 +49,7 @@ import {
 } from '../src/core/log/sequencer.js';
 import { attachCheckpointSignature } from '../src/core/log/checkpoint.js';
 import { Identifier } from '../src/core/schema.js';
+import { errorForLog } from '../src/services/errors.js';
 import { type LogKey, logKey } from '../src/platform/receipt-keys.js';
 import { tenantShard, tenantStore } from '../src/platform/bindings.js';
 import type {
@@ -347,7 +348,7 @@ export class LogSequencerObject extends DurableObject<Env> {
         JSON.stringify({
           level: 'error',
           what: 'log drain failed; will retry from the alarm',
-          error: e instanceof Error ? e.message : 'unknown',
+          ...(e instanceof Error ? errorForLog(e) : { error: 'unknown' }),
         }),
       );
       await this.ctx.storage.setAlarm(Date.now() + RETRY_MS);

@@ -11,7 +11,7 @@ import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { type FieldIssue, MAX_MESSAGE_TEXT, boundIssues, safeText } from '../core/errors.js';
-import { type ErrorReason, ServiceError } from '../services/errors.js';
+import { type ErrorReason, ServiceError, errorForLog } from '../services/errors.js';
 import type { AppEnv } from './env.js';
 
 export interface WireError {
@@ -114,9 +114,7 @@ export function onError(e: Error, c: Context<AppEnv>): Response {
     return errorResponse(c, new ServiceError(reason, reason === 'internal' ? 'internal error' : e.message));
   }
   // Only the error's name and message are logged: never a request body or raw arguments.
-  console.error(
-    JSON.stringify({ level: 'error', request_id: c.var.requestId, error: e.name, message: e.message }),
-  );
+  console.error(JSON.stringify({ level: 'error', request_id: c.var.requestId, ...errorForLog(e) }));
   c.set('log', { ...c.var.log, error: 'internal' });
   return errorResponse(c, new ServiceError('internal', 'internal error; quote the request id'));
 }

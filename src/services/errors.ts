@@ -78,3 +78,25 @@ export function unwrap<T>(r: Result<T, CoreError>): T {
   if (!r.ok) throw fromCoreError(r.error);
   return r.value;
 }
+
+/** The longest message an internal error's log line carries. */
+export const LOGGED_MESSAGE_MAX = 1_000;
+
+/**
+ * An unexpected error as a log line may carry it: its name and message, never the values a query
+ * was bound to. drizzle's `DrizzleQueryError` message ends with `params: <every bound value>`
+ * (an approval's raw input, an idempotency key, a key digest, ...): that part is cut, and the
+ * driver's own message (D1's, e.g. a constraint or trigger name) is kept instead. Bounded to
+ * `LOGGED_MESSAGE_MAX` characters.
+ */
+export function errorForLog(e: Error): { error: string; message: string } {
+  const withoutParams = (m: string) => {
+    const at = m.indexOf('\nparams: ');
+    return at < 0 ? m : m.slice(0, at);
+  };
+  let message = withoutParams(e.message);
+  if (message !== e.message && e.cause instanceof Error)
+    message += ` (cause: ${withoutParams(e.cause.message)})`;
+  if (message.length > LOGGED_MESSAGE_MAX) message = `${message.slice(0, LOGGED_MESSAGE_MAX)}…`;
+  return { error: e.name, message };
+}

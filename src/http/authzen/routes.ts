@@ -22,7 +22,7 @@ import { ResourceRef } from '../../core/model.js';
 import { Identifier } from '../../core/schema.js';
 import type { ApiKeyRoute } from '../../core/identity/identity.js';
 import { ROLES_FOR } from '../../services/context.js';
-import { ServiceError } from '../../services/errors.js';
+import { ServiceError, errorForLog } from '../../services/errors.js';
 import {
   type KeyedNamedToolDoor,
   authorizeNamedTool,
@@ -61,9 +61,7 @@ authzenRoutes.onError((e, c) => {
   c.header('writ-error-code', wireError(reason).code);
   c.set('log', { ...c.var.log, error: reason });
   if (!(e instanceof ServiceError)) {
-    console.error(
-      JSON.stringify({ level: 'error', request_id: c.var.requestId, error: e.name, message: e.message }),
-    );
+    console.error(JSON.stringify({ level: 'error', request_id: c.var.requestId, ...errorForLog(e) }));
     return c.json('internal error; quote the writ-request-id header', 500);
   }
   return c.json(e.message, status);

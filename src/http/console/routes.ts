@@ -24,7 +24,7 @@ import {
   listApprovals,
 } from '../../services/approvals.js';
 import { ROLES_FOR } from '../../services/context.js';
-import { ServiceError, notFound } from '../../services/errors.js';
+import { ServiceError, errorForLog, notFound } from '../../services/errors.js';
 import { PageQuery } from '../../services/pagination.js';
 import { receiptBundle } from '../../services/log.js';
 import { getMetrics } from '../../services/metrics.js';
@@ -298,9 +298,7 @@ consoleRoutes.onError((e, c) => {
   const err =
     e instanceof ServiceError
       ? e
-      : (console.error(
-          JSON.stringify({ level: 'error', request_id: c.var.requestId, error: e.name, message: e.message }),
-        ),
+      : (console.error(JSON.stringify({ level: 'error', request_id: c.var.requestId, ...errorForLog(e) })),
         new ServiceError('internal', 'internal error; quote the request id'));
   c.set('log', { ...c.var.log, error: err.reason });
   if (err.reason === 'unauthenticated' && c.req.method === 'GET') return c.redirect('/console/sign-in', 303);

@@ -22,7 +22,7 @@
 import type { Context, ErrorHandler } from 'hono';
 import { Hono } from 'hono';
 import { authorizeNamedToolByKey } from '../../services/tool-call.js';
-import { ServiceError } from '../../services/errors.js';
+import { ServiceError, errorForLog } from '../../services/errors.js';
 import { bearerKeyRoute, keyedDoor, refusesCaller } from '../auth.js';
 import { readJsonValue } from '../body.js';
 import type { AppEnv } from '../env.js';
@@ -47,9 +47,7 @@ export const interceptorError: ErrorHandler<AppEnv> = (e, c) => {
     c.header('retry-after', String(e.retryAfterSeconds));
   c.set('log', { ...c.var.log, error: reason });
   if (!(e instanceof ServiceError)) {
-    console.error(
-      JSON.stringify({ level: 'error', request_id: c.var.requestId, error: e.name, message: e.message }),
-    );
+    console.error(JSON.stringify({ level: 'error', request_id: c.var.requestId, ...errorForLog(e) }));
   }
   const message = e instanceof ServiceError ? e.message : 'internal error; quote the writ-request-id header';
   return c.json(
