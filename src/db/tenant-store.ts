@@ -81,7 +81,7 @@ import type {
   WebhookDeliveryClaim,
   WebhookSecretRow,
 } from '../services/ports.js';
-import { APPROVAL_STATUSES } from '../services/ports.js';
+import { APPROVAL_STATUSES, OPEN_OPERATION_STATES } from '../services/ports.js';
 import { type Db, type InvariantViolation, atPrimary, invariantViolation } from './client.js';
 import { parseStored, parseStoredJson, StoredDocumentError, toCanonicalText } from './documents.js';
 import { contractCache, grantCache, policyCache } from './caches.js';
@@ -128,8 +128,6 @@ const StoredRoles = z.array(Role).min(1);
  * contract of the tool and, in practice, one v1 row per contract pinned before v2.
  */
 const KEY_OPERATIONS_LIMIT = 32;
-/** Operations that may have had an effect nobody has settled: in flight, or awaiting reconciliation. */
-const OPEN_OPERATION_STATES = ['pending', 'reconciliation_required', 'escalated'] as const;
 /** An id no row has (ids are never empty): a lookup that must find nothing still uses its key. */
 const NO_ID = '';
 

@@ -52,7 +52,7 @@ import { type Caller, type TenantContext, ROLES_FOR, requireRole } from './conte
 import { ServiceError, notFound, unwrap } from './errors.js';
 import { DEFAULT_PAGE_SIZE, PageQuery, decodeCursor, page } from './pagination.js';
 import type { OperationSnapshot } from './operations.js';
-import type { OperationRow, PinnedContract, TenantStore } from './ports.js';
+import { OPEN_OPERATION_STATES, type OperationRow, type PinnedContract, type TenantStore } from './ports.js';
 
 export const ClaimBody = z.strictObject({ authorization_receipt_sha256: Sha256 });
 export type ClaimBody = z.infer<typeof ClaimBody>;
@@ -167,7 +167,7 @@ export async function unresolvedAttemptFor(
   readonly escalated_at_unix_ms: number | null;
 } | null> {
   const rows = await store.operationsForKey(tool_name, idempotency_key);
-  const open = rows.find((r) => r.state === 'pending' || UNRESOLVED_STATUSES.has(r.state as OperationStatus));
+  const open = rows.find((r) => (OPEN_OPERATION_STATES as readonly string[]).includes(r.state));
   if (open === undefined) return null;
   return {
     operation_id: open.operation_id,
@@ -204,18 +204,15 @@ export async function openAttemptsOfInput(
   }[]
 > {
   const rows = await store.openOperationsOfInput(tool_name, input_sha256, SAME_INPUT_ATTEMPTS_SHOWN + 1);
-  return rows
-    .filter((r) => r.input_sha256 === input_sha256)
-    .slice(0, SAME_INPUT_ATTEMPTS_SHOWN + 1)
-    .map((r) => ({
-      operation_id: r.operation_id,
-      status: r.state,
-      tool_contract_sha256: r.tool_contract_sha256,
-      idempotency_key: r.idempotency_key,
-      reconciliation_deadline_unix_ms: r.reconciliation_deadline_unix_ms,
-      escalated_at_unix_ms: r.escalated_at_unix_ms,
-      updated_at_unix_ms: r.updated_at_unix_ms,
-    }));
+  return rows.map((r) => ({
+    operation_id: r.operation_id,
+    status: r.state,
+    tool_contract_sha256: r.tool_contract_sha256,
+    idempotency_key: r.idempotency_key,
+    reconciliation_deadline_unix_ms: r.reconciliation_deadline_unix_ms,
+    escalated_at_unix_ms: r.escalated_at_unix_ms,
+    updated_at_unix_ms: r.updated_at_unix_ms,
+  }));
 }
 
 /** `executor_mismatch` unless the caller runs the contract's executor release. */

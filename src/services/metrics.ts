@@ -15,7 +15,7 @@
 import { z } from 'zod';
 import { approvalRequestTtlMs } from '../core/policy.js';
 import { type TenantContext, ROLES_FOR, requireRole } from './context.js';
-import { APPROVAL_STATUSES } from './ports.js';
+import { APPROVAL_STATUSES, OPEN_OPERATION_STATES } from './ports.js';
 
 /** Rows any one count walks at most. */
 export const METRICS_SCAN_CAP = 100_000;
@@ -33,8 +33,6 @@ const WindowMs = z
 /** `?window_ms=`: the window ends now; one minute to seven days, one day by default. */
 export const MetricsQuery = z.strictObject({ window_ms: WindowMs.optional() });
 export type MetricsQuery = z.infer<typeof MetricsQuery>;
-
-const OPEN_STATES = ['pending', 'reconciliation_required', 'escalated'] as const;
 
 export async function getMetrics(ctx: TenantContext, q: MetricsQuery) {
   requireRole(ctx.caller, ROLES_FOR.admin);
@@ -73,7 +71,7 @@ export async function getMetrics(ctx: TenantContext, q: MetricsQuery) {
   const decided = statusCounts(c.approvals_decided);
   const open: Record<string, number> = {};
   let oldest: number | null = null;
-  for (const s of OPEN_STATES) open[s] = 0;
+  for (const s of OPEN_OPERATION_STATES) open[s] = 0;
   for (const r of c.operations_open) {
     open[r.state] = r.n;
     if (r.oldest_updated_at_unix_ms !== null && (oldest === null || r.oldest_updated_at_unix_ms < oldest)) {

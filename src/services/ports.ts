@@ -82,6 +82,9 @@ export interface RunRow {
 }
 
 export const APPROVAL_STATUSES = ['pending', 'approved', 'denied', 'consumed'] as const;
+
+/** Operations that may have had an effect nobody has settled: in flight, or awaiting reconciliation. */
+export const OPEN_OPERATION_STATES = ['pending', 'reconciliation_required', 'escalated'] as const;
 export type ApprovalStatus = (typeof APPROVAL_STATUSES)[number];
 
 export interface ApprovalRow {

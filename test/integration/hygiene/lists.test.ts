@@ -3,38 +3,14 @@
  * `next_cursor`); pending approval requests expire by the policy's `approval_request_ttl_ms`
  * (a status derived at read, enforced at approve and deny).
  */
-import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import type { Seeded } from '../../../scripts/seed.js';
 import { DEMO_POLICY } from '../../../scripts/seed.js';
-import type { Role } from '../../../src/core/identity/identity.js';
 import { POLICY_V1_DEFAULTS } from '../../../src/core/policy.js';
-import { operationsPort, tenantStore } from '../../../src/platform/bindings.js';
 import { approve, deny, getApproval, listApprovals } from '../../../src/services/approvals.js';
-import type { TenantContext } from '../../../src/services/context.js';
 import { listOperations } from '../../../src/services/executions.js';
 import { encodeCursor } from '../../../src/services/pagination.js';
-import {
-  call,
-  d1Of,
-  ROLLBACK_INPUT,
-  seedTenant,
-  shardOf,
-  tenantRef,
-  type Json,
-} from '../platform/harness.js';
-
-/** A service context for `principal_id` at a chosen instant: expiry without waiting. */
-function ctxAt(s: Seeded, principal_id: string, roles: Role[], now: number): TenantContext {
-  return {
-    caller: { principal_id, tenant_id: s.tenant_id, roles, executor_release: null },
-    store: tenantStore(env, tenantRef(s)),
-    operations: operationsPort(env, shardOf(s)),
-    shard: shardOf(s),
-    now,
-    log: () => {},
-  };
-}
+import { call, d1Of, ROLLBACK_INPUT, seedTenant, type Json, contextAt } from '../platform/harness.js';
 
 async function requestApproval(s: Seeded, n = 0): Promise<Json> {
   const r = await call('POST', '/v1/approval-requests', {
@@ -129,7 +105,7 @@ describe('pending approval requests expire by policy', () => {
     const ttl = POLICY_V1_DEFAULTS.approval_request_ttl_ms;
     const created = req.created_at_unix_ms as number;
     expect(req.request_expires_at_unix_ms).toBe(created + ttl);
-    const approver = (now: number) => ctxAt(s, s.approver.principal_id, ['approver'], now);
+    const approver = (now: number) => contextAt(s, s.approver.principal_id, ['approver'], now);
 
     expect((await getApproval(approver(created + ttl - 1), req.approval_id)).status).toBe('pending');
     expect((await getApproval(approver(created + ttl), req.approval_id)).status).toBe('expired');
@@ -164,7 +140,7 @@ describe('pending approval requests expire by policy', () => {
     const req = await requestApproval(s);
     const created = req.created_at_unix_ms as number;
     expect(req.request_expires_at_unix_ms).toBe(created + 60_000);
-    const approver = (now: number) => ctxAt(s, s.approver.principal_id, ['approver'], now);
+    const approver = (now: number) => contextAt(s, s.approver.principal_id, ['approver'], now);
     await expect(approve(approver(created + 60_000), req.approval_id, {})).rejects.toMatchObject({
       reason: 'conflict',
     });
@@ -189,7 +165,7 @@ describe('GET /v1/operations is cursor-paginated', () => {
     const times = [1000, 2000, 2000, 3000, 3000];
     for (const [i, id] of mine.entries()) await insert(s.tenant_id, id, times[i] as number);
     await insert(other.tenant_id, `op-x-${other.tenant_id}`, 2500);
-    const ctx = ctxAt(s, s.admin.principal_id, ['tenant_admin'], Date.now());
+    const ctx = contextAt(s, s.admin.principal_id, ['tenant_admin'], Date.now());
     const seen: string[] = [];
     let cursor: string | undefined;
     for (let pages = 0; pages < 10; pages++) {

@@ -13,29 +13,10 @@
  */
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
-import type { Seeded } from '../../../scripts/seed.js';
-import type { Role } from '../../../src/core/identity/identity.js';
-import { operationsPort, tenantStore } from '../../../src/platform/bindings.js';
-import type { TenantContext } from '../../../src/services/context.js';
+import { tenantStore } from '../../../src/platform/bindings.js';
 import { getMetrics } from '../../../src/services/metrics.js';
 import { authorizedRollback, claim, observe, report } from '../executions/helpers.js';
-import { ROLLBACK_INPUT, call, seedTenant, shardOf, tenantRef } from '../platform/harness.js';
-
-function adminAt(s: Seeded, now: number): TenantContext {
-  return {
-    caller: {
-      principal_id: s.admin.principal_id,
-      tenant_id: s.tenant_id,
-      roles: ['tenant_admin'] as Role[],
-      executor_release: null,
-    },
-    store: tenantStore(env, tenantRef(s)),
-    operations: operationsPort(env, shardOf(s)),
-    shard: shardOf(s),
-    now,
-    log: () => {},
-  };
-}
+import { ROLLBACK_INPUT, call, seedTenant, tenantRef, contextAt } from '../platform/harness.js';
 
 describe('GET /v1/metrics at the exact boundaries', () => {
   it('counts a reconciliation overdue at its deadline, as escalation does', async () => {
@@ -52,9 +33,9 @@ describe('GET /v1/metrics at the exact boundaries', () => {
     expect(ind.body.operation.status).toBe('reconciliation_required');
     const deadline = ind.body.operation.reconciliation_deadline_unix_ms as number;
 
-    const before = await getMetrics(adminAt(s, deadline - 1), {});
+    const before = await getMetrics(contextAt(s, s.admin.principal_id, ['tenant_admin'], deadline - 1), {});
     expect(before.operations.overdue_reconciliations).toBe(0);
-    const at = await getMetrics(adminAt(s, deadline), {});
+    const at = await getMetrics(contextAt(s, s.admin.principal_id, ['tenant_admin'], deadline), {});
     expect(at.operations.open.reconciliation_required).toBe(1);
     expect(at.operations.overdue_reconciliations).toBe(1);
   });
@@ -69,9 +50,13 @@ describe('GET /v1/metrics at the exact boundaries', () => {
     const expiresAt = r.body.request_expires_at_unix_ms as number;
     const created = r.body.created_at_unix_ms as number;
     const window_ms = expiresAt - created + 60_000;
-    const before = await getMetrics(adminAt(s, expiresAt - 1), { window_ms });
+    const before = await getMetrics(contextAt(s, s.admin.principal_id, ['tenant_admin'], expiresAt - 1), {
+      window_ms,
+    });
     expect(before.approvals.requested).toMatchObject({ pending: 1, expired: 0 });
-    const at = await getMetrics(adminAt(s, expiresAt), { window_ms });
+    const at = await getMetrics(contextAt(s, s.admin.principal_id, ['tenant_admin'], expiresAt), {
+      window_ms,
+    });
     expect(at.approvals.requested).toMatchObject({ pending: 1, expired: 1 });
   });
 

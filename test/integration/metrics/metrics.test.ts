@@ -7,9 +7,7 @@
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import type { Seeded } from '../../../scripts/seed.js';
-import type { Role } from '../../../src/core/identity/identity.js';
-import { operationsPort, tenantStore } from '../../../src/platform/bindings.js';
-import type { TenantContext } from '../../../src/services/context.js';
+import { tenantStore } from '../../../src/platform/bindings.js';
 import { getMetrics } from '../../../src/services/metrics.js';
 import { authorizedRollback, claim, observe, report } from '../executions/helpers.js';
 import {
@@ -21,24 +19,8 @@ import {
   seedTenant,
   shardOf,
   tenantRef,
+  contextAt,
 } from '../platform/harness.js';
-
-/** The tenant admin's service context at a chosen instant (expiry and deadlines without waiting). */
-function adminAt(s: Seeded, now: number): TenantContext {
-  return {
-    caller: {
-      principal_id: s.admin.principal_id,
-      tenant_id: s.tenant_id,
-      roles: ['tenant_admin'] as Role[],
-      executor_release: null,
-    },
-    store: tenantStore(env, tenantRef(s)),
-    operations: operationsPort(env, shardOf(s)),
-    shard: shardOf(s),
-    now,
-    log: () => {},
-  };
-}
 
 const metrics = (s: Seeded, query = '') => call('GET', `/v1/metrics${query}`, { key: s.admin.api_key });
 
@@ -169,7 +151,7 @@ describe('GET /v1/metrics', () => {
     // window ending then holds none of today's receipts or requests.
     const deadline = ind.body.operation.reconciliation_deadline_unix_ms as number;
     const later = Math.max(deadline + 1, (pending.body.request_expires_at_unix_ms as number) + 1);
-    const lateAll = await getMetrics(adminAt(s, later), {
+    const lateAll = await getMetrics(contextAt(s, s.admin.principal_id, ['tenant_admin'], later), {
       window_ms: later - (a.receipt.body.evaluated_at_unix_ms as number) + 60_000,
     });
     expect(lateAll.approvals.requested).toMatchObject({ pending: 1, expired: 1 });
@@ -177,7 +159,9 @@ describe('GET /v1/metrics', () => {
     expect(lateAll.operations.oldest_open_age_ms).toBe(
       later - (ind.body.operation.updated_at_unix_ms as number),
     );
-    const lateMinute = await getMetrics(adminAt(s, later), { window_ms: 60_000 });
+    const lateMinute = await getMetrics(contextAt(s, s.admin.principal_id, ['tenant_admin'], later), {
+      window_ms: 60_000,
+    });
     expect(lateMinute.receipts.by_kind).toEqual({});
     expect(lateMinute.approvals.requested).toMatchObject({ pending: 0, consumed: 0, denied: 0, expired: 0 });
     expect(lateMinute.approvals.decided).toEqual({ approved: 0, consumed: 0, denied: 0 });

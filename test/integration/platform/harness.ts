@@ -5,9 +5,11 @@
 import { env, exports } from 'cloudflare:workers';
 import { expect } from 'vitest';
 import { seedDemo, type Seeded } from '../../../scripts/seed.js';
-import { parseApiKey } from '../../../src/core/identity/identity.js';
+import { type Role, parseApiKey } from '../../../src/core/identity/identity.js';
 import { TENANT_TABLES } from '../../../src/db/tenant-rows.js';
+import { operationsPort, tenantStore } from '../../../src/platform/bindings.js';
 import { type TenantRef, shardBinding } from '../../../src/platform/shards.js';
+import type { TenantContext } from '../../../src/services/context.js';
 import { DEFAULT_QUOTAS, type Quotas } from '../../../src/services/ports.js';
 
 export const ADMIN_TOKEN = 'test-admin-token-0123456789abcdef0123456789abcdef';
@@ -342,3 +344,15 @@ export const doorReads = (s: Seeded, run_id: string) => ({
     body: { Session: {}, Params: { name: 'get_deployment', arguments: READ_INPUT }, Extra: null },
   },
 });
+
+/** A service context for `principal_id` of `s` at a chosen instant: expiry and deadlines without waiting. */
+export function contextAt(s: Seeded, principal_id: string, roles: Role[], now: number): TenantContext {
+  return {
+    caller: { principal_id, tenant_id: s.tenant_id, roles, executor_release: null },
+    store: tenantStore(env, tenantRef(s)),
+    operations: operationsPort(env, shardOf(s)),
+    shard: shardOf(s),
+    now,
+    log: () => {},
+  };
+}
