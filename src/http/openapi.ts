@@ -632,6 +632,8 @@ export const ROUTES: readonly RouteDoc[] = [
     auth: ROLES_FOR.admin,
     query: MetricsQuery,
     responses: { 200: { description: 'counts', schema: MetricsView } },
+    // Each read pays METRICS_READ_TOKENS write tokens (src/http/rate-limit.ts).
+    errors: ['rate_limited'],
   },
   {
     method: 'post',

@@ -5,7 +5,7 @@
  * AuthZEN evaluation and MCP request (they store receipts too), after authentication takes one
  * token from its principal's bucket (durable-objects/rate-limiter.ts),
  * `POST /v1/authorize` included (it stores a receipt, and may consume an approval and charge a
- * run). Reads are not limited. `POST /v1/tenants` (platform admin token, before authentication)
+ * run). Reads are not limited, except security metrics reads (`takeMetricsReadTokens`). `POST /v1/tenants` (platform admin token, before authentication)
  * has no principal and is not limited here. An AuthZEN batch of n evaluations costs n tokens: the
  * one above before its body is read, and n - 1 more in one limiter call once it is parsed
  * (`takeBatchTokens`), so a batch is never a way past the limit; likewise `POST /mcp/v1/after-call`
@@ -55,6 +55,21 @@ export async function takeBatchTokens(
   }
   // A retry of the batch pays its own token again before these: its Retry-After covers it too.
   if (evaluations > 1) await takeWriteToken(c, who, evaluations - 1, 1);
+}
+
+/**
+ * What one security metrics read costs (`GET /v1/metrics`, the console's Security page): it walks
+ * up to seven bounded index ranges of the tenant's shard (src/services/metrics.ts), so it pays as
+ * ten writes, from the same buckets, after its query is validated and before anything is read.
+ * A burst smaller than that is paid whole instead (a count above the burst could never be
+ * admitted). At the defaults a principal reads metrics at most twice a second, and a
+ * dashboard refreshing every ten seconds spends one token a second.
+ */
+export const METRICS_READ_TOKENS = 10;
+
+export async function takeMetricsReadTokens(c: Context<AppEnv>): Promise<void> {
+  const count = Math.min(METRICS_READ_TOKENS, rateLimitPort(c.env).max_count);
+  await takeWriteToken(c, c.var.principal, count);
 }
 
 /**

@@ -32,7 +32,7 @@ import { getReceipt } from '../../services/receipts.js';
 import { keysPort, receiptLogPort } from '../../platform/bindings.js';
 import type { AppEnv } from '../env.js';
 import { wireError } from '../errors.js';
-import { rateLimitWrites } from '../rate-limit.js';
+import { rateLimitWrites, takeMetricsReadTokens } from '../rate-limit.js';
 import {
   type Chrome,
   type Notice,
@@ -195,6 +195,8 @@ consoleRoutes.get('/security', async (c) => {
     throw new ServiceError('invalid_request', 'that window is not offered; choose 1h, 24h or 7d');
   }
   const window = raw as SecurityWindow;
+  // As `GET /v1/metrics`: the read pays write tokens; an empty bucket is a 429 page.
+  await takeMetricsReadTokens(c);
   const m = await getMetrics(c.var.tenant, { window_ms: SECURITY_WINDOWS[window] });
   return c.html(securityPage(chrome, m, window));
 });

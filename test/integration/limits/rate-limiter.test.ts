@@ -13,6 +13,7 @@ import {
   type RateLimitRequest,
 } from '../../../durable-objects/rate-limiter.js';
 import { app } from '../../../src/http/app.js';
+import { METRICS_READ_TOKENS } from '../../../src/http/rate-limit.js';
 import {
   DEFAULT_RATE_LIMIT,
   DEFAULT_TENANT_RATE_LIMIT,
@@ -433,3 +434,112 @@ describe('HTTP: an AuthZEN batch pays one write token per evaluation', () => {
     expect(t.body).toMatch(/at most 1 fit/);
   });
 });
+
+describe('HTTP: a security metrics read pays METRICS_READ_TOKENS write tokens', () => {
+  // Each metrics read walks up to seven bounded index ranges on the tenant's shard: it pays as
+  // ten writes, so a tenant admin polling it cannot load the shard its neighbours share.
+  const roomy = { ...env, WRIT_RATE_LIMIT_BURST: '25', WRIT_RATE_LIMIT_PER_SECOND: '1' } as unknown as Env;
+
+  it('costs 10 tokens: two reads fit in a burst of 25, the third is a 429 with Retry-After', async () => {
+    expect(METRICS_READ_TOKENS).toBe(10);
+    const s = await seedTenant('rl-metrics');
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(Date.now() + 60_000); // every bucket full again
+    expect((await send(roomy, 'GET', '/v1/metrics', s.admin.api_key)).status).toBe(200);
+    expect((await send(roomy, 'GET', '/v1/metrics?window_ms=60000', s.admin.api_key)).status).toBe(200);
+    const third = await send(roomy, 'GET', '/v1/metrics', s.admin.api_key);
+    expect(third.status).toBe(429);
+    expect(third.body.error.code).toBe('rate_limited');
+    // Five tokens left of ten needed, at one a second.
+    expect(third.headers.get('retry-after')).toBe('5');
+    // The same bucket as the principal's writes; another principal's is untouched.
+    expect((await send(roomy, 'PUT', '/v1/policy', s.admin.api_key, DEMO_POLICY)).status).toBe(200);
+    expect((await send(roomy, 'POST', '/v1/runs', s.agent.api_key, RUN)).status).toBe(201);
+  });
+
+  it('a burst smaller than the cost is paid whole: a read empties it and the next write is a 429', async () => {
+    const s = await seedTenant('rl-metrics');
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(Date.now() + 60_000);
+    expect((await send(tiny, 'GET', '/v1/metrics', s.admin.api_key)).status).toBe(200);
+    const next = await send(tiny, 'PUT', '/v1/policy', s.admin.api_key, DEMO_POLICY);
+    expect(next.status).toBe(429);
+    expect(next.body.error.code).toBe('rate_limited');
+  });
+
+  it('a malformed query is still a 400 before any token is taken; a limiter that cannot answer is a 429', async () => {
+    const s = await seedTenant('rl-metrics');
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(Date.now() + 60_000);
+    expect((await send(tiny, 'GET', '/v1/metrics?window_ms=1', s.admin.api_key)).status).toBe(400);
+    expect((await send(tiny, 'GET', '/v1/metrics?window_ms=1', s.admin.api_key)).status).toBe(400);
+    // Both 400s left the bucket full: one read, then the write it empties the bucket for.
+    expect((await send(tiny, 'GET', '/v1/metrics', s.admin.api_key)).status).toBe(200);
+    expect((await send(tiny, 'PUT', '/v1/policy', s.admin.api_key, DEMO_POLICY)).status).toBe(429);
+    const broken = {
+      ...env,
+      RATE_LIMITER: {
+        idFromName: () => {
+          throw new Error('limiter unreachable');
+        },
+        get: () => {
+          throw new Error('limiter unreachable');
+        },
+      },
+    } as unknown as Env;
+    const r = await send(broken, 'GET', '/v1/metrics', s.admin.api_key);
+    expect(r.status).toBe(429);
+    expect(r.headers.get('retry-after')).toBe('1');
+    // Roles come first: an agent is refused 403 and pays nothing.
+    expect((await send(broken, 'GET', '/v1/metrics', s.agent.api_key)).status).toBe(403);
+  });
+
+  it("the console's Security page pays the same: a 429 page once the bucket is empty", async () => {
+    const s = await seedTenant('rl-metrics');
+    vi.useFakeTimers({ toFake: ['Date'] });
+    vi.setSystemTime(Date.now() + 60_000);
+    const get = await consoleWith(roomy, s.admin.api_key);
+    expect((await get('/console/security')).status).toBe(200);
+    expect((await get('/console/security?window=1h')).status).toBe(200);
+    const third = await get('/console/security?window=7d');
+    expect(third.status).toBe(429);
+    expect(third.text).not.toContain('Security decisions</h1>');
+    // Pages that read no metrics are not limited.
+    expect((await get('/console/pending')).status).toBe(200);
+  });
+});
+
+/** `consoleAs` (harness.ts) against `app` with the given vars: a signed-in session's GETs. */
+async function consoleWith(e: Env, key: string) {
+  const form = await app.request(`${BASE}/console/sign-in`, { redirect: 'manual' }, e);
+  const signIn = /__Host-writ_console_signin=([^;]*)/.exec(form.headers.get('set-cookie') ?? '')?.[1] ?? '';
+  const csrf = /name="csrf" value="([^"]*)"/.exec(await form.text())?.[1] ?? '';
+  const body = new URLSearchParams({ csrf, api_key: key }).toString();
+  const signed = await app.request(
+    `${BASE}/console/sign-in`,
+    {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/x-www-form-urlencoded',
+        'content-length': String(body.length),
+        origin: BASE,
+        cookie: `__Host-writ_console_signin=${signIn}`,
+      },
+      body,
+      redirect: 'manual',
+    },
+    e,
+  );
+  expect(signed.status).toBe(303);
+  let cookie = /__Host-writ_console=([^;]*)/.exec(signed.headers.get('set-cookie') ?? '')?.[1] ?? '';
+  return async (path: string) => {
+    const res = await app.request(
+      `${BASE}${path}`,
+      { headers: { cookie: `__Host-writ_console=${cookie}` } },
+      e,
+    );
+    const m = /__Host-writ_console=([^;]*)/.exec(res.headers.get('set-cookie') ?? '');
+    if (m !== null) cookie = m[1] as string;
+    return { status: res.status, text: await res.text() };
+  };
+}
