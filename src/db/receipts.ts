@@ -20,6 +20,7 @@ import type { BlobRef, NewReceipt, SignatureRow, StoredReceipt } from '../servic
 import type { Db } from './client.js';
 import { StoredDocumentError, parseStoredJson, toCanonicalText } from './documents.js';
 import { receiptArchiveEntries, receipts, receiptSignatures } from './schema.js';
+import { decodeSignatureEnvelope, encodeSignatureEnvelope } from './signature-rows.js';
 
 /**
  * Signs one receipt at its issue time, or throws (a missing or unusable key ring): the caller
@@ -250,12 +251,17 @@ function insertSignatureStatement(db: Db, r: TenantReceipt, envelope: SignatureE
   ) {
     throw new Error(`signature of receipt ${r.receipt.sha256} does not match it`);
   }
-  // Columns in table order (`seq` NULL: the next AUTOINCREMENT value). The WHERE clause also
-  // keeps SQLite from reading ON CONFLICT as part of the SELECT.
+  // The envelope in its stored form (src/db/signature-rows.ts): positional when it reads back as
+  // exactly the canonical envelope. Columns in table order (`seq` NULL: the next AUTOINCREMENT
+  // value). The WHERE clause also keeps SQLite from reading ON CONFLICT as part of the SELECT.
+  const stored = encodeSignatureEnvelope(canonicalize(envelope), {
+    tenant_id: r.tenant_id,
+    receipt_sha256: r.receipt.sha256,
+  });
   return db
     .insert(receiptSignatures)
     .select(
-      sql`SELECT NULL, ${r.tenant_id}, ${r.receipt.sha256}, ${canonicalize(envelope)}, ${r.created_at_unix_ms}
+      sql`SELECT NULL, ${r.tenant_id}, ${r.receipt.sha256}, ${stored}, ${r.created_at_unix_ms}
         WHERE EXISTS (SELECT 1 FROM ${receipts} WHERE ${receipts.tenant_id} = ${r.tenant_id} AND ${receipts.sha256} = ${r.receipt.sha256})`,
     )
     .onConflictDoNothing();
@@ -286,6 +292,18 @@ function insertReceiptStatement(db: Db, r: TenantReceipt) {
     )
     .onConflictDoNothing();
 }
+/**
+ * A signature row as its readers take it: the envelope as its canonical text (the log leaf's
+ * bytes), whatever form it is stored in; a row the reader does not accept throws (a 500).
+ */
+function signatureRow(
+  tenant_id: string,
+  row: { readonly seq: number; readonly receipt_sha256: string; readonly envelope: string },
+): SignatureRow {
+  const envelope = decodeSignatureEnvelope(row.envelope, { tenant_id, receipt_sha256: row.receipt_sha256 });
+  return { seq: row.seq, receipt_sha256: row.receipt_sha256, envelope };
+}
+
 /** The tenant's signature rows after `after_seq`, in `seq` order, at most `limit`. */
 export async function signatureRowsAfter(
   db: Db,
@@ -293,7 +311,7 @@ export async function signatureRowsAfter(
   after_seq: number,
   limit: number,
 ): Promise<readonly SignatureRow[]> {
-  return db
+  const rows = await db
     .select({
       seq: receiptSignatures.seq,
       receipt_sha256: receiptSignatures.receipt_sha256,
@@ -303,6 +321,7 @@ export async function signatureRowsAfter(
     .where(and(eq(receiptSignatures.tenant_id, tenant_id), gt(receiptSignatures.seq, after_seq)))
     .orderBy(asc(receiptSignatures.seq))
     .limit(limit);
+  return rows.map((r) => signatureRow(tenant_id, r));
 }
 
 /** The signature row of the tenant's receipt with this digest, or null. */
@@ -320,7 +339,7 @@ export async function signatureRowOf(
     .from(receiptSignatures)
     .where(and(eq(receiptSignatures.tenant_id, tenant_id), eq(receiptSignatures.receipt_sha256, sha256)))
     .get();
-  return row ?? null;
+  return row === undefined ? null : signatureRow(tenant_id, row);
 }
 
 export type ReceiptRow = typeof receipts.$inferSelect;

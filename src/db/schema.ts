@@ -354,7 +354,7 @@ export const tenantShards = sqliteTable(
 /**
  * Issue 11 (migrations/0005): each receipt's signature envelope, written in the receipt's own batch;
  * `seq` is the order the tenant's transparency log takes them in (AUTOINCREMENT: never reused).
- * Its bytes count toward the tenant's `stored_bytes` (migrations/0010 triggers).
+ * Its bytes count toward the tenant's `stored_bytes` (migrations/0010 and 0016 triggers).
  */
 export const receiptSignatures = sqliteTable(
   'receipt_signatures',
@@ -362,7 +362,10 @@ export const receiptSignatures = sqliteTable(
     seq: integer().primaryKey({ autoIncrement: true }),
     tenant_id: text().notNull(),
     receipt_sha256: text().notNull(),
-    /** RFC 8785 canonical JSON of the signature envelope: exactly the log leaf's bytes. */
+    /**
+     * The signature envelope: its RFC 8785 canonical JSON (the log leaf's bytes), or since
+     * migration 0016 its positional form; read only through src/db/signature-rows.ts.
+     */
     envelope: text().notNull(),
     created_at_unix_ms: integer().notNull(),
   },

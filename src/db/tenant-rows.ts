@@ -26,6 +26,7 @@ import type {
   TenantRowValue,
 } from '../services/ports.js';
 import type { Db } from './client.js';
+import { StoredDocumentError } from './documents.js';
 import {
   PREVIOUS_SHARD_UNKNOWN,
   approvals,
@@ -47,6 +48,7 @@ import {
   tenantQuotas,
   tenants,
 } from './schema.js';
+import { decodeSignatureEnvelope, encodeSignatureEnvelope } from './signature-rows.js';
 
 /**
  * Every table holding a tenant's rows, in import order (policies before the tenant that names
@@ -134,6 +136,9 @@ export async function* exportTenantRows(
       for (const r of rows) {
         const { __rowid, ...row } = r;
         from = __rowid as number;
+        // A signature row carries its canonical envelope, as every export did before the
+        // positional form (src/db/signature-rows.ts): a file never depends on a storage form.
+        if (table === 'receipt_signatures') row.envelope = exportedEnvelope(row);
         yield { table, row, position: { table: index, rowid: from } };
       }
       if (rows.length < PAGE) break;
@@ -355,11 +360,26 @@ async function runStaged<T extends string>(
  * the rest, then the tenant's new receipts, in commit order (durable-objects/log-sequencer.ts).
  */
 function insertSignatureRow(db: Db, row: TenantRow['row'], exportedMaxSeq: number) {
+  // Stored as the writer stores a new row: positional when it reads back as exactly the file's
+  // canonical envelope (an export of any release carries the envelope itself), else as it is.
+  const envelope = encodeSignatureEnvelope(String(row.envelope), {
+    tenant_id: String(row.tenant_id),
+    receipt_sha256: String(row.receipt_sha256),
+  });
   return db.insert(receiptSignatures).select(
     sql`SELECT max(coalesce((SELECT max(${receiptSignatures.seq}) FROM ${receiptSignatures}), 0), ${exportedMaxSeq}) + 1,
-        ${row.tenant_id}, ${row.receipt_sha256}, ${row.envelope}, ${row.created_at_unix_ms}
+        ${row.tenant_id}, ${row.receipt_sha256}, ${envelope}, ${row.created_at_unix_ms}
         WHERE 1`,
   );
+}
+
+/** A stored signature row's canonical envelope, through the one reader (a 500 if it refuses). */
+function exportedEnvelope(row: Record<string, TenantRowValue>): string {
+  const { envelope, tenant_id, receipt_sha256 } = row;
+  if (typeof envelope !== 'string' || typeof tenant_id !== 'string' || typeof receipt_sha256 !== 'string') {
+    throw new StoredDocumentError('stored signature row is not text');
+  }
+  return decodeSignatureEnvelope(envelope, { tenant_id, receipt_sha256 });
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import { operationId } from '../../../src/core/execution/idempotency.js';
 import { reconcileOperation } from '../../../src/core/execution/reconciliation.js';
 import { generateKeyRing, type KeyRingDocument } from '../../../src/core/receipts/keys.js';
 import { database } from '../../../src/db/client.js';
+import { decodeSignatureEnvelope } from '../../../src/db/signature-rows.js';
 import {
   operations,
   receiptArchiveEntries,
@@ -137,14 +138,14 @@ async function reconcileAfterRotation(
   return { tenant, run, executionSignature };
 }
 
+/** The receipt's canonical signature envelope, read as the store reads it (either stored form). */
 async function signatureOf(tenant: string, sha256: string): Promise<string | undefined> {
-  return (
-    await database(env)
-      .select()
-      .from(receiptSignatures)
-      .where(and(eq(receiptSignatures.tenant_id, tenant), eq(receiptSignatures.receipt_sha256, sha256)))
-      .get()
-  )?.envelope;
+  const row = await database(env)
+    .select()
+    .from(receiptSignatures)
+    .where(and(eq(receiptSignatures.tenant_id, tenant), eq(receiptSignatures.receipt_sha256, sha256)))
+    .get();
+  return row === undefined ? undefined : decodeSignatureEnvelope(row.envelope, row);
 }
 
 async function storedReceipt(tenant: string, sha256: string): Promise<string | undefined> {

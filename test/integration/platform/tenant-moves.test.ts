@@ -11,6 +11,7 @@ import { parseApiKey } from '../../../src/core/identity/identity.js';
 import { logSequencerStub } from '../../../durable-objects/log-sequencer.js';
 import type { Seeded } from '../../../scripts/seed.js';
 import { TENANT_TABLES, tenantTableColumns } from '../../../src/db/tenant-rows.js';
+import { decodeSignatureEnvelope, encodeSignatureEnvelope } from '../../../src/db/signature-rows.js';
 import { receiptOfRow } from './older-rows.js';
 import {
   ADMIN_TOKEN,
@@ -245,6 +246,86 @@ describe("a moved tenant's transparency log", () => {
   });
 });
 
+/** The tenant's signature rows on `shard` as stored, in `seq` order. */
+async function storedSignatures(shard: number, tenant_id: string) {
+  const r = await shardD1(shard)
+    .prepare('SELECT receipt_sha256, envelope FROM receipt_signatures WHERE tenant_id = ? ORDER BY seq')
+    .bind(tenant_id)
+    .all<{ receipt_sha256: string; envelope: string }>();
+  return r.results;
+}
+
+describe('signature rows in both stored forms (issue 10)', () => {
+  it('export the canonical envelopes; the import stores them positionally; the log keeps its leaves', async () => {
+    const { s, receipt: a } = await busyTenant('move-sigforms');
+    const second = await authorize(s, {
+      tool_contract_sha256: s.read_contract_sha256,
+      input: READ_INPUT,
+      run_id: await createRun(s),
+    });
+    expect(second.status).toBe(200);
+    const b = second.body.receipt.sha256 as string;
+    const from = shardOf(s);
+    const to = 1 - from;
+    // Both rows positional; `a` re-stored as a release before issue 10 wrote it: the object.
+    const leaves = new Map<string, string>();
+    for (const r of await storedSignatures(from, s.tenant_id)) {
+      expect(r.envelope[0]).toBe('[');
+      leaves.set(r.receipt_sha256, decodeSignatureEnvelope(r.envelope, { tenant_id: s.tenant_id, ...r }));
+    }
+    const d1 = shardD1(from);
+    const trigger = await d1
+      .prepare(
+        "SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'receipt_signatures_no_update'",
+      )
+      .first<{ sql: string }>();
+    await d1.batch([
+      d1.prepare('DROP TRIGGER receipt_signatures_no_update'),
+      d1
+        .prepare('UPDATE receipt_signatures SET envelope = ? WHERE tenant_id = ? AND receipt_sha256 = ?')
+        .bind(leaves.get(a), s.tenant_id, a),
+      d1.prepare(trigger!.sql),
+    ]);
+    expect((await storedSignatures(from, s.tenant_id)).map((r) => r.envelope[0])).toEqual(['{', '[']);
+    const log = logSequencerStub(env, s.tenant_id);
+    await log.drain(s.tenant_id);
+    const before = await log.checkpoint(s.tenant_id);
+    expect(before.size).toBe(2);
+
+    const e = await exportTenant(s.tenant_id, true);
+    expect(e.status).toBe(200);
+    // The file carries each canonical envelope, whichever form the row had.
+    const exported = signatureLines(e.text);
+    expect(exported).toEqual([
+      [a, leaves.get(a)],
+      [b, leaves.get(b)],
+    ]);
+    expect((await importTo(to, e.text)).status).toBe(201);
+    // Stored positionally on the new shard, and read back as the same leaves.
+    const moved = await storedSignatures(to, s.tenant_id);
+    expect(moved.map((r) => r.envelope[0])).toEqual(['[', '[']);
+    for (const r of moved) {
+      expect(decodeSignatureEnvelope(r.envelope, { tenant_id: s.tenant_id, ...r })).toBe(
+        leaves.get(r.receipt_sha256),
+      );
+    }
+    // The log drains the new shard without a new leaf: same checkpoint size, same inclusion.
+    expect((await log.drain(s.tenant_id)).appended).toBe(0);
+    expect((await log.checkpoint(s.tenant_id)).checkpoint).toBe(before.checkpoint);
+    // And a file exported from the new shard carries the same envelopes again.
+    expect(signatureLines((await exportTenant(s.tenant_id)).text)).toEqual(exported);
+  });
+});
+
+/** Each signature line's receipt and envelope, in file order. */
+const signatureLines = (text: string) =>
+  text
+    .split('\n')
+    .filter((l) => l !== '')
+    .map((l) => JSON.parse(l) as { table: string; row: Record<string, unknown> })
+    .filter((l) => l.table === 'receipt_signatures')
+    .map((l) => [l.row.receipt_sha256, l.row.envelope]);
+
 describe('an import is refused whole, writing nothing', () => {
   const cases: [string, (text: string) => string][] = [
     [
@@ -322,6 +403,18 @@ describe('an import is refused whole, writing nothing', () => {
           const other = 'e'.repeat(64);
           return { ...row, receipt_sha256: other, envelope: canonicalize({ ...e, receipt_sha256: other }) };
         }),
+    ],
+    [
+      // An export carries the canonical envelope, never the storage form (src/db/signature-rows.ts).
+      'a signature envelope in its positional storage form',
+      (t) =>
+        tamper(t, 'receipt_signatures', (row) => ({
+          ...row,
+          envelope: encodeSignatureEnvelope(String(row.envelope), {
+            tenant_id: String(row.tenant_id),
+            receipt_sha256: String(row.receipt_sha256),
+          }),
+        })),
     ],
     [
       'a receipt filed under another digest',

@@ -16,6 +16,7 @@ import {
   setQuotas,
   tenantD1,
 } from '../platform/harness.js';
+import { claim, observe, report, authorizedRollback } from '../executions/helpers.js';
 import { executed, postObservation, rawOutput } from './observation-helpers.js';
 
 async function storedBytes(s: Seeded): Promise<number> {
@@ -105,5 +106,85 @@ describe('signature rows in the stored-bytes quota', { timeout: 60_000 }, () => 
     expect(two).toEqual(one);
     expect(await storedBytes(s)).toBe(used + one.receipt + one.signature);
     expect(await rowCount(s, 'receipt_signatures')).toBe(signatures + 1);
+  });
+
+  // Issue 10: new signature rows are positional arrays (src/db/signature-rows.ts); migration 0016
+  // reads their kind from `$[4]`, an object row's from `$.receipt_kind`, as 0010 did.
+  it('an authorization signature has the 100% tier, not 90%, also in its positional form', async () => {
+    const s = await seedTenant('sig-auth-tier');
+    const run = await createRun(s, { max_calls: 5 });
+    const body = () =>
+      authorizeBody(s, run, { tool_contract_sha256: s.read_contract_sha256, input: READ_INPUT });
+    const first = await authorize(s, body());
+    expect(first.status).toBe(200);
+    const one = await rowSizes(s, first.body.receipt.sha256 as string);
+    const used = await storedBytes(s);
+    // Room for both rows (and a few bytes of slack for another id), but past the 90% tier.
+    const limit = used + one.receipt + one.signature + 16;
+    expect(used + one.receipt + one.signature).toBeGreaterThan(Math.floor((limit * 90) / 100));
+    expect((await setQuotas(s.tenant_id, { max_stored_bytes: limit })).status).toBe(200);
+    const second = await authorize(s, body());
+    expect(second.status).toBe(200);
+    expect(await rowSizes(s, second.body.receipt.sha256 as string)).toEqual(one);
+    // One byte short of both rows at 100%: refused, neither row written.
+    const now = await storedBytes(s);
+    const signatures = await rowCount(s, 'receipt_signatures');
+    expect(
+      (await setQuotas(s.tenant_id, { max_stored_bytes: now + one.receipt + one.signature - 1 })).status,
+    ).toBe(200);
+    const third = await authorize(s, body());
+    expect(third.status).toBe(429);
+    expect(await rowCount(s, 'receipt_signatures')).toBe(signatures);
+    expect(await storedBytes(s)).toBe(now);
+  });
+
+  it('an execution signature is counted and never refused, also in its positional form', async () => {
+    const s = await seedTenant('sig-exec');
+    const a = await authorizedRollback(s);
+    const c = await claim(s, a.sha256);
+    // Already at the whole quota: the execution receipt and its signature still go in.
+    expect((await setQuotas(s.tenant_id, { max_stored_bytes: await storedBytes(s) })).status).toBe(200);
+    const signatures = await rowCount(s, 'receipt_signatures');
+    const r = await report(s, c.body.operation_id, c.body.fencing_token, observe(a.receipt, 'succeeded'));
+    expect(r.status).toBe(200);
+    expect(await rowCount(s, 'receipt_signatures')).toBe(signatures + 1);
+    const sha = r.body.execution_receipt.sha256 as string;
+    const stored = await tenantD1(s)
+      .prepare('SELECT envelope FROM receipt_signatures WHERE tenant_id = ? AND receipt_sha256 = ?')
+      .bind(s.tenant_id, sha)
+      .first<{ envelope: string }>();
+    expect(stored?.envelope.startsWith('[')).toBe(true);
+  });
+
+  it('reads the kind of either form, and treats any other text as no exempt kind (fail closed)', async () => {
+    const s = await seedTenant('sig-forms');
+    // Over the 90% tier: only execution and reconciliation signatures are let in.
+    expect((await setQuotas(s.tenant_id, { max_stored_bytes: await storedBytes(s) })).status).toBe(200);
+    const insert = (envelope: string) =>
+      tenantD1(s)
+        .prepare(
+          'INSERT INTO receipt_signatures (tenant_id, receipt_sha256, envelope, created_at_unix_ms) VALUES (?, ?, ?, 0)',
+        )
+        .bind(s.tenant_id, crypto.randomUUID(), envelope)
+        .run()
+        .then(
+          () => 'stored',
+          (e: unknown) => (/quota_exceeded:stored_bytes/.test(String(e)) ? 'refused' : `error: ${String(e)}`),
+        );
+    const sig = 'A'.repeat(86) + '==';
+    const positional = (version: number, kind: string) =>
+      JSON.stringify([version, 1, 'writ.test', '0123456789abcdef', kind, sig, 'AAAAAAAAAAAA']);
+    expect(await insert(positional(1, 'execution'))).toBe('stored');
+    expect(await insert(positional(1, 'reconciliation'))).toBe('stored');
+    expect(await insert('{"receipt_kind":"execution"}')).toBe('stored');
+    expect(await insert(positional(1, 'observation'))).toBe('refused');
+    expect(await insert(positional(1, 'authorization'))).toBe('refused');
+    expect(await insert('{"receipt_kind":"observation"}')).toBe('refused');
+    // A layout no writer wrote: its "kind" is not read, so nothing exempts it.
+    expect(await insert(positional(2, 'execution'))).toBe('refused');
+    expect(await insert(JSON.stringify([1, 'execution']))).toBe('refused');
+    expect(await insert('"execution"')).toBe('refused');
+    // Not JSON at all: SQLite's json_extract raises, the insert fails either way.
+    expect(await insert('[1,')).not.toBe('stored');
   });
 });
