@@ -44,6 +44,7 @@ import {
 import legacyJson from './legacy-v1-receipts.json';
 import legacyV3Json from './legacy-v3-receipts.json';
 import legacyV4Json from './legacy-v4-receipts.json';
+import legacyV5Json from './legacy-v5-receipts.json';
 
 /** A value as a verifier reads it from storage: canonical bytes, strictly decoded. */
 function stored(v: unknown): JsonValue {
@@ -59,6 +60,7 @@ type Fixtures = Record<string, { inputs: JsonValue; receipt: JsonValue }>;
 const LEGACY = stored(legacyJson) as Fixtures;
 const LEGACY_V3 = stored(legacyV3Json) as Fixtures;
 const LEGACY_V4 = stored(legacyV4Json) as Fixtures;
+const LEGACY_V5 = stored(legacyV5Json) as Fixtures;
 
 function fixture(set: Fixtures, kind: Kind) {
   const entry = set[kind];
@@ -68,6 +70,7 @@ function fixture(set: Fixtures, kind: Kind) {
 const legacy = (kind: Kind) => fixture(LEGACY, kind);
 const legacyV3 = (kind: Kind) => fixture(LEGACY_V3, kind);
 const legacyV4 = (kind: Kind) => fixture(LEGACY_V4, kind);
+const legacyV5 = (kind: Kind) => fixture(LEGACY_V5, kind);
 
 const OBS_INPUT = ObservationValidationInput.parse(legacy('observation').inputs);
 const ERR_INPUT = ErrorObservationValidationInput.parse(legacy('error_observation').inputs);
@@ -78,6 +81,9 @@ const DER_V3_INPUT = DerivationInput.parse(legacyV3('derived_observation').input
 const OBS_V4_INPUT = ObservationValidationInput.parse(legacyV4('observation').inputs);
 const ERR_V4_INPUT = ErrorObservationValidationInput.parse(legacyV4('error_observation').inputs);
 const DER_V4_INPUT = DerivationInput.parse(legacyV4('derived_observation').inputs);
+const OBS_V5_INPUT = ObservationValidationInput.parse(legacyV5('observation').inputs);
+const ERR_V5_INPUT = ErrorObservationValidationInput.parse(legacyV5('error_observation').inputs);
+const DER_V5_INPUT = DerivationInput.parse(legacyV5('derived_observation').inputs);
 
 function issueNow() {
   const r = validateObservation(OBS_INPUT);
@@ -374,6 +380,36 @@ describe('version 4 receipts issued before version 5 (known answers, legacy-v4-r
         'sha256',
       ]);
     }
+  });
+});
+
+describe('version 5 receipts issued before version 6 (known answers, legacy-v5-receipts.json)', () => {
+  const kinds: [Kind, (r: unknown) => { ok: boolean; differences: readonly string[] }][] = [
+    ['observation', (r) => verifyObservationReceipt(r, OBS_V5_INPUT)],
+    ['error_observation', (r) => verifyErrorObservationReceipt(r, ERR_V5_INPUT)],
+    ['derived_observation', (r) => verifyDerivedObservationReceipt(r, DER_V5_INPUT)],
+  ];
+
+  it.each(kinds)('%s: parses, bound no signal, and still replays ok under version 5', (kind, verify) => {
+    const { receipt } = legacyV5(kind);
+    expect(receipt.body).toMatchObject({ receipt_version: 5, signals_release: 'writ-signals/4' });
+    // What version 5 did not see: an AWS key id ended by a soft hyphen and a letter.
+    expect(receipt.body.signals).toEqual([]);
+    expect(receipt.body.signal_hits).toEqual([]);
+    expect(verify(receipt)).toEqual(OK);
+  });
+
+  it('are reproduced byte for byte when version 5 is asked for', () => {
+    const o = validateObservation(OBS_V5_INPUT, { receiptVersion: 5 });
+    const e = validateErrorObservation(ERR_V5_INPUT, { receiptVersion: 5 });
+    const d = deriveObservation(DER_V5_INPUT, { receiptVersion: 5 });
+    if (!o.ok || !e.ok || !d.ok) throw new Error('fixture did not validate');
+    expect(canonicalize(o.value.receipt)).toBe(canonicalize(legacyV5('observation').receipt));
+    expect(canonicalize(e.value.receipt)).toBe(canonicalize(legacyV5('error_observation').receipt));
+    expect(canonicalize(d.value.receipt)).toBe(canonicalize(legacyV5('derived_observation').receipt));
+    expect(ObservationReceipt.safeParse(legacyV5('observation').receipt).success).toBe(true);
+    expect(ErrorObservationReceipt.safeParse(legacyV5('error_observation').receipt).success).toBe(true);
+    expect(DerivedObservationReceipt.safeParse(legacyV5('derived_observation').receipt).success).toBe(true);
   });
 });
 
