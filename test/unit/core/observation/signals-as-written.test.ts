@@ -80,6 +80,15 @@ describe('a credential ended or started by an invisible character', () => {
     expect(scanContentUnder(5, escaped, JSON_TYPE).signals).toEqual(['credential_like_text']);
   });
 
+  it('in a decoded segment too (base64): the credential rules read each decoding as written', () => {
+    const blob = Buffer.from(`rolled back by ${KEY}${SHY}b at 12:00`, 'utf8').toString('base64');
+    const text = `blob: ${blob}`;
+    expect(scanContentUnder(5, text, 'text/plain').signals).toEqual([]);
+    expect(scanContentUnder(6, text, 'text/plain').hits).toEqual([
+      { signal: 'credential_like_text', rule: 'credential.aws_access_key_id', encoding: 'base64' },
+    ]);
+  });
+
   it('the egress classification and the version 6 scan now agree', () => {
     const text = `rolled back by ${KEY}${SHY}b at 12:00`;
     expect(classifyReadOutput(text, 'internal')).toEqual({
