@@ -12,8 +12,9 @@
  * per-KB cost over items). `--baseline <git-rev>` also runs the detector as it was at that
  * revision (read with `git show` into a temporary directory) on the same items in the same run, so
  * the cost ratio is measured under the same load. `--as-written` measures the current release's
- * reading (`writ-signals/5`: the credential rules also over the text as written) against the
- * detector's default rules (those of `writ-signals/2` to `/4`) the same way. `--misses <label>`
+ * reading (`writ-signals/5`: the credential rules also over the text as written, every rule also
+ * with invisible characters as spaces) against the detector's default rules (those of
+ * `writ-signals/2` to `/4`) the same way. `--misses <label>`
  * lists missed items' ids.
  */
 import { execFileSync } from 'node:child_process';
@@ -22,6 +23,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { detectSignals } from '../src/core/observation/signals.js';
+import { WRIT_SIGNALS_5_READING } from '../src/core/observation/signals/releases.js';
 
 interface Item {
   readonly id: string;
@@ -285,7 +287,7 @@ async function main(): Promise<number> {
       ? null
       : await loadBaseline(baselineRev);
   const current: Detector = asWritten
-    ? (t) => detectSignals(t, { credentialsAsWritten: true })
+    ? (t) => detectSignals(t, WRIT_SIGNALS_5_READING)
     : (t) => detectSignals(t);
 
   const lines: string[] = [`benchmark: ${corpusPath} (${items.length} items)`, ''];

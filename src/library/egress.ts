@@ -24,7 +24,7 @@ import { z } from 'zod';
 import { fromZodError, type CoreError } from '../core/errors.js';
 import { detectSignals } from '../core/observation/signals.js';
 import { jsonStringLevelTexts } from '../core/observation/signals/as-read.js';
-import { credentialSpansAsRead } from '../core/observation/signals/releases.js';
+import { credentialSpansAsRead, WRIT_SIGNALS_5_READING } from '../core/observation/signals/releases.js';
 import { err, ok, type Result } from '../core/result.js';
 import { Identifier, Sha256, strict } from '../core/schema.js';
 
@@ -50,10 +50,10 @@ export function classifyReadOutput(text: string, declared: DataClass): OutputCla
   // strings, as the redactor and `writ-signals/5` read them (`jsonStringLevelTexts`, four
   // levels): a secret quoted inside a JSON string (`"{\"client_secret\": \"…\"}"`) shows only
   // there, and so does content too large to scan at a deeper level. Output that is no JSON only
-  // gains scans of its quoted parts: a class is only ever raised by them. Each with the rules of
-  // `writ-signals/5`: the credential rules also over the text as written, where an invisible
-  // character ends a key as it does for the redactor.
-  const detect = (t: string) => detectSignals(t, { credentialsAsWritten: true });
+  // gains scans of its quoted parts: a class is only ever raised by them. Each read as
+  // `writ-signals/5` reads: the credential rules also over the text as written, where an invisible
+  // character ends a key as it does for the redactor, and over the text with invisibles as spaces.
+  const detect = (t: string) => detectSignals(t, WRIT_SIGNALS_5_READING);
   const reports = [detect(text)];
   const quoted = text.includes('"');
   if (quoted) for (const level of jsonStringLevelTexts(text)) reports.push(detect(level));

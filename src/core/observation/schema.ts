@@ -408,8 +408,10 @@ export type ObservationViolation = z.infer<typeof ObservationViolation>;
  * `writ-redactor/3` redactor reads them; before it, a credential in JSON text in a string in a
  * string was redacted yet raised no signal. Version 6 binds what version 5 did, its signals from
  * release `writ-signals/5`: `writ-signals/4`, with the credential rules also run over each text
- * as written (invisible characters kept, so they are boundaries, as to the redactor); before it,
- * a key ended by a soft hyphen and a letter was redacted yet raised no signal. A change to
+ * as written (invisible characters kept, so they are boundaries, as to the redactor) and every
+ * rule also over each text with invisible characters read as spaces; before it, a key ended by a
+ * soft hyphen and a letter was redacted yet raised no signal, and words separated by soft hyphens
+ * ran together into one token. A change to
  * what a receipt binds, or to the detector's output for any text, is a new receipt version; replay
  * recomputes a stored receipt under the version written in its own body (docs/observations.md).
  */
@@ -431,8 +433,8 @@ export const OBSERVATION_RECEIPT_VERSION = 6 satisfies ObservationReceiptVersion
  * The signal rule-set release each receipt version binds (version 1 implicitly, the others by
  * name): `writ-signals/3` is `writ-signals/2`'s rules over a JSON content's text and its strings
  * as read one level deep, `writ-signals/4` the same rules over the text and its strings read
- * `AS_READ_DEPTH` levels deep, `writ-signals/5` that with the credential rules also over each
- * text as written (`signals/releases.ts`, `scanContentUnder`).
+ * `AS_READ_DEPTH` levels deep, `writ-signals/5` that with each text also read as
+ * `WRIT_SIGNALS_5_READING` says (`signals/releases.ts`, `scanContentUnder`).
  */
 export const SIGNALS_RELEASES = {
   1: 'writ-signals/1',

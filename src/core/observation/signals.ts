@@ -9,7 +9,9 @@
  * base64, hex, percent, HTML-entity and backslash-escaped segments. With `credentialsAsWritten`
  * (release `writ-signals/5`) the credential rules also run over each text as written, where it
  * differs from its normalized copy: an invisible character is then a boundary, as it is to the
- * redactor (`credentialSpans`), so whatever the redactor locates is signalled. Work is linear in the input:
+ * redactor (`credentialSpans`), so whatever the redactor locates is signalled; with
+ * `invisiblesAsBoundaries` (same release) every rule also runs over views of a text with invisible
+ * characters read as spaces, where it has any. Work is linear in the input:
  * every pattern is a literal-led alternation whose quantifiers are fixed or bounded by a small
  * constant, tokens are capped before word rules see them, and decoding has a total budget.
  * A hit names its rule and encoding, never the matched text.
@@ -62,6 +64,13 @@ const CREDENTIAL_RULES: readonly Rule[] = RULES.filter((r) => r.signal === 'cred
 
 /** How a scan reads (a release's choices; the default is `writ-signals/2`'s rules). */
 export interface DetectOptions {
+  /**
+   * Also run every rule over each text's normalized copy with invisible characters read as spaces
+   * instead of removed, where it has any (`writ-signals/5`): a soft hyphen or zero-width space
+   * between words separates them to a reader; removed, `ignore all previous instructions` written
+   * with soft hyphens for spaces is one token to the word rules.
+   */
+  readonly invisiblesAsBoundaries?: boolean;
   /**
    * Also run the credential rules over each text as written (the payload, each decoding), where
    * it differs from its normalized copy (`writ-signals/5`). The normalized copy removes invisible
@@ -176,13 +185,32 @@ function languagesOf(lower: string, tokens: readonly string[]): Set<string> {
   return langs;
 }
 
-function makeView(text: string): View {
-  // Reveal tag characters (all behind the high surrogate U+DB40) as the ASCII they smuggle.
+/** `text` with tag characters revealed as the ASCII they smuggle, then NFKC (bounded). */
+function revealedNfkc(text: string): string {
+  // Tag characters are all behind the high surrogate U+DB40.
   const revealed = text.includes('\uDB40')
     ? text.replace(TAG_RE, (c) => String.fromCharCode((c.codePointAt(0) as number) - 0xe0000))
     : text;
-  // Then drop what a reader cannot see.
-  const cased = boundedNfkc(revealed).replace(INVISIBLE_RE, '');
+  return boundedNfkc(revealed);
+}
+
+const HAS_INVISIBLE_RE = new RegExp(INVISIBLE_RE.source, 'u');
+
+/**
+ * The views of `text` with invisible characters removed (what a reader cannot see) and, when it
+ * has any and `boundaries` is set (`writ-signals/5`), the views with each one read as a space
+ * instead: removal joins a word split by a zero-width space (`ig<ZWSP>nore`), a space keeps apart
+ * words an invisible character separates (`ignore<soft hyphen>all<soft hyphen>previous`), which
+ * removal runs together into one token.
+ */
+function makeViews(text: string, boundaries: boolean): [View, View | null] {
+  const n = revealedNfkc(text);
+  const removed = viewOf(text, n.replace(INVISIBLE_RE, ''));
+  if (!boundaries || !HAS_INVISIBLE_RE.test(n)) return [removed, null];
+  return [removed, viewOf(text, n.replace(INVISIBLE_RE, ' '))];
+}
+
+function viewOf(text: string, cased: string): View {
   let folded = cased.toLowerCase();
   if (NON_ASCII_RE.test(folded)) folded = folded.replace(CONFUSABLE_RE, (c) => CONFUSABLES[c] ?? c);
   // `\n`, `\t` inside escaped JSON separate words; other backslashes only escape quotes.
@@ -382,6 +410,7 @@ export interface SignalWork {
 
 interface ScanState {
   readonly credentialsAsWritten: boolean;
+  readonly invisiblesAsBoundaries: boolean;
   readonly hits: Map<string, SignalHit>;
   readonly details: Map<string, SignalDetail>;
   readonly budget: Budget;
@@ -408,7 +437,7 @@ const RULE_KEYS: ReadonlyMap<Rule, Readonly<Record<SignalEncoding, string>>> = n
   ]),
 );
 
-function runRules(view: View, encoding: SignalEncoding, state: ScanState): void {
+function runRules(view: View, encoding: SignalEncoding, state: ScanState, asWritten = true): void {
   let quoted: boolean | null = null;
   for (const rule of RULES) {
     const key = (RULE_KEYS.get(rule) as Record<SignalEncoding, string>)[encoding];
@@ -430,7 +459,7 @@ function runRules(view: View, encoding: SignalEncoding, state: ScanState): void 
   // `writ-signals/5`: the text as written too, with exactly the rules `credentialSpans` runs over
   // it (no `quotable` drop: the redactor has none). Only where normalization changed the text;
   // plain ASCII text costs one comparison.
-  if (state.credentialsAsWritten && view.raw !== view.cased) {
+  if (asWritten && state.credentialsAsWritten && view.raw !== view.cased) {
     for (const rule of CREDENTIAL_RULES) {
       const key = (RULE_KEYS.get(rule) as Record<SignalEncoding, string>)[encoding];
       if (state.hits.has(key) || !matches(rule, view.raw)) continue;
@@ -482,7 +511,13 @@ function discussesAttacks(words: string): boolean {
 
 function scan(text: string, encoding: SignalEncoding, depth: number, state: ScanState): void {
   state.work.scannedChars += text.length;
-  runRules(makeView(text), encoding, state);
+  const [view, spaced] = makeViews(text, state.invisiblesAsBoundaries);
+  runRules(view, encoding, state);
+  // The same text as written has been read once: the spaced views add the rules' normalized reading.
+  if (spaced !== null) {
+    state.work.scannedChars += text.length;
+    runRules(spaced, encoding, state, false);
+  }
   if (depth >= SIGNAL_LIMITS.maxDecodeDepth) return;
   for (const d of decodings(text, depth, state.budget)) {
     state.work.decodedChars += d.text.length;
@@ -500,6 +535,7 @@ export function detectSignals(text: string, options: DetectOptions = {}): Signal
   const scanned = truncated ? text.slice(0, SIGNAL_LIMITS.maxScanChars) : text;
   const state: ScanState = {
     credentialsAsWritten: options.credentialsAsWritten === true,
+    invisiblesAsBoundaries: options.invisiblesAsBoundaries === true,
     hits: new Map(),
     details: new Map(),
     budget: { chars: 0, segments: 0, exhausted: false },

@@ -204,7 +204,7 @@ export function inlineContentFindings(
   // The signal rule set of the receipt version being computed (signals/releases.ts); from
   // version 4, JSON content is also scanned as a model reads its strings (version 5: at each
   // level of JSON text held in strings, as the redactor reads them; version 6: the credential
-  // rules also over each of those texts as written).
+  // rules also over each of those texts as written, every rule also with invisibles as spaces).
   const signals = scanContentUnder(version, payload, o.media_type);
   return {
     ...base,

@@ -7,15 +7,15 @@
  * content, over the strings read at each level of JSON text held in strings, `AS_READ_DEPTH`
  * levels deep, as the `writ-redactor/3` redactor reads them), version 6 with `writ-signals/5`
  * (version 5's scan, with the credential rules also run over each text as written, where
- * invisible characters are boundaries as they are to the redactor: `detectSignals` with
- * `credentialsAsWritten`).
+ * invisible characters are boundaries as they are to the redactor, and every rule also over its
+ * normalized copy with invisible characters read as spaces: `WRIT_SIGNALS_5_READING`).
  *
  * Guarantees: a receipt is only ever recomputed with the detector of the version written in it, so
  * a detector change never turns an honest stored receipt into a replay failure, and a receipt
  * whose version was edited is recomputed under other rules and fails. Version 4's scan of any
  * content is a superset of version 3's (the union of the text's scan and the strings' scan), and
  * version 5's a superset of version 4's (its first level is version 4's strings), and version 6's
- * a superset of version 5's (the same scans, each with one more pass of the credential rules);
+ * a superset of version 5's (the same scans, each with more passes of the same rules);
  * in a version 6 scan, content in which `credentialSpansAsRead` locates a span always raises
  * `credential_like_text` (each text it reads is a text the scan reads, with the same rules
  * over it as written).
@@ -28,7 +28,7 @@ import {
   type ObservationSignal,
   type SignalHit,
 } from '../schema.js';
-import { detectSignals } from '../signals.js';
+import { type DetectOptions, detectSignals } from '../signals.js';
 import { credentialSpans as credentialSpansV1, detectSignals as detectSignalsV1 } from './legacy-v1.js';
 import { credentialSpans, type CredentialSpan, mergeCredentialSpans } from '../signals.js';
 import {
@@ -50,6 +50,16 @@ export interface SignalScan {
   readonly hits: SignalHit[];
 }
 
+/**
+ * How release `writ-signals/5` reads each text beyond `writ-signals/2`'s rules: the credential
+ * rules also over the text as written, every rule also over its normalized copy with invisible
+ * characters read as spaces.
+ */
+export const WRIT_SIGNALS_5_READING: DetectOptions = {
+  credentialsAsWritten: true,
+  invisiblesAsBoundaries: true,
+};
+
 const DETECTORS: Readonly<Record<ObservationReceiptVersion, (text: string) => SignalScan>> = {
   1: detectSignalsV1,
   2: detectSignals,
@@ -58,8 +68,8 @@ const DETECTORS: Readonly<Record<ObservationReceiptVersion, (text: string) => Si
   // Versions 4 and 5 run the same rules over more text (`scanContentUnder`), not other rules.
   4: detectSignals,
   5: detectSignals,
-  // Version 6: the same rules, the credential rules also over each text as written.
-  6: (text) => detectSignals(text, { credentialsAsWritten: true }),
+  // Version 6: the same rules, read as `WRIT_SIGNALS_5_READING` says.
+  6: (text) => detectSignals(text, WRIT_SIGNALS_5_READING),
 };
 
 /**
