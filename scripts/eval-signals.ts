@@ -11,7 +11,11 @@
  * per genre (ordinary output and security documentation apart), and throughput (KB/s and p50/p99
  * per-KB cost over items). `--baseline <git-rev>` also runs the detector as it was at that
  * revision (read with `git show` into a temporary directory) on the same items in the same run, so
- * the cost ratio is measured under the same load. `--misses <label>` lists missed items' ids.
+ * the cost ratio is measured under the same load. `--as-written` measures the current release's
+ * reading (`writ-signals/5`: the credential rules also over the text as written, every rule also
+ * with invisible characters as spaces) against the detector's default rules (those of
+ * `writ-signals/2` to `/4`) the same way. `--misses <label>`
+ * lists missed items' ids.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -19,6 +23,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { detectSignals } from '../src/core/observation/signals.js';
+import { WRIT_SIGNALS_5_READING } from '../src/core/observation/signals/releases.js';
 
 interface Item {
   readonly id: string;
@@ -273,16 +278,25 @@ async function main(): Promise<number> {
     return 2;
   }
   const rounds = Number(arg('--rounds') ?? '5');
+  const asWritten = process.argv.includes('--as-written');
   const baselineRev = arg('--baseline');
-  const baseline = baselineRev === undefined ? null : await loadBaseline(baselineRev);
+  const baselineName = asWritten ? 'default rules (writ-signals/2)' : `baseline (${baselineRev})`;
+  const baseline: Detector | null = asWritten
+    ? (t) => detectSignals(t)
+    : baselineRev === undefined
+      ? null
+      : await loadBaseline(baselineRev);
+  const current: Detector = asWritten
+    ? (t) => detectSignals(t, WRIT_SIGNALS_5_READING)
+    : (t) => detectSignals(t);
 
   const lines: string[] = [`benchmark: ${corpusPath} (${items.length} items)`, ''];
-  if (baseline !== null) lines.push(...evaluate(`baseline (${baselineRev})`, baseline, items), '');
-  lines.push(...evaluate('current', detectSignals, items), '');
+  if (baseline !== null) lines.push(...evaluate(baselineName, baseline, items), '');
+  lines.push(...evaluate(asWritten ? 'current (writ-signals/5 reading)' : 'current', current, items), '');
 
   // Warm up both, then time them interleaved per round so load affects both alike.
-  for (const d of [baseline, detectSignals]) if (d !== null) for (const it of items) d(it.text);
-  const timings = time(baseline === null ? [detectSignals] : [detectSignals, baseline], items, rounds);
+  for (const d of [baseline, current]) if (d !== null) for (const it of items) d(it.text);
+  const timings = time(baseline === null ? [current] : [current, baseline], items, rounds);
   const cur = timings[0] as Timing;
   const base = baseline === null ? null : (timings[1] as Timing);
   const fmt = (name: string, t: Timing) =>

@@ -24,7 +24,7 @@ import { z } from 'zod';
 import { fromZodError, type CoreError } from '../core/errors.js';
 import { detectSignals } from '../core/observation/signals.js';
 import { jsonStringLevelTexts } from '../core/observation/signals/as-read.js';
-import { credentialSpansAsRead } from '../core/observation/signals/releases.js';
+import { credentialSpansAsRead, WRIT_SIGNALS_5_READING } from '../core/observation/signals/releases.js';
 import { err, ok, type Result } from '../core/result.js';
 import { Identifier, Sha256, strict } from '../core/schema.js';
 
@@ -47,18 +47,21 @@ export interface OutputClassification {
 /** Classify a read tool's output text, starting from the class declared for that tool. */
 export function classifyReadOutput(text: string, declared: DataClass): OutputClassification {
   // The text, and its strings as a model reads them (unescaped) at each level of JSON text held in
-  // strings, as the redactor and `writ-signals/4` read them (`jsonStringLevelTexts`, four
+  // strings, as the redactor and `writ-signals/5` read them (`jsonStringLevelTexts`, four
   // levels): a secret quoted inside a JSON string (`"{\"client_secret\": \"…\"}"`) shows only
   // there, and so does content too large to scan at a deeper level. Output that is no JSON only
-  // gains scans of its quoted parts: a class is only ever raised by them.
-  const reports = [detectSignals(text)];
+  // gains scans of its quoted parts: a class is only ever raised by them. Each read as
+  // `writ-signals/5` reads: the credential rules also over the text as written, where an invisible
+  // character ends a key as it does for the redactor, and over the text with invisibles as spaces.
+  const detect = (t: string) => detectSignals(t, WRIT_SIGNALS_5_READING);
+  const reports = [detect(text)];
   const quoted = text.includes('"');
-  if (quoted) for (const level of jsonStringLevelTexts(text)) reports.push(detectSignals(level));
+  if (quoted) for (const level of jsonStringLevelTexts(text)) reports.push(detect(level));
   const raised: string[] = [];
   // And whatever the redactor locates (`credentialSpansAsRead`: the text as written and, quoted,
-  // its strings as read), quote or no quote: the detector reads a text with invisible characters
-  // removed, so a key ended by one (a soft hyphen, then a letter) is a credential only to the
-  // redactor, and output the redactor would redact is never classified below `secret`.
+  // its strings as read), quote or no quote. `writ-signals/5` signals all of it (property-tested
+  // in signals-as-written.test.ts); the redactor's own reading is kept so that output the
+  // redactor would redact is never classified below `secret`, whatever a later release reads.
   if (
     reports.some((r) => r.signals.includes('credential_like_text')) ||
     credentialSpansAsRead(text, 'application/json').length > 0

@@ -317,9 +317,11 @@ export function verifyDerivedObservationReceipt(stored: unknown, input: Derivati
  * located credentials with the `writ-signals/1` rules (kept, frozen, for that release name);
  * `writ-redactor/2` uses the current credential rules over the content's text; `writ-redactor/3`
  * (current) also over every string of JSON content as a model reads it, and into JSON text held
- * in those strings `AS_READ_DEPTH` levels deep, the levels observation receipts of version 5 scan
- * (`credentialSpansAsRead`): a secret quoted inside a JSON string is redacted there, and the
- * result is still JSON.
+ * in those strings `AS_READ_DEPTH` levels deep, the levels observation receipts of versions 5 and
+ * 6 scan (`credentialSpansAsRead`): a secret quoted inside a JSON string is redacted there, and
+ * the result is still JSON. Whatever it locates raises `credential_like_text` in a version 6 scan
+ * of the same content (`writ-signals/5` also runs the credential rules over the text as written,
+ * as this redactor reads it); a version 5 scan could miss a key ended by an invisible character.
  */
 export const REDACTOR_RELEASE = 'writ-redactor/3';
 const LEGACY_REDACTOR_RELEASE = 'writ-redactor/1';

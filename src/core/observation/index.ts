@@ -7,6 +7,7 @@
 export * from './schema.js';
 export {
   detectSignals,
+  type DetectOptions,
   credentialSpans,
   longestEncodedRun,
   SIGNAL_LIMITS,

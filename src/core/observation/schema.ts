@@ -406,28 +406,35 @@ export type ObservationViolation = z.infer<typeof ObservationViolation>;
  * `writ-signals/4`: the same rules, run over JSON content as it is and over the strings read at
  * each level of JSON text held in strings, `AS_READ_DEPTH` (4) levels deep, as the
  * `writ-redactor/3` redactor reads them; before it, a credential in JSON text in a string in a
- * string was redacted yet raised no signal. A change to
+ * string was redacted yet raised no signal. Version 6 binds what version 5 did, its signals from
+ * release `writ-signals/5`: `writ-signals/4`, with the credential rules also run over each text
+ * as written (invisible characters kept, so they are boundaries, as to the redactor) and every
+ * rule also over each text with invisible characters read as spaces; before it, a key ended by a
+ * soft hyphen and a letter was redacted yet raised no signal, and words separated by soft hyphens
+ * ran together into one token. A change to
  * what a receipt binds, or to the detector's output for any text, is a new receipt version; replay
  * recomputes a stored receipt under the version written in its own body (docs/observations.md).
  */
-export const OBSERVATION_RECEIPT_VERSIONS = [1, 2, 3, 4, 5] as const;
+export const OBSERVATION_RECEIPT_VERSIONS = [1, 2, 3, 4, 5, 6] as const;
 export const ObservationReceiptVersion = z.union([
   z.literal(1),
   z.literal(2),
   z.literal(3),
   z.literal(4),
   z.literal(5),
+  z.literal(6),
 ]);
 export type ObservationReceiptVersion = z.infer<typeof ObservationReceiptVersion>;
 
 /** The version new observation, error-observation and derived-observation receipts are issued under. */
-export const OBSERVATION_RECEIPT_VERSION = 5 satisfies ObservationReceiptVersion;
+export const OBSERVATION_RECEIPT_VERSION = 6 satisfies ObservationReceiptVersion;
 
 /**
  * The signal rule-set release each receipt version binds (version 1 implicitly, the others by
  * name): `writ-signals/3` is `writ-signals/2`'s rules over a JSON content's text and its strings
  * as read one level deep, `writ-signals/4` the same rules over the text and its strings read
- * `AS_READ_DEPTH` levels deep (`signals/releases.ts`, `scanContentUnder`).
+ * `AS_READ_DEPTH` levels deep, `writ-signals/5` that with each text also read as
+ * `WRIT_SIGNALS_5_READING` says (`signals/releases.ts`, `scanContentUnder`).
  */
 export const SIGNALS_RELEASES = {
   1: 'writ-signals/1',
@@ -435,6 +442,7 @@ export const SIGNALS_RELEASES = {
   3: 'writ-signals/2',
   4: 'writ-signals/3',
   5: 'writ-signals/4',
+  6: 'writ-signals/5',
 } as const satisfies Readonly<Record<ObservationReceiptVersion, string>>;
 
 /** The release new receipts are issued with (`signals.ts`, as `scanContentUnder` runs it). */
@@ -461,10 +469,14 @@ const RECEIPT_V5_FIELDS = {
   receipt_version: z.literal(5),
   signals_release: z.literal(SIGNALS_RELEASES[5]),
 } as const;
+const RECEIPT_V6_FIELDS = {
+  receipt_version: z.literal(6),
+  signals_release: z.literal(SIGNALS_RELEASES[6]),
+} as const;
 
 /**
  * Build a discriminated union of one body per receipt version, each strict; `v3` holds the fields
- * versions 3 to 5 bind and earlier ones do not (none for a derived observation).
+ * versions 3 to 6 bind and earlier ones do not (none for a derived observation).
  */
 export function versionedReceiptBody<
   const F extends z.ZodRawShape,
@@ -476,6 +488,7 @@ export function versionedReceiptBody<
     strict({ ...fields, ...((v3 ?? {}) as G), ...RECEIPT_V3_FIELDS }),
     strict({ ...fields, ...((v3 ?? {}) as G), ...RECEIPT_V4_FIELDS }),
     strict({ ...fields, ...((v3 ?? {}) as G), ...RECEIPT_V5_FIELDS }),
+    strict({ ...fields, ...((v3 ?? {}) as G), ...RECEIPT_V6_FIELDS }),
   ]);
 }
 
@@ -492,6 +505,8 @@ export function receiptVersionFields(version: ObservationReceiptVersion) {
       return { receipt_version: 4 as const, signals_release: SIGNALS_RELEASES[4] };
     case 5:
       return { receipt_version: 5 as const, signals_release: SIGNALS_RELEASES[5] };
+    case 6:
+      return { receipt_version: 6 as const, signals_release: SIGNALS_RELEASES[6] };
   }
 }
 
@@ -502,7 +517,7 @@ export type VersionlessBody<B extends { receipt_version: number }> = Omit<
 >;
 
 /**
- * A body under `version`: the fields every version binds, plus `v3` (what versions 3 to 5 bind)
+ * A body under `version`: the fields every version binds, plus `v3` (what versions 3 to 6 bind)
  * when it is version 3 or later. Never lets an older version carry a newer field: its digest would change.
  */
 export function versionedBody<const B extends object, const E extends object>(
@@ -521,11 +536,13 @@ export function versionedBody<const B extends object, const E extends object>(
       return { ...common, ...v3, receipt_version: 4 as const, signals_release: SIGNALS_RELEASES[4] };
     case 5:
       return { ...common, ...v3, receipt_version: 5 as const, signals_release: SIGNALS_RELEASES[5] };
+    case 6:
+      return { ...common, ...v3, receipt_version: 6 as const, signals_release: SIGNALS_RELEASES[6] };
   }
 }
 
 /**
- * What versions 3 to 5 bind of the content itself: the SHA-256 and UTF-8 length of the inline bytes
+ * What versions 3 to 6 bind of the content itself: the SHA-256 and UTF-8 length of the inline bytes
  * received (the findings a refusal keeps instead of the bytes). `actual_sha256` is null when the
  * bytes were over the bound and never hashed; both are null for an artifact (its digest and size
  * are the declared ones, already bound).

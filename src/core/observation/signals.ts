@@ -6,7 +6,12 @@
  * never modified: every rule runs on normalized copies (NFKC with a bounded expansion, lowercase,
  * Unicode format/zero-width characters removed, tag characters revealed, common Latin
  * look-alikes folded, separators collapsed or squeezed out), and on bounded decodings of
- * base64, hex, percent, HTML-entity and backslash-escaped segments. Work is linear in the input:
+ * base64, hex, percent, HTML-entity and backslash-escaped segments. With `credentialsAsWritten`
+ * (release `writ-signals/5`) the credential rules also run over each text as written, where it
+ * differs from its normalized copy: an invisible character is then a boundary, as it is to the
+ * redactor (`credentialSpans`), so whatever the redactor locates is signalled; with
+ * `invisiblesAsBoundaries` (same release) every rule also runs over views of a text with invisible
+ * characters read as spaces, where it has any. Work is linear in the input:
  * every pattern is a literal-led alternation whose quantifiers are fixed or bounded by a small
  * constant, tokens are capped before word rules see them, and decoding has a total budget.
  * A hit names its rule and encoding, never the matched text.
@@ -54,6 +59,28 @@ export interface SignalReport {
 }
 
 const RULES: readonly Rule[] = [...WORDING_RULES, ...SHAPE_RULES, ...GENERIC_SHAPE_RULES];
+/** The rules `credentialSpans` runs (every credential rule, in `RULES` order). */
+const CREDENTIAL_RULES: readonly Rule[] = RULES.filter((r) => r.signal === 'credential_like_text');
+
+/** How a scan reads (a release's choices; the default is `writ-signals/2`'s rules). */
+export interface DetectOptions {
+  /**
+   * Also run every rule over each text's normalized copy with invisible characters read as spaces
+   * instead of removed, where it has any (`writ-signals/5`): a soft hyphen or zero-width space
+   * between words separates them to a reader; removed, `ignore all previous instructions` written
+   * with soft hyphens for spaces is one token to the word rules.
+   */
+  readonly invisiblesAsBoundaries?: boolean;
+  /**
+   * Also run the credential rules over each text as written (the payload, each decoding), where
+   * it differs from its normalized copy (`writ-signals/5`). The normalized copy removes invisible
+   * characters, folds compatibility forms and reveals tag characters; the redactor reads the text
+   * as written, where a soft hyphen, a zero-width space or a tag character ends a key. Without
+   * this, `AKIA` and 16 characters, a soft hyphen and a letter is a 17-character token to the
+   * rules (no boundary) and a key to the redactor: redacted, yet not signalled.
+   */
+  readonly credentialsAsWritten?: boolean;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Normalization
@@ -158,13 +185,32 @@ function languagesOf(lower: string, tokens: readonly string[]): Set<string> {
   return langs;
 }
 
-function makeView(text: string): View {
-  // Reveal tag characters (all behind the high surrogate U+DB40) as the ASCII they smuggle.
+/** `text` with tag characters revealed as the ASCII they smuggle, then NFKC (bounded). */
+function revealedNfkc(text: string): string {
+  // Tag characters are all behind the high surrogate U+DB40.
   const revealed = text.includes('\uDB40')
     ? text.replace(TAG_RE, (c) => String.fromCharCode((c.codePointAt(0) as number) - 0xe0000))
     : text;
-  // Then drop what a reader cannot see.
-  const cased = boundedNfkc(revealed).replace(INVISIBLE_RE, '');
+  return boundedNfkc(revealed);
+}
+
+const HAS_INVISIBLE_RE = new RegExp(INVISIBLE_RE.source, 'u');
+
+/**
+ * The views of `text` with invisible characters removed (what a reader cannot see) and, when it
+ * has any and `boundaries` is set (`writ-signals/5`), the views with each one read as a space
+ * instead: removal joins a word split by a zero-width space (`ig<ZWSP>nore`), a space keeps apart
+ * words an invisible character separates (`ignore<soft hyphen>all<soft hyphen>previous`), which
+ * removal runs together into one token.
+ */
+function makeViews(text: string, boundaries: boolean): [View, View | null] {
+  const n = revealedNfkc(text);
+  const removed = viewOf(text, n.replace(INVISIBLE_RE, ''));
+  if (!boundaries || !HAS_INVISIBLE_RE.test(n)) return [removed, null];
+  return [removed, viewOf(text, n.replace(INVISIBLE_RE, ' '))];
+}
+
+function viewOf(text: string, cased: string): View {
   let folded = cased.toLowerCase();
   if (NON_ASCII_RE.test(folded)) folded = folded.replace(CONFUSABLE_RE, (c) => CONFUSABLES[c] ?? c);
   // `\n`, `\t` inside escaped JSON separate words; other backslashes only escape quotes.
@@ -363,6 +409,8 @@ export interface SignalWork {
 }
 
 interface ScanState {
+  readonly credentialsAsWritten: boolean;
+  readonly invisiblesAsBoundaries: boolean;
   readonly hits: Map<string, SignalHit>;
   readonly details: Map<string, SignalDetail>;
   readonly budget: Budget;
@@ -389,7 +437,7 @@ const RULE_KEYS: ReadonlyMap<Rule, Readonly<Record<SignalEncoding, string>>> = n
   ]),
 );
 
-function runRules(view: View, encoding: SignalEncoding, state: ScanState): void {
+function runRules(view: View, encoding: SignalEncoding, state: ScanState, asWritten = true): void {
   let quoted: boolean | null = null;
   for (const rule of RULES) {
     const key = (RULE_KEYS.get(rule) as Record<SignalEncoding, string>)[encoding];
@@ -407,17 +455,33 @@ function runRules(view: View, encoding: SignalEncoding, state: ScanState): void 
     record(state, { signal: rule.signal, rule: rule.id, encoding }, rule.family, rule.lang);
   }
   const secretWork: SecretWork = { chars: 0 };
+  runSecrets(view.cased, encoding, state, secretWork);
+  // `writ-signals/5`: the text as written too, with exactly the rules `credentialSpans` runs over
+  // it (no `quotable` drop: the redactor has none). Only where normalization changed the text;
+  // plain ASCII text costs one comparison.
+  if (asWritten && state.credentialsAsWritten && view.raw !== view.cased) {
+    for (const rule of CREDENTIAL_RULES) {
+      const key = (RULE_KEYS.get(rule) as Record<SignalEncoding, string>)[encoding];
+      if (state.hits.has(key) || !matches(rule, view.raw)) continue;
+      record(state, { signal: rule.signal, rule: rule.id, encoding }, rule.family, rule.lang);
+    }
+    runSecrets(view.raw, encoding, state, secretWork);
+  }
+  state.work.secretWindowChars += secretWork.chars;
+}
+
+/** The maintained (gitleaks) rules over `text`, each rule not yet found under `encoding`. */
+function runSecrets(text: string, encoding: SignalEncoding, state: ScanState, work: SecretWork): void {
   const prefix = `credential_like_text\u0000`;
   const suffix = `\u0000${encoding}`;
   const skip = (id: string) => state.hits.has(prefix + id + suffix);
-  for (const m of scanSecrets(view.cased, secretWork, false, skip))
+  for (const m of scanSecrets(text, work, false, skip))
     record(
       state,
       { signal: 'credential_like_text', rule: m.rule, encoding },
       m.rule.slice('credential.'.length),
       undefined,
     );
-  state.work.secretWindowChars += secretWork.chars;
 }
 
 function matches(rule: Rule, text: string): boolean {
@@ -447,7 +511,13 @@ function discussesAttacks(words: string): boolean {
 
 function scan(text: string, encoding: SignalEncoding, depth: number, state: ScanState): void {
   state.work.scannedChars += text.length;
-  runRules(makeView(text), encoding, state);
+  const [view, spaced] = makeViews(text, state.invisiblesAsBoundaries);
+  runRules(view, encoding, state);
+  // The same text as written has been read once: the spaced views add the rules' normalized reading.
+  if (spaced !== null) {
+    state.work.scannedChars += text.length;
+    runRules(spaced, encoding, state, false);
+  }
   if (depth >= SIGNAL_LIMITS.maxDecodeDepth) return;
   for (const d of decodings(text, depth, state.budget)) {
     state.work.decodedChars += d.text.length;
@@ -455,11 +525,17 @@ function scan(text: string, encoding: SignalEncoding, depth: number, state: Scan
   }
 }
 
-/** Scan `text`. Pure and deterministic: the same text always yields the same report. */
-export function detectSignals(text: string): SignalReport {
+/**
+ * Scan `text`. Pure and deterministic: the same text and options always yield the same report.
+ * Without options this is release `writ-signals/2`'s detector, which receipts of versions 2 to 5
+ * bind: its output for a text never changes.
+ */
+export function detectSignals(text: string, options: DetectOptions = {}): SignalReport {
   const truncated = text.length > SIGNAL_LIMITS.maxScanChars;
   const scanned = truncated ? text.slice(0, SIGNAL_LIMITS.maxScanChars) : text;
   const state: ScanState = {
+    credentialsAsWritten: options.credentialsAsWritten === true,
+    invisiblesAsBoundaries: options.invisiblesAsBoundaries === true,
     hits: new Map(),
     details: new Map(),
     budget: { chars: 0, segments: 0, exhausted: false },
@@ -530,7 +606,8 @@ export function longestEncodedRun(text: string): number {
 // ---------------------------------------------------------------------------------------------
 // Redaction spans (used by `derived.ts`): credential rules over the original text, so offsets
 // are offsets of the evidence itself. Evasive (zero-width-split) secrets are signalled by
-// `detectSignals` even where they cannot be located here.
+// `detectSignals` even where they cannot be located here; with `credentialsAsWritten` it also
+// signals every text in which they locate a span (the same rules over the same text).
 
 export interface CredentialSpan {
   readonly rule: string;
@@ -542,8 +619,7 @@ export interface CredentialSpan {
 /** Locate credential-like spans in `text`, sorted and merged where they overlap. */
 export function credentialSpans(text: string): CredentialSpan[] {
   const spans: CredentialSpan[] = [];
-  for (const rule of RULES) {
-    if (rule.signal !== 'credential_like_text') continue;
+  for (const rule of CREDENTIAL_RULES) {
     const flags = rule.pattern.flags.includes('g') ? rule.pattern.flags : `${rule.pattern.flags}g`;
     const re = new RegExp(rule.pattern.source, `${flags.includes('d') ? flags : `${flags}d`}`);
     for (const m of text.matchAll(re)) {

@@ -203,7 +203,8 @@ export function inlineContentFindings(
   for (const x of checkLocators(o.locators, policy, target, o.observed_at_unix_ms)) v.add(x);
   // The signal rule set of the receipt version being computed (signals/releases.ts); from
   // version 4, JSON content is also scanned as a model reads its strings (version 5: at each
-  // level of JSON text held in strings, as the redactor reads them).
+  // level of JSON text held in strings, as the redactor reads them; version 6: the credential
+  // rules also over each of those texts as written, every rule also with invisibles as spaces).
   const signals = scanContentUnder(version, payload, o.media_type);
   return {
     ...base,
@@ -446,7 +447,7 @@ function decideErrorObservation(
     signal_hits: signals.hits,
     violations,
   };
-  // As for output observations: versions 3 to 5 bind the received detail's digest and size exactly.
+  // As for output observations: versions 3 to 6 bind the received detail's digest and size exactly.
   const body: ErrorObservationReceiptBody = versionedBody(version, common, {
     actual_sha256: findings.actual_sha256,
     actual_bytes: findings.actual_bytes,

@@ -22,7 +22,9 @@
  * `before` answer. An `after` result is screened over the text `/mcp/v1/after-call` digests
  * (`outputText`) exactly as that text's observation receipt scans it (`scanContentUnder` at the
  * current receipt version, as JSON: the text and its strings as a model reads them, level by
- * level into JSON text held in strings, the union of the scans); only a result without a signal is an empty `after` answer, and an annotation keeps
+ * level into JSON text held in strings, the union of the scans; from version 6 the credential
+ * rules also read each of those texts as written, so a key the redactor would redact is flagged);
+ * only a result without a signal is an empty `after` answer, and an annotation keeps
  * every content item, `_meta`, `isError` and the tool's own `structuredContent` as they were.
  * Never: reads a credential, tenant or principal from the payload or the URL; rewrites, redacts or
  * "sanitizes" a tool's output; puts matched text in an answer (rule ids and encodings only).

@@ -4,7 +4,8 @@
  * answer 500 "stored observation receipt does not replay"). The same for version 3, whose signals
  * version 4 changed for JSON content holding a quoted secret: the retry replays the stored version
  * 3 receipt (no signal), a new observation of the same bytes is flagged. And for version 4, whose
- * signals version 5 changed for a secret two JSON strings deep.
+ * signals version 5 changed for a secret two JSON strings deep, and for version 5, whose signals
+ * version 6 changed for a key ended by a soft hyphen and a letter.
  */
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
@@ -103,7 +104,7 @@ describe('retry of an observation recorded under receipt version 1', () => {
     // A new observation is still issued under the current version.
     const fresh = await postObservation(s, rawOutput(s, e));
     expect(fresh.status).toBe(201);
-    expect(fresh.body.receipt.body.receipt_version).toBe(5);
+    expect(fresh.body.receipt.body.receipt_version).toBe(6);
   });
 });
 
@@ -113,7 +114,7 @@ const QUOTED_SECRET = JSON.stringify({
 });
 
 describe('retry of an observation recorded under receipt version 3', () => {
-  it('replays the stored version 3 receipt; the same bytes observed anew are version 5 and flagged', async () => {
+  it('replays the stored version 3 receipt; the same bytes observed anew are version 6 and flagged', async () => {
     const s = await seedTenant('obs-v3');
     const e = await executed(s, 'succeeded', QUOTED_SECRET);
     const raw = rawOutput(s, e, QUOTED_SECRET);
@@ -123,13 +124,13 @@ describe('retry of an observation recorded under receipt version 3', () => {
     expect(again.status).toBe(200);
     expect(again.body.receipt).toEqual(v3);
 
-    // Another execution returning the same bytes: observed under version 5, which reads the string.
+    // Another execution returning the same bytes: observed under version 6, which reads the string.
     const e2 = await executed(s, 'succeeded', QUOTED_SECRET);
     const fresh = await postObservation(s, rawOutput(s, e2, QUOTED_SECRET));
     expect(fresh.status).toBe(201);
     expect(fresh.body.receipt.body).toMatchObject({
-      receipt_version: 5,
-      signals_release: 'writ-signals/4',
+      receipt_version: 6,
+      signals_release: 'writ-signals/5',
       signals: ['credential_like_text'],
     });
     expect(fresh.body.candidate.signals).toEqual(['credential_like_text']);
@@ -144,7 +145,7 @@ const SECRET_TWO_DEEP = JSON.stringify({
 });
 
 describe('retry of an observation recorded under receipt version 4', () => {
-  it('replays the stored version 4 receipt; the same bytes observed anew are version 5 and flagged', async () => {
+  it('replays the stored version 4 receipt; the same bytes observed anew are version 6 and flagged', async () => {
     const s = await seedTenant('obs-v4');
     const e = await executed(s, 'succeeded', SECRET_TWO_DEEP);
     const raw = rawOutput(s, e, SECRET_TWO_DEEP);
@@ -158,13 +159,46 @@ describe('retry of an observation recorded under receipt version 4', () => {
     expect(again.status).toBe(200);
     expect(again.body.receipt).toEqual(v4);
 
-    // Another execution returning the same bytes: version 5 reads JSON text held in the strings.
+    // Another execution returning the same bytes: version 6 (as 5) reads JSON text held in the strings.
     const e2 = await executed(s, 'succeeded', SECRET_TWO_DEEP);
     const fresh = await postObservation(s, rawOutput(s, e2, SECRET_TWO_DEEP));
     expect(fresh.status).toBe(201);
     expect(fresh.body.receipt.body).toMatchObject({
-      receipt_version: 5,
+      receipt_version: 6,
+      signals_release: 'writ-signals/5',
+      signals: ['credential_like_text'],
+    });
+    expect(fresh.body.candidate.signals).toEqual(['credential_like_text']);
+  });
+});
+
+/** A text item with an AWS key id ended by a soft hyphen and a letter: a key to the redactor only, until version 6. */
+const KEY_ENDED_BY_SOFT_HYPHEN = JSON.stringify({
+  content: [{ type: 'text', text: 'rolled back by AKIAZ7Q4WJ2M5NXR8K3T\u00adb at 12:00' }],
+});
+
+describe('retry of an observation recorded under receipt version 5', () => {
+  it('replays the stored version 5 receipt; the same bytes observed anew are version 6 and flagged', async () => {
+    const s = await seedTenant('obs-v5');
+    const e = await executed(s, 'succeeded', KEY_ENDED_BY_SOFT_HYPHEN);
+    const raw = rawOutput(s, e, KEY_ENDED_BY_SOFT_HYPHEN);
+    const v5 = await recordUnder(s, e, raw, 5);
+    expect(v5.body).toMatchObject({
+      decision: 'accepted_untrusted_evidence',
       signals_release: 'writ-signals/4',
+      signals: [],
+    });
+    const again = await postObservation(s, raw);
+    expect(again.status).toBe(200);
+    expect(again.body.receipt).toEqual(v5);
+
+    // Another execution returning the same bytes: version 6 reads the credentials as written.
+    const e2 = await executed(s, 'succeeded', KEY_ENDED_BY_SOFT_HYPHEN);
+    const fresh = await postObservation(s, rawOutput(s, e2, KEY_ENDED_BY_SOFT_HYPHEN));
+    expect(fresh.status).toBe(201);
+    expect(fresh.body.receipt.body).toMatchObject({
+      receipt_version: 6,
+      signals_release: 'writ-signals/5',
       signals: ['credential_like_text'],
     });
     expect(fresh.body.candidate.signals).toEqual(['credential_like_text']);

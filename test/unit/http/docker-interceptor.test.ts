@@ -215,7 +215,7 @@ describe('screenAfter', () => {
       authority: 'untrusted_evidence_only',
       on_signal: 'withhold_credentials',
       signals: ['instruction_like_text'],
-      signals_release: 'writ-signals/4',
+      signals_release: 'writ-signals/5',
       output_sha256: sha256HexOfText(outputText(r)),
     });
     // A result that raised nothing is not isError after annotation either.

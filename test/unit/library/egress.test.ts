@@ -99,6 +99,22 @@ describe('classifyReadOutput', () => {
       raised_by: ['unscanned_content'],
     });
   });
+
+  it('raises a key ended by a soft hyphen and a letter inside base64 to secret (writ-signals/5 reading)', () => {
+    // The redactor does not decode base64, and the writ-signals/2 rules read the decoded text with
+    // the soft hyphen removed (a 17-character token): only reading it as written finds the key.
+    const blob = Buffer.from(`rolled back by ${AWS_KEY}\u00adb at 12:00`, 'utf8').toString('base64');
+    expect(classifyReadOutput(`blob: ${blob}`, 'public')).toStrictEqual({
+      data_class: 'secret',
+      raised_by: ['credential_like_text'],
+    });
+    // Base64 of ordinary text stays at the declared class.
+    const plain = Buffer.from('rolled back by nothing at 12:00', 'utf8').toString('base64');
+    expect(classifyReadOutput(`blob: ${plain}`, 'public')).toStrictEqual({
+      data_class: 'public',
+      raised_by: [],
+    });
+  });
 });
 
 describe('evaluateEgress', () => {

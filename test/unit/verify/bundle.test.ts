@@ -31,6 +31,7 @@ import {
 } from './fixtures.js';
 import legacyV3 from '../core/observation/legacy-v3-receipts.json';
 import legacyV4 from '../core/observation/legacy-v4-receipts.json';
+import legacyV5 from '../core/observation/legacy-v5-receipts.json';
 
 const pinned = { trustedKeys: keys(), logVerifier: fakeLogVerifier } as const;
 const reason = (v: BundleVerdict) => (v.valid ? 'valid' : v.failure?.reason);
@@ -154,12 +155,16 @@ describe('observation bundles verify under the receipt version they carry', () =
   // holds a quoted secret; version 4 of the same inputs binds credential_like_text. Version 4
   // receipts issued at cd856d0, before version 5 read JSON text held in strings level by level
   // (legacy-v4-receipts.json): they bound no signal for a secret two strings deep; version 5 does.
+  // Version 5 receipts issued at d6a5628, before version 6 read credentials in the text as written
+  // (legacy-v5-receipts.json): they bound no signal for a key ended by a soft hyphen and a letter;
+  // version 6 does.
   type Fixtures = Record<
     'observation' | 'error_observation',
     { inputs: Record<string, unknown>; receipt: SignableReceipt & { body: Record<string, unknown> } }
   >;
   const V3 = legacyV3 as unknown as Fixtures;
   const V4 = legacyV4 as unknown as Fixtures;
+  const V5 = legacyV5 as unknown as Fixtures;
 
   function bundleOf(receipt: SignableReceipt, inputs: unknown, at: number) {
     const signature = sign(receipt, ring(), at);
@@ -176,6 +181,7 @@ describe('observation bundles verify under the receipt version they carry', () =
   it.each([
     [3, 4, 'writ-signals/3', V3],
     [4, 5, 'writ-signals/4', V4],
+    [5, 6, 'writ-signals/5', V5],
   ] as const)(
     'a version %i bundle and a version %i bundle of the same observation both verify offline',
     (old, next, release, fixtures) => {

@@ -193,8 +193,8 @@ describe('every single-byte change to a bundle of every kind is detected', () =>
     ['execution', () => executionBundle()],
     ['reconciliation (version 2)', () => reconciliationBundle()],
     ['observation accepted', acceptedObservationBundle],
-    ['observation refused, payload withheld (version 5)', () => withheldObservationBundle()],
-    ['error observation refused, detail withheld (version 5)', withheldErrorObservationBundle],
+    ['observation refused, payload withheld (version 6)', () => withheldObservationBundle()],
+    ['error observation refused, detail withheld (version 6)', withheldErrorObservationBundle],
   ];
   for (const [name, make] of kinds) {
     it(name, () => expect(undetected(make())).toEqual([]), SWEEP_MS);

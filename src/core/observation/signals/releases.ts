@@ -5,13 +5,20 @@
  * rules, over the text and, for JSON content, also over its strings as a model reads them:
  * `as-read.ts`), version 5 with `writ-signals/4` (the same rules, over the text and, for JSON
  * content, over the strings read at each level of JSON text held in strings, `AS_READ_DEPTH`
- * levels deep, as the `writ-redactor/3` redactor reads them).
+ * levels deep, as the `writ-redactor/3` redactor reads them), version 6 with `writ-signals/5`
+ * (version 5's scan, with the credential rules also run over each text as written, where
+ * invisible characters are boundaries as they are to the redactor, and every rule also over its
+ * normalized copy with invisible characters read as spaces: `WRIT_SIGNALS_5_READING`).
  *
  * Guarantees: a receipt is only ever recomputed with the detector of the version written in it, so
  * a detector change never turns an honest stored receipt into a replay failure, and a receipt
  * whose version was edited is recomputed under other rules and fails. Version 4's scan of any
  * content is a superset of version 3's (the union of the text's scan and the strings' scan), and
- * version 5's a superset of version 4's (its first level is version 4's strings).
+ * version 5's a superset of version 4's (its first level is version 4's strings), and version 6's
+ * a superset of version 5's (the same scans, each with more passes of the same rules);
+ * in a version 6 scan, content in which `credentialSpansAsRead` locates a span always raises
+ * `credential_like_text` (each text it reads is a text the scan reads, with the same rules
+ * over it as written).
  * Never: picks a detector from anything but the receipt version and the content's media type,
  * reads a clock, or does I/O.
  */
@@ -21,7 +28,7 @@ import {
   type ObservationSignal,
   type SignalHit,
 } from '../schema.js';
-import { detectSignals } from '../signals.js';
+import { type DetectOptions, detectSignals } from '../signals.js';
 import { credentialSpans as credentialSpansV1, detectSignals as detectSignalsV1 } from './legacy-v1.js';
 import { credentialSpans, type CredentialSpan, mergeCredentialSpans } from '../signals.js';
 import {
@@ -43,6 +50,16 @@ export interface SignalScan {
   readonly hits: SignalHit[];
 }
 
+/**
+ * How release `writ-signals/5` reads each text beyond `writ-signals/2`'s rules: the credential
+ * rules also over the text as written, every rule also over its normalized copy with invisible
+ * characters read as spaces.
+ */
+export const WRIT_SIGNALS_5_READING: DetectOptions = {
+  credentialsAsWritten: true,
+  invisiblesAsBoundaries: true,
+};
+
 const DETECTORS: Readonly<Record<ObservationReceiptVersion, (text: string) => SignalScan>> = {
   1: detectSignalsV1,
   2: detectSignals,
@@ -51,11 +68,13 @@ const DETECTORS: Readonly<Record<ObservationReceiptVersion, (text: string) => Si
   // Versions 4 and 5 run the same rules over more text (`scanContentUnder`), not other rules.
   4: detectSignals,
   5: detectSignals,
+  // Version 6: the same rules, read as `WRIT_SIGNALS_5_READING` says.
+  6: (text) => detectSignals(text, WRIT_SIGNALS_5_READING),
 };
 
 /**
  * How many levels of JSON content's strings a version also scans: none before `writ-signals/3`,
- * one for `writ-signals/3` (`jsonStringsAsRead`), `AS_READ_DEPTH` for `writ-signals/4`.
+ * one for `writ-signals/3` (`jsonStringsAsRead`), four for `writ-signals/4` and `writ-signals/5`.
  */
 const JSON_LEVELS_READ: Readonly<Record<ObservationReceiptVersion, number>> = {
   1: 0,
@@ -65,6 +84,8 @@ const JSON_LEVELS_READ: Readonly<Record<ObservationReceiptVersion, number>> = {
   // Frozen: what version 5 receipts bind. It equals `AS_READ_DEPTH` (the redactor's depth) today;
   // a change to that constant must not change how stored version 5 receipts replay.
   5: 4,
+  // Frozen as well, for version 6 receipts.
+  6: 4,
 };
 
 /** Scan `text` with the rule set that receipts of `version` bind (the text alone, as it is). */
@@ -79,8 +100,9 @@ export function scanUnder(version: ObservationReceiptVersion, text: string): Sig
  * version 4 also every string in it as a model reads it (`jsonStringsAsRead`), in version 5 the
  * strings read at each level of JSON text held in strings, `AS_READ_DEPTH` levels deep
  * (`jsonStringLevelTexts`, the levels the redactor reads: one scan per level, its strings joined
- * by newlines); the hits being the union of the scans. Versions 1 to 3 scan the text alone, and
- * every version exactly as it was issued.
+ * by newlines), in version 6 the same texts with `writ-signals/5`'s rules; the hits being the
+ * union of the scans. Versions 1 to 3 scan the text alone, and every version exactly as it was
+ * issued.
  */
 export function scanContentUnder(
   version: ObservationReceiptVersion,
@@ -117,7 +139,7 @@ export function credentialSpansAsRead(text: string, mediaType: string): Credenti
   if (!isJsonMediaType(mediaType)) return credentialSpans(text);
   const plain = credentialSpans(text);
   if (!text.includes('"')) return plain;
-  // The levels the `writ-signals/4` scan reads too (`jsonStringLevelTexts`: the same walk's texts).
+  // The levels the `writ-signals/4` and `writ-signals/5` scans read too (`jsonStringLevelTexts`: the same walk's texts).
   const levels = jsonStringLevelsAsRead(text, AS_READ_DEPTH);
   const top = levels[0] ?? [];
   // In JSON text, a span that touches a string keeps only its parts inside strings, each widened

@@ -232,7 +232,7 @@ describe('redaction', () => {
     expect(JSON.parse(read.text)).toEqual({ client_secret: '[redacted:credential.assignment]', note: 'ok' });
     expect(read.config).toBe('line one\npassword = "[redacted:credential.assignment]"\n');
     expect(read.escaped).toBe('[redacted:credential.aws_access_key_id]');
-    // The view's own scan (receipt version 5 reads the strings) finds no credential left.
+    // The view's own scan (receipt version 6 reads the strings) finds no credential left.
     expect(v3.value.evidence.signals).not.toContain('credential_like_text');
     expect(v3.value.evidence.receipt.body.transform_release).toBe('writ-redactor/3');
   });

@@ -1,17 +1,20 @@
 // Observation receipt versions: version 1 receipts (signals of `writ-signals/1`, the frozen
 // legacy detector) still replay after the detector rewrite; version 2 names `writ-signals/2`;
 // version 3 also binds the received bytes' digest and size (`actual_sha256`, `actual_bytes`);
-// version 4 (`writ-signals/3`) also scans JSON content as a model reads its strings; new receipts
-// are version 5 (`writ-signals/4`: JSON text held in those strings is read level by level,
-// `AS_READ_DEPTH` levels deep, as the redactor reads it). A receipt replays only under the version
-// written in it, so an edited version fails.
+// version 4 (`writ-signals/3`) also scans JSON content as a model reads its strings; version 5
+// (`writ-signals/4`) reads JSON text held in those strings level by level, `AS_READ_DEPTH` levels
+// deep, as the redactor reads it; new receipts are version 6 (`writ-signals/5`: the credential
+// rules also read each text as written, where an invisible character is a boundary, as to the
+// redactor). A receipt replays only under the version written in it, so an edited version fails.
 // The version 1 receipts in `legacy-v1-receipts.json` were issued by Writ at commit 033c877
 // (before the rewrite), the version 3 receipts in `legacy-v3-receipts.json` at commit aa74e75
 // (before version 4; their content holds a quoted secret and form-feed-separated instruction text
 // inside JSON strings, which version 3 did not flag), the version 4 receipts in
 // `legacy-v4-receipts.json` at commit cd856d0 (their content holds a secret and instruction text
 // in JSON text inside a JSON string inside a JSON string, two levels deep, which version 4 did
-// not flag), each with its full inputs, as a verifier finds them in storage.
+// not flag), the version 5 receipts in `legacy-v5-receipts.json` at commit d6a5628 (their content
+// holds an AWS key id ended by a soft hyphen and a letter, which version 5 did not flag), each
+// with its full inputs, as a verifier finds them in storage.
 import { describe, expect, it } from 'vitest';
 import { canonicalize, digestOf } from '../../../../src/core/canonical/canonical.js';
 import { decodeJsonText, type JsonValue } from '../../../../src/core/canonical/json.js';
@@ -44,6 +47,7 @@ import {
 import legacyJson from './legacy-v1-receipts.json';
 import legacyV3Json from './legacy-v3-receipts.json';
 import legacyV4Json from './legacy-v4-receipts.json';
+import legacyV5Json from './legacy-v5-receipts.json';
 
 /** A value as a verifier reads it from storage: canonical bytes, strictly decoded. */
 function stored(v: unknown): JsonValue {
@@ -59,6 +63,7 @@ type Fixtures = Record<string, { inputs: JsonValue; receipt: JsonValue }>;
 const LEGACY = stored(legacyJson) as Fixtures;
 const LEGACY_V3 = stored(legacyV3Json) as Fixtures;
 const LEGACY_V4 = stored(legacyV4Json) as Fixtures;
+const LEGACY_V5 = stored(legacyV5Json) as Fixtures;
 
 function fixture(set: Fixtures, kind: Kind) {
   const entry = set[kind];
@@ -68,6 +73,7 @@ function fixture(set: Fixtures, kind: Kind) {
 const legacy = (kind: Kind) => fixture(LEGACY, kind);
 const legacyV3 = (kind: Kind) => fixture(LEGACY_V3, kind);
 const legacyV4 = (kind: Kind) => fixture(LEGACY_V4, kind);
+const legacyV5 = (kind: Kind) => fixture(LEGACY_V5, kind);
 
 const OBS_INPUT = ObservationValidationInput.parse(legacy('observation').inputs);
 const ERR_INPUT = ErrorObservationValidationInput.parse(legacy('error_observation').inputs);
@@ -78,6 +84,9 @@ const DER_V3_INPUT = DerivationInput.parse(legacyV3('derived_observation').input
 const OBS_V4_INPUT = ObservationValidationInput.parse(legacyV4('observation').inputs);
 const ERR_V4_INPUT = ErrorObservationValidationInput.parse(legacyV4('error_observation').inputs);
 const DER_V4_INPUT = DerivationInput.parse(legacyV4('derived_observation').inputs);
+const OBS_V5_INPUT = ObservationValidationInput.parse(legacyV5('observation').inputs);
+const ERR_V5_INPUT = ErrorObservationValidationInput.parse(legacyV5('error_observation').inputs);
+const DER_V5_INPUT = DerivationInput.parse(legacyV5('derived_observation').inputs);
 
 function issueNow() {
   const r = validateObservation(OBS_INPUT);
@@ -261,12 +270,11 @@ describe('version 4 receipts (writ-signals/3: JSON content also scanned as a mod
 });
 
 describe('version 5 receipts (writ-signals/4: JSON text in strings read as deep as the redactor reads it)', () => {
-  it('are what validation issues now: the release named, the received bytes bound, replay ok', () => {
-    const now = issueNow();
-    expect(OBSERVATION_RECEIPT_VERSION).toBe(5);
-    expect(now.body.receipt_version).toBe(5);
-    expect(now.body.signals_release).toBe(SIGNALS_RELEASE);
-    expect(SIGNALS_RELEASE).toBe('writ-signals/4');
+  it('name the release, bind the received bytes, and replay ok under their own version', () => {
+    const r = validateObservation(OBS_INPUT, { receiptVersion: 5 });
+    if (!r.ok) throw new Error(r.error.message);
+    const now = stored(r.value.receipt) as StoredReceipt;
+    expect(now.body).toMatchObject({ receipt_version: 5, signals_release: 'writ-signals/4' });
     expect(now.body.actual_sha256).toBe(OBS_INPUT.observation.payload_sha256);
     expect(now.body.actual_bytes).toBe(OBS_INPUT.observation.payload_bytes);
     expect(now.body.signal_hits).toEqual([
@@ -276,7 +284,7 @@ describe('version 5 receipts (writ-signals/4: JSON text in strings read as deep 
   });
 
   it('flag the secret and the instructions two JSON strings deep that version 4 missed', () => {
-    const o = validateObservation(OBS_V4_INPUT);
+    const o = validateObservation(OBS_V4_INPUT, { receiptVersion: 5 });
     if (!o.ok) throw new Error(o.error.message);
     expect(o.value.receipt.body).toMatchObject({
       receipt_version: 5,
@@ -298,12 +306,12 @@ describe('version 5 receipts (writ-signals/4: JSON text in strings read as deep 
     expect(o.value.candidate?.signals).toEqual(o.value.receipt.body.signals);
     expect(verifyObservationReceipt(stored(o.value.receipt), OBS_V4_INPUT)).toEqual(OK);
 
-    const e = validateErrorObservation(ERR_V4_INPUT);
+    const e = validateErrorObservation(ERR_V4_INPUT, { receiptVersion: 5 });
     if (!e.ok) throw new Error(e.error.message);
     expect(e.value.receipt.body.signals).toEqual(['credential_like_text']);
     expect(verifyErrorObservationReceipt(stored(e.value.receipt), ERR_V4_INPUT)).toEqual(OK);
 
-    const d = deriveObservation(DER_V4_INPUT);
+    const d = deriveObservation(DER_V4_INPUT, { receiptVersion: 5 });
     if (!d.ok) throw new Error(d.error.message);
     expect(d.value.receipt.body.signal_hits).toEqual([
       { signal: 'instruction_like_text', rule: 'instruction.role_play', encoding: 'plain' },
@@ -311,8 +319,8 @@ describe('version 5 receipts (writ-signals/4: JSON text in strings read as deep 
     expect(verifyDerivedObservationReceipt(stored(d.value.receipt), DER_V4_INPUT)).toEqual(OK);
   });
 
-  it('error-observation and derived receipts are version 5 too, and replay ok', () => {
-    const e = validateErrorObservation(ERR_INPUT);
+  it('error-observation and derived receipts of version 5 replay ok', () => {
+    const e = validateErrorObservation(ERR_INPUT, { receiptVersion: 5 });
     if (!e.ok) throw new Error(e.error.message);
     expect(e.value.receipt.body).toMatchObject({
       receipt_version: 5,
@@ -324,9 +332,74 @@ describe('version 5 receipts (writ-signals/4: JSON text in strings read as deep 
     expect(verifyErrorObservationReceipt(stored(e.value.receipt), ERR_INPUT)).toEqual(OK);
 
     // A derived observation has no received bytes to bind: version 5 binds what version 2 did.
-    const d = deriveObservation(DER_INPUT);
+    const d = deriveObservation(DER_INPUT, { receiptVersion: 5 });
     if (!d.ok) throw new Error(d.error.message);
     expect(d.value.receipt.body).toMatchObject({ receipt_version: 5, signals_release: 'writ-signals/4' });
+    expect(d.value.receipt.body.signal_hits.map((h) => h.rule)).toEqual([
+      'instruction.delimiter_forgery',
+      'instruction.role_play',
+    ]);
+    expect(verifyDerivedObservationReceipt(stored(d.value.receipt), DER_INPUT)).toEqual(OK);
+  });
+});
+
+describe('version 6 receipts (writ-signals/5: the credential rules also read the text as written)', () => {
+  it('are what validation issues now: the release named, the received bytes bound, replay ok', () => {
+    const now = issueNow();
+    expect(OBSERVATION_RECEIPT_VERSION).toBe(6);
+    expect(now.body.receipt_version).toBe(6);
+    expect(now.body.signals_release).toBe(SIGNALS_RELEASE);
+    expect(SIGNALS_RELEASE).toBe('writ-signals/5');
+    expect(now.body.actual_sha256).toBe(OBS_INPUT.observation.payload_sha256);
+    expect(now.body.actual_bytes).toBe(OBS_INPUT.observation.payload_bytes);
+    expect(now.body.signal_hits).toEqual([
+      { signal: 'instruction_like_text', rule: 'instruction.delimiter_forgery', encoding: 'plain' },
+    ]);
+    expect(verifyObservationReceipt(now, OBS_INPUT)).toEqual(OK);
+  });
+
+  it('flag the key ended by a soft hyphen that version 5 missed (observation, error, derived)', () => {
+    const hit = { signal: 'credential_like_text', rule: 'credential.aws_access_key_id', encoding: 'plain' };
+    const o = validateObservation(OBS_V5_INPUT);
+    if (!o.ok) throw new Error(o.error.message);
+    expect(o.value.receipt.body).toMatchObject({
+      receipt_version: 6,
+      signals_release: 'writ-signals/5',
+      decision: 'accepted_untrusted_evidence',
+      signals: ['credential_like_text'],
+      signal_hits: [hit],
+    });
+    // The evidence carries what the receipt binds.
+    expect(o.value.candidate?.signals).toEqual(['credential_like_text']);
+    expect(verifyObservationReceipt(stored(o.value.receipt), OBS_V5_INPUT)).toEqual(OK);
+
+    const e = validateErrorObservation(ERR_V5_INPUT);
+    if (!e.ok) throw new Error(e.error.message);
+    expect(e.value.receipt.body).toMatchObject({ receipt_version: 6, signal_hits: [hit] });
+    expect(verifyErrorObservationReceipt(stored(e.value.receipt), ERR_V5_INPUT)).toEqual(OK);
+
+    const d = deriveObservation(DER_V5_INPUT);
+    if (!d.ok) throw new Error(d.error.message);
+    expect(d.value.receipt.body).toMatchObject({ receipt_version: 6, signal_hits: [hit] });
+    expect(verifyDerivedObservationReceipt(stored(d.value.receipt), DER_V5_INPUT)).toEqual(OK);
+  });
+
+  it('error-observation and derived receipts are version 6 too, and replay ok', () => {
+    const e = validateErrorObservation(ERR_INPUT);
+    if (!e.ok) throw new Error(e.error.message);
+    expect(e.value.receipt.body).toMatchObject({
+      receipt_version: 6,
+      signals_release: 'writ-signals/5',
+      actual_sha256: ERR_INPUT.observation.detail_sha256,
+      actual_bytes: ERR_INPUT.observation.detail_bytes,
+    });
+    expect(e.value.receipt.body.signal_hits.map((h) => h.rule)).toEqual(['instruction.delimiter_forgery']);
+    expect(verifyErrorObservationReceipt(stored(e.value.receipt), ERR_INPUT)).toEqual(OK);
+
+    // A derived observation has no received bytes to bind: version 6 binds what version 2 did.
+    const d = deriveObservation(DER_INPUT);
+    if (!d.ok) throw new Error(d.error.message);
+    expect(d.value.receipt.body).toMatchObject({ receipt_version: 6, signals_release: 'writ-signals/5' });
     expect(d.value.receipt.body.signal_hits.map((h) => h.rule)).toEqual([
       'instruction.delimiter_forgery',
       'instruction.role_play',
@@ -377,8 +450,50 @@ describe('version 4 receipts issued before version 5 (known answers, legacy-v4-r
   });
 });
 
+describe('version 5 receipts issued before version 6 (known answers, legacy-v5-receipts.json)', () => {
+  const kinds: [Kind, (r: unknown) => { ok: boolean; differences: readonly string[] }][] = [
+    ['observation', (r) => verifyObservationReceipt(r, OBS_V5_INPUT)],
+    ['error_observation', (r) => verifyErrorObservationReceipt(r, ERR_V5_INPUT)],
+    ['derived_observation', (r) => verifyDerivedObservationReceipt(r, DER_V5_INPUT)],
+  ];
+
+  it.each(kinds)('%s: parses, bound no signal, and still replays ok under version 5', (kind, verify) => {
+    const { receipt } = legacyV5(kind);
+    expect(receipt.body).toMatchObject({ receipt_version: 5, signals_release: 'writ-signals/4' });
+    // What version 5 did not see: an AWS key id ended by a soft hyphen and a letter.
+    expect(receipt.body.signals).toEqual([]);
+    expect(receipt.body.signal_hits).toEqual([]);
+    expect(verify(receipt)).toEqual(OK);
+  });
+
+  it('are reproduced byte for byte when version 5 is asked for', () => {
+    const o = validateObservation(OBS_V5_INPUT, { receiptVersion: 5 });
+    const e = validateErrorObservation(ERR_V5_INPUT, { receiptVersion: 5 });
+    const d = deriveObservation(DER_V5_INPUT, { receiptVersion: 5 });
+    if (!o.ok || !e.ok || !d.ok) throw new Error('fixture did not validate');
+    expect(canonicalize(o.value.receipt)).toBe(canonicalize(legacyV5('observation').receipt));
+    expect(canonicalize(e.value.receipt)).toBe(canonicalize(legacyV5('error_observation').receipt));
+    expect(canonicalize(d.value.receipt)).toBe(canonicalize(legacyV5('derived_observation').receipt));
+    expect(ObservationReceipt.safeParse(legacyV5('observation').receipt).success).toBe(true);
+    expect(ErrorObservationReceipt.safeParse(legacyV5('error_observation').receipt).success).toBe(true);
+    expect(DerivedObservationReceipt.safeParse(legacyV5('derived_observation').receipt).success).toBe(true);
+  });
+
+  it('relabelled version 6 (re-hashed) they fail: version 6 sees what they did not', () => {
+    for (const [kind, verify] of kinds) {
+      const { receipt } = legacyV5(kind);
+      const relabelled = { ...receipt.body, receipt_version: 6, signals_release: 'writ-signals/5' };
+      expect(verify(rehashed(relabelled)).differences, kind).toEqual([
+        'body.signal_hits',
+        'body.signals',
+        'sha256',
+      ]);
+    }
+  });
+});
+
 describe('a receipt replays only under its own version', () => {
-  it('a version 5 receipt relabelled version 1, 2, 3 or 4 fails (as is, re-hashed, and with the release dropped)', () => {
+  it('a version 6 receipt relabelled version 1, 2, 3, 4 or 5 fails (as is, re-hashed, and with the release dropped)', () => {
     const now = issueNow();
     const relabelled: Record<string, JsonValue> = { ...now.body, receipt_version: 1 };
     expect(verifyObservationReceipt({ ...now, body: relabelled }, OBS_INPUT).ok).toBe(false);
@@ -400,8 +515,8 @@ describe('a receipt replays only under its own version', () => {
     expect(
       verifyObservationReceipt(rehashed({ ...now.body, receipt_version: 2 }), OBS_INPUT).differences,
     ).toEqual(['body.actual_bytes', 'body.actual_sha256', 'body.signals_release', 'sha256']);
-    // Relabelled version 3 or 4: the same hits for this content, but not the same release.
-    for (const receipt_version of [3, 4]) {
+    // Relabelled version 3, 4 or 5: the same hits for this content, but not the same release.
+    for (const receipt_version of [3, 4, 5]) {
       expect(
         verifyObservationReceipt(rehashed({ ...now.body, receipt_version }), OBS_INPUT).differences,
       ).toEqual(['body.signals_release', 'sha256']);
@@ -423,7 +538,7 @@ describe('a receipt replays only under its own version', () => {
 
   it('an unknown or missing version is recomputed as the current one and fails', () => {
     const now = issueNow();
-    for (const v of [6, 0, '5', null]) {
+    for (const v of [7, 0, '6', null]) {
       const report = verifyObservationReceipt(rehashed({ ...now.body, receipt_version: v }), OBS_INPUT);
       expect(report.differences).toEqual(['body.receipt_version', 'sha256']);
     }
@@ -435,15 +550,16 @@ describe('a receipt replays only under its own version', () => {
   });
 
   it('reads the stored version as untrusted data', () => {
-    expect(storedReceiptVersion(null)).toBe(5);
-    expect(storedReceiptVersion([{ body: { receipt_version: 1 } }])).toBe(5);
-    expect(storedReceiptVersion({ body: [] })).toBe(5);
+    expect(storedReceiptVersion(null)).toBe(6);
+    expect(storedReceiptVersion([{ body: { receipt_version: 1 } }])).toBe(6);
+    expect(storedReceiptVersion({ body: [] })).toBe(6);
     // An inherited version (prototype pollution) is not the receipt's own field.
     const body = Object.create({ receipt_version: 1 }) as object;
-    expect(storedReceiptVersion({ body })).toBe(5);
+    expect(storedReceiptVersion({ body })).toBe(6);
     expect(storedReceiptVersion({ body: { receipt_version: 1 } })).toBe(1);
     expect(storedReceiptVersion({ body: { receipt_version: 3 } })).toBe(3);
     expect(storedReceiptVersion({ body: { receipt_version: 4 } })).toBe(4);
+    expect(storedReceiptVersion({ body: { receipt_version: 5 } })).toBe(5);
   });
 });
 
@@ -456,25 +572,29 @@ describe('the versioned schemas and the version option', () => {
     expect(parse(now.body)).toBe(true);
     // A version 1 body carrying a release, or a version 2 body without one (or naming another).
     expect(parse({ ...old.body, signals_release: 'writ-signals/1' })).toBe(false);
-    const { signals_release: _r, ...v5noRelease } = now.body;
-    expect(parse(v5noRelease)).toBe(false);
+    const { signals_release: _r, ...v6noRelease } = now.body;
+    expect(parse(v6noRelease)).toBe(false);
     expect(parse({ ...now.body, signals_release: 'writ-signals/1' })).toBe(false);
-    expect(parse({ ...now.body, receipt_version: 6 })).toBe(false);
-    // Each version names its own release: a version 5 body naming writ-signals/3, a version 4
-    // body naming writ-signals/4, a version 3 body naming writ-signals/3.
-    expect(parse({ ...now.body, signals_release: 'writ-signals/3' })).toBe(false);
+    expect(parse({ ...now.body, receipt_version: 7 })).toBe(false);
+    // Each version names its own release: a version 6 body naming writ-signals/4, a version 5
+    // body naming writ-signals/5, a version 4 body naming writ-signals/4, a version 3 body naming
+    // writ-signals/3.
+    expect(parse({ ...now.body, signals_release: 'writ-signals/4' })).toBe(false);
+    expect(parse({ ...now.body, receipt_version: 5 })).toBe(false);
+    expect(parse({ ...now.body, receipt_version: 5, signals_release: 'writ-signals/4' })).toBe(true);
+    expect(parse({ ...now.body, receipt_version: 4, signals_release: 'writ-signals/4' })).toBe(false);
     expect(parse({ ...now.body, receipt_version: 4 })).toBe(false);
     expect(parse({ ...now.body, receipt_version: 4, signals_release: 'writ-signals/3' })).toBe(true);
     expect(parse({ ...now.body, receipt_version: 3, signals_release: 'writ-signals/3' })).toBe(false);
     expect(parse({ ...now.body, receipt_version: 3, signals_release: 'writ-signals/2' })).toBe(true);
-    // A version 5 body without the received bytes' binding, or a version 2 body carrying it.
-    const { actual_sha256: _s, ...v5without } = now.body;
-    expect(parse(v5without)).toBe(false);
+    // A version 6 body without the received bytes' binding, or a version 2 body carrying it.
+    const { actual_sha256: _s, ...v6without } = now.body;
+    expect(parse(v6without)).toBe(false);
     expect(parse({ ...now.body, receipt_version: 2, signals_release: 'writ-signals/2' })).toBe(false);
   });
 
   it('an unknown receipt version is a typed error, never a receipt under guessed rules', () => {
-    for (const receiptVersion of [0, 6, '1', null]) {
+    for (const receiptVersion of [0, 7, '1', null]) {
       const options = { receiptVersion } as unknown as { receiptVersion: 1 };
       const o = validateObservation(OBS_INPUT, options);
       expect(o.ok ? 'receipt' : o.error.reason).toBe('invalid_request');
@@ -511,7 +631,8 @@ describe('every single-field mutation fails replay, for old and current versions
     ['v1 observation', legacy('observation').receipt, (r) => verifyObservationReceipt(r, OBS_INPUT)],
     ['v3 observation', legacyV3('observation').receipt, (r) => verifyObservationReceipt(r, OBS_V3_INPUT)],
     ['v4 observation', legacyV4('observation').receipt, (r) => verifyObservationReceipt(r, OBS_V4_INPUT)],
-    ['v5 observation', issueNow(), (r) => verifyObservationReceipt(r, OBS_INPUT)],
+    ['v5 observation', legacyV5('observation').receipt, (r) => verifyObservationReceipt(r, OBS_V5_INPUT)],
+    ['v6 observation', issueNow(), (r) => verifyObservationReceipt(r, OBS_INPUT)],
     [
       'v1 derived',
       legacy('derived_observation').receipt,

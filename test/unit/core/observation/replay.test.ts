@@ -19,6 +19,12 @@ const RECEIPT_V1 = (() => {
   if (!r.ok) throw new Error(r.error.message);
   return r.value.receipt;
 })();
+/** As version 5 (writ-signals/4: JSON strings read four levels deep, credentials as normalized). */
+const RECEIPT_V5 = (() => {
+  const r = validateObservation(INPUT, { receiptVersion: 5 });
+  if (!r.ok) throw new Error(r.error.message);
+  return r.value.receipt;
+})();
 /** As version 4 (writ-signals/3: JSON strings read one level deep). */
 const RECEIPT_V4 = (() => {
   const r = validateObservation(INPUT, { receiptVersion: 4 });
@@ -99,7 +105,8 @@ describe('observation receipt replay', () => {
   });
 
   it.each([
-    ['version 5 (current)', RECEIPT],
+    ['version 6 (current)', RECEIPT],
+    ['version 5 (writ-signals/4, JSON strings four levels deep)', RECEIPT_V5],
     ['version 4 (writ-signals/3, JSON strings one level deep)', RECEIPT_V4],
     ['version 3 (writ-signals/2, received bytes bound)', RECEIPT_V3],
     ['version 2 (writ-signals/2)', RECEIPT_V2],
