@@ -100,7 +100,8 @@ const PublicationView = z.strictObject({
 
 const Json = z.unknown().describe('any JSON value');
 
-const ErrorBody = z.strictObject({
+/** Every error answer's body (src/http/errors.ts `errorBody`). */
+export const ErrorBody = z.strictObject({
   error: z.strictObject({
     code: z.string(),
     message: z.string(),
@@ -1049,6 +1050,51 @@ function errorsOf(r: RouteDoc): ErrorReason[] {
   return [...out];
 }
 
+/**
+ * What the document declares a route answers with each status: the success schema (and its media
+ * type) from `responses`, the wire codes of the errors it can answer with that status, or both.
+ * The generator writes the document from this; the contract test
+ * (test/integration/http/openapi-contract.test.ts) checks real answers against it.
+ */
+export interface DocumentedResponse {
+  readonly description: string;
+  readonly mediaType: string;
+  /** The body schema of that status, an error body included where the status is an error's. */
+  readonly schema: z.ZodType;
+  /** The error codes the route answers with this status (empty: none). */
+  readonly errorCodes: readonly string[];
+}
+
+export function documentedResponses(r: RouteDoc): ReadonlyMap<number, DocumentedResponse> {
+  const out = new Map<number, DocumentedResponse>();
+  for (const [status, res] of Object.entries(r.responses)) {
+    const n = Number(status);
+    out.set(n, {
+      description: res.description,
+      mediaType: n < 300 ? (r.responseMediaType ?? 'application/json') : 'application/json',
+      schema: res.schema,
+      errorCodes: [],
+    });
+  }
+  // Every error the route can answer, grouped by status, each with its wire codes.
+  const byStatus = new Map<number, string[]>();
+  for (const reason of errorsOf(r)) {
+    const w = wireError(reason);
+    byStatus.set(w.status, [...(byStatus.get(w.status) ?? []), w.code]);
+  }
+  for (const [status, codes] of byStatus) {
+    if (out.has(status)) continue;
+    const sorted = [...new Set(codes)].sort();
+    out.set(status, {
+      description: `error: ${sorted.join(', ')}`,
+      mediaType: 'application/json',
+      schema: ErrorBody,
+      errorCodes: sorted,
+    });
+  }
+  return new Map([...out].sort(([a], [b]) => a - b));
+}
+
 function securityScheme(auth: RouteDoc['auth']): string {
   if (auth === 'platform_admin') return 'platformAdmin';
   if (auth === 'executor_webhook') return 'webhookSignature';
@@ -1076,27 +1122,17 @@ export function openApiDocument(): Record<string, unknown> {
       }
     }
     const responses: Record<string, unknown> = {};
-    for (const [status, res] of Object.entries(r.responses)) {
+    for (const [status, res] of documentedResponses(r)) {
       responses[status] = {
         description: res.description,
         content: {
-          [Number(status) < 300 ? (r.responseMediaType ?? 'application/json') : 'application/json']: {
-            schema: withoutDialect(schemaOf(res.schema)),
+          [res.mediaType]: {
+            schema:
+              res.schema === ErrorBody
+                ? { $ref: '#/components/schemas/Error' }
+                : withoutDialect(schemaOf(res.schema)),
           },
         },
-      };
-    }
-    // Every error the route can answer, grouped by status, each with its wire codes.
-    const byStatus = new Map<number, string[]>();
-    for (const reason of errorsOf(r)) {
-      const w = wireError(reason);
-      byStatus.set(w.status, [...(byStatus.get(w.status) ?? []), w.code]);
-    }
-    for (const [status, codes] of [...byStatus].sort(([a], [b]) => a - b)) {
-      if (responses[status] !== undefined) continue;
-      responses[status] = {
-        description: `error: ${[...new Set(codes)].sort().join(', ')}`,
-        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
       };
     }
     const op: Record<string, unknown> = {
