@@ -66,7 +66,7 @@ const seenCodes = new Map<string, Set<string>>();
 
 const templateRe = (r: RouteDoc) =>
   new RegExp(
-    `^${r.path.replace(/\{([a-z_0-9]+)\}/g, (_m, name: string) => (name === 'tile_path' ? '(.+)' : '([^/]+)'))}$`,
+    `^${r.path.replace(/\{([a-z_0-9]+)\}/g, (_m, name: string) => (name === r.restParam?.name ? '(.+)' : '([^/]+)'))}$`,
   );
 
 function routeOf(method: string, path: string): RouteDoc {
