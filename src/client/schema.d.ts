@@ -7916,6 +7916,7 @@ export interface operations {
                                 signals_release: "writ-signals/4";
                             };
                         };
+                        /** @description an output observation’s evidence candidate; null when rejected or withheld */
                         candidate?: {
                             /** @constant */
                             evidence_kind: "tool_observation";
@@ -8032,8 +8033,8 @@ export interface operations {
                                 /** @enum {string} */
                                 encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
                             }[];
-                        };
-                        /** @description any JSON value */
+                        } | null;
+                        /** @description an error observation’s diagnostic evidence; null when rejected */
                         evidence?: unknown;
                         notes?: {
                             /** @constant */
@@ -8267,6 +8268,7 @@ export interface operations {
                                 signals_release: "writ-signals/4";
                             };
                         };
+                        /** @description an output observation’s evidence candidate; null when rejected or withheld */
                         candidate?: {
                             /** @constant */
                             evidence_kind: "tool_observation";
@@ -8383,8 +8385,8 @@ export interface operations {
                                 /** @enum {string} */
                                 encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
                             }[];
-                        };
-                        /** @description any JSON value */
+                        } | null;
+                        /** @description an error observation’s diagnostic evidence; null when rejected */
                         evidence?: unknown;
                         notes?: {
                             /** @constant */
@@ -8636,6 +8638,7 @@ export interface operations {
                                 signals_release: "writ-signals/4";
                             };
                         };
+                        /** @description an output observation’s evidence candidate; null when rejected or withheld */
                         candidate?: {
                             /** @constant */
                             evidence_kind: "tool_observation";
@@ -8752,8 +8755,8 @@ export interface operations {
                                 /** @enum {string} */
                                 encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
                             }[];
-                        };
-                        /** @description any JSON value */
+                        } | null;
+                        /** @description an error observation’s diagnostic evidence; null when rejected */
                         evidence?: unknown;
                         notes?: {
                             /** @constant */
@@ -9642,6 +9645,7 @@ export interface operations {
                                 signals_release: "writ-signals/4";
                             };
                         };
+                        /** @description an output observation’s evidence candidate; null when rejected or withheld */
                         candidate?: {
                             /** @constant */
                             evidence_kind: "tool_observation";
@@ -9758,8 +9762,8 @@ export interface operations {
                                 /** @enum {string} */
                                 encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
                             }[];
-                        };
-                        /** @description any JSON value */
+                        } | null;
+                        /** @description an error observation’s diagnostic evidence; null when rejected */
                         evidence?: unknown;
                         notes?: {
                             /** @constant */
@@ -9993,6 +9997,7 @@ export interface operations {
                                 signals_release: "writ-signals/4";
                             };
                         };
+                        /** @description an output observation’s evidence candidate; null when rejected or withheld */
                         candidate?: {
                             /** @constant */
                             evidence_kind: "tool_observation";
@@ -10109,8 +10114,8 @@ export interface operations {
                                 /** @enum {string} */
                                 encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
                             }[];
-                        };
-                        /** @description any JSON value */
+                        } | null;
+                        /** @description an error observation’s diagnostic evidence; null when rejected */
                         evidence?: unknown;
                         notes?: {
                             /** @constant */
@@ -10362,6 +10367,7 @@ export interface operations {
                                 signals_release: "writ-signals/4";
                             };
                         };
+                        /** @description an output observation’s evidence candidate; null when rejected or withheld */
                         candidate?: {
                             /** @constant */
                             evidence_kind: "tool_observation";
@@ -10478,8 +10484,8 @@ export interface operations {
                                 /** @enum {string} */
                                 encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
                             }[];
-                        };
-                        /** @description any JSON value */
+                        } | null;
+                        /** @description an error observation’s diagnostic evidence; null when rejected */
                         evidence?: unknown;
                         notes?: {
                             /** @constant */

@@ -306,8 +306,10 @@ const ObservationAnswer = z.strictObject({
   decision: z.string(),
   violations: z.array(z.string()),
   receipt: ObservationReceipt,
-  candidate: ToolEvidenceCandidate.optional(),
-  evidence: Json.optional(),
+  candidate: ToolEvidenceCandidate.nullable()
+    .optional()
+    .describe('an output observation’s evidence candidate; null when rejected or withheld'),
+  evidence: Json.optional().describe('an error observation’s diagnostic evidence; null when rejected'),
   // Hardening (issue 15): a configured classifier that gave no verdict (it changed nothing).
   notes: z
     .array(

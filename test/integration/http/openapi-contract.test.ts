@@ -101,8 +101,13 @@ async function send(method: string, path: string, o: SendOptions = {}): Promise<
   return { method, path, status: res.status, contentType, text, body: json };
 }
 
-function issuesOf(e: z.ZodError): string[] {
-  return e.issues.map((i) => `${i.path.join('.') || '(root)'}: ${i.message}`);
+/** Each issue as `path: message`; a union's as every branch's, `[n]` naming the branch. */
+function issuesOf(issues: readonly z.core.$ZodIssue[], prefix = ''): string[] {
+  return issues.flatMap((i) =>
+    i.code === 'invalid_union' && i.errors.length > 0
+      ? i.errors.flatMap((branch, n) => issuesOf(branch, `${prefix}[${n}] `))
+      : [`${prefix}${i.path.join('.') || '(root)'}: ${i.message}`],
+  );
 }
 
 /**
@@ -118,7 +123,9 @@ function expectDocumented(a: Answer): Answer {
   expect.soft(a.contentType.split(';')[0], `${where}: media type`).toBe(declared.mediaType);
   const value = declared.mediaType === 'application/json' ? a.body : a.text;
   const parsed = declared.schema.safeParse(value);
-  expect.soft(parsed.success ? [] : issuesOf(parsed.error), `${where}: body against its schema`).toEqual([]);
+  expect
+    .soft(parsed.success ? [] : issuesOf(parsed.error.issues), `${where}: body against its schema`)
+    .toEqual([]);
   const error = ErrorBody.safeParse(value);
   if (error.success) {
     expect
@@ -649,6 +656,18 @@ describe('OpenAPI contract: every answer is one the document declares', { timeou
       'stale_fencing_token',
     );
 
+    // A rejected report: a 403 with its receipt (beside the 403 errors the route also answers).
+    const four = await claimed(s);
+    const rejected = await expectAnswer(403, 'POST', '/v1/executions/report', {
+      key: s.executor.api_key,
+      body: {
+        operation_id: four.operation_id,
+        fencing_token: four.fencing_token,
+        observation: observe(four.a.receipt, 'succeeded', { effect_id: null }),
+      },
+    });
+    expect(rejected.body.status).toBe('rejected');
+
     // Operations, paged.
     const ops = await expectAnswer(200, 'GET', '/v1/operations?limit=1', { key: s.admin.api_key });
     expect(ops.body.next_cursor).toEqual(expect.any(String));
@@ -678,6 +697,13 @@ describe('OpenAPI contract: every answer is one the document declares', { timeou
     );
     await expectAnswer(201, 'POST', '/v1/observations', { key: s.executor.api_key, body: obs });
     await expectAnswer(200, 'POST', '/v1/observations', { key: s.executor.api_key, body: obs });
+    // The same observation id with another payload: rejected, a 403 with its receipt.
+    const swapped = rawOutput(s, executed, '{"generation":9,"status":"rolled_back"}');
+    const refused = await expectAnswer(403, 'POST', '/v1/observations', {
+      key: s.executor.api_key,
+      body: { kind: 'output', observation: { ...swapped, observation_id: obs.observation.observation_id } },
+    });
+    expect(refused.body.decision).toBe('rejected');
 
     // Signed webhooks: a report and an observation, each refused without keys first.
     const secret = await expectAnswer(
@@ -725,12 +751,14 @@ describe('OpenAPI contract: every answer is one the document declares', { timeou
       ['post /v1/approval-requests/{approval_id}/deny', 200],
       ['post /v1/executions/claim', 200],
       ['post /v1/executions/report', 200],
+      ['post /v1/executions/report', 403],
       ['post /v1/executions/report', 'signing_unavailable'],
       ['post /v1/reconciliations', 200],
       ['post /v1/reconciliations', 201],
       ['post /v1/reconciliations', 'signing_unavailable'],
       ['post /v1/observations', 200],
       ['post /v1/observations', 201],
+      ['post /v1/observations', 403],
       ['post /v1/observations', 'signing_unavailable'],
       ['post /v1/webhooks/{tenant_id}/{principal_id}/executions/report', 200],
       ['post /v1/webhooks/{tenant_id}/{principal_id}/executions/report', 'signing_unavailable'],
