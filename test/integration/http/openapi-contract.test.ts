@@ -12,6 +12,7 @@ import { env } from 'cloudflare:workers';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import type { z } from 'zod';
 import { ROLLBACK_CONTRACT, type Seeded } from '../../../scripts/seed.js';
+import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
 import { parseWebhookSecret, signWebhook } from '../../../src/core/identity/webhook.js';
 import { app } from '../../../src/http/app.js';
 import { ErrorBody, ROUTES, type RouteDoc, documentedResponses } from '../../../src/http/openapi.js';
@@ -24,7 +25,9 @@ import {
   approvedApproval,
   authorizeBody,
   createRun,
+  exportedTenant,
   seedTenant,
+  shardOf,
   uniqueName,
   workerFetch,
 } from '../platform/harness.js';
@@ -732,6 +735,56 @@ describe('OpenAPI contract: every answer is one the document declares', { timeou
     expect(unsigned.status).toBe(401);
   });
 
+  it('tenant moves: a direct import, and one uploaded in parts', async () => {
+    // Direct: an export frozen on its shard, imported onto the other one.
+    const direct = await exportedTenant('contract-move');
+    const to = 1 - shardOf(direct.s);
+    await expectAnswer(201, 'POST', `/v1/tenants/import?shard=${to}`, {
+      key: ADMIN_TOKEN,
+      raw: direct.text,
+      headers: { 'content-type': 'application/x-ndjson' },
+    });
+    // Live there now: only a staged import can be aborted.
+    await expectAnswer(
+      409,
+      'POST',
+      `/v1/tenants/import/${direct.s.tenant_id}/abort?shard=${to}`,
+      { key: ADMIN_TOKEN },
+      'conflict',
+    );
+
+    // Uploaded: one part (the last part may be of any size), completed, imported call by call.
+    const up = await exportedTenant('contract-upload');
+    const upload = await expectAnswer(201, 'POST', '/v1/tenants/import-uploads', { key: ADMIN_TOKEN });
+    const id = upload.body.upload_id as string;
+    const part = await expectAnswer(200, 'PUT', `/v1/tenants/import-uploads/${id}/parts/1`, {
+      key: ADMIN_TOKEN,
+      raw: new TextEncoder().encode(up.text),
+      headers: { 'content-type': 'application/octet-stream' },
+    });
+    await expectAnswer(200, 'POST', `/v1/tenants/import-uploads/${id}/complete`, {
+      key: ADMIN_TOKEN,
+      body: { parts: [{ part_number: 1, etag: part.body.etag }], sha256: sha256HexOfText(up.text) },
+    });
+    const target = 1 - shardOf(up.s);
+    let last = 0;
+    for (let i = 0; i < 50 && last !== 201; i++) {
+      const r = expectDocumented(
+        await send('POST', `/v1/tenants/import-uploads/${id}/import?shard=${target}`, { key: ADMIN_TOKEN }),
+      );
+      expect([201, 202], r.text.slice(0, 300)).toContain(r.status);
+      last = r.status;
+    }
+    expect(last).toBe(201);
+    await expectAnswer(
+      404,
+      'POST',
+      `/v1/tenants/import-uploads/${'0'.repeat(32)}/abort`,
+      { key: ADMIN_TOKEN },
+      'not_found',
+    );
+  });
+
   it('saw every JSON GET route of /v1 answer, and each of the flows above', () => {
     const missing: string[] = [];
     for (const r of ROUTES) {
@@ -764,6 +817,10 @@ describe('OpenAPI contract: every answer is one the document declares', { timeou
       ['post /v1/webhooks/{tenant_id}/{principal_id}/executions/report', 'signing_unavailable'],
       ['post /v1/webhooks/{tenant_id}/{principal_id}/observations', 201],
       ['post /v1/webhooks/{tenant_id}/{principal_id}/observations', 'signing_unavailable'],
+      ['post /v1/tenants/import', 201],
+      ['put /v1/tenants/import-uploads/{upload_id}/parts/{part_number}', 200],
+      ['post /v1/tenants/import-uploads/{upload_id}/complete', 200],
+      ['post /v1/tenants/import-uploads/{upload_id}/import', 201],
     ];
     for (const [route, what] of flows) {
       const hit = typeof what === 'number' ? seen.get(route)?.has(what) : seenCodes.get(route)?.has(what);
