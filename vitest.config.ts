@@ -3,10 +3,11 @@ import { cloudflareTest, readD1Migrations } from '@cloudflare/vitest-plugin';
 import { defineConfig } from 'vitest/config';
 import { generateKeyRing } from './src/core/receipts/keys.js';
 
-// Two projects, one run (`npm run test:vitest`, or `vitest run --project node|workers`):
+// Three projects, one run (`npm run test:vitest`, or `vitest run --project node|workers|mcp-agents`):
 // - node: pure tests (test/unit/**) in plain Node: no workerd to start, no migrations to apply.
 // - workers: integration and conformance tests inside workerd, against real D1 and Durable
 //   Objects from wrangler.toml, with the D1 migrations applied before each file.
+// - mcp-agents: the `agents` McpAgent example (test/examples/**), in workerd beside Writ (below).
 
 /** The platform admin token the test Worker is given; test/integration/platform/harness.ts sends it. */
 const TEST_ADMIN_TOKEN = 'test-admin-token-0123456789abcdef0123456789abcdef';

@@ -601,6 +601,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/log/tile/{tile_path}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** a Merkle tile or entry bundle of the tenant’s log (C2SP tlog-tiles), binary and immutable; the path below tile/ may hold slashes */
+        get: operations["getV1LogTileTile_path"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/log/publication": {
         parameters: {
             query?: never;
@@ -970,7 +987,15 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        [key: string]: unknown;
+                        tenant_id: string;
+                        quotas: {
+                            max_stored_bytes: number;
+                            max_receipts_per_day: number;
+                            max_open_approvals: number;
+                            max_open_runs: number;
+                            receipt_retention_days?: number;
+                        };
+                        updated_at_unix_ms: number;
                     };
                 };
             };
@@ -1790,17 +1815,28 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        quotas: {
-                            max_stored_bytes: number;
-                            max_receipts_per_day: number;
-                            max_open_approvals: number;
-                            max_open_runs: number;
-                            receipt_retention_days?: number;
+                        tenant_id: string;
+                        at_unix_ms: number;
+                        /** @description bytes stored against max_stored_bytes */
+                        stored_bytes: {
+                            used: number;
+                            limit: number;
                         };
-                        stored_bytes: number;
-                        receipts_today: number;
-                        open_runs: number;
-                        open_approvals: number;
+                        /** @description receipts issued today (UTC) against max_receipts_per_day */
+                        receipts_per_day: {
+                            used: number;
+                            limit: number;
+                        };
+                        /** @description pending approval requests against max_open_approvals */
+                        open_approvals: {
+                            used: number;
+                            limit: number;
+                        };
+                        /** @description open runs against max_open_runs */
+                        open_runs: {
+                            used: number;
+                            limit: number;
+                        };
                     };
                 };
             };
@@ -3326,11 +3362,17 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
-                        status: string;
+                        /** @enum {string} */
+                        status: "pending" | "approved" | "denied" | "consumed" | "expired";
                         items: {
                             approval_id: string;
-                            /** @enum {string} */
-                            status: "pending" | "approved" | "denied" | "consumed";
+                            /**
+                             * @description `expired`: pending past the policy’s approval_request_ttl_ms (derived at read, never stored)
+                             * @enum {string}
+                             */
+                            status: "pending" | "approved" | "denied" | "consumed" | "expired";
+                            /** @description when a pending request expires undecided; null once decided */
+                            request_expires_at_unix_ms: number | null;
                             tenant_id: string;
                             requester_principal_id: string;
                             policy_sha256: string;
@@ -3348,6 +3390,17 @@ export interface operations {
                             /** @description the exact canonical input the approver approves and the executor will consume */
                             input: unknown;
                             preview: {
+                                /** @description bidi controls and invisible characters in what is shown (input, target, releases, reason) */
+                                warnings: {
+                                    /** @description JSON Pointer of the string, or of the key, that holds the characters */
+                                    path: string;
+                                    /** @enum {string} */
+                                    kind: "bidi_control" | "invisible";
+                                    /** @description U+XXXX, unique, in order of code point */
+                                    codepoints: string[];
+                                }[];
+                                /** @description warnings beyond the 32 listed */
+                                warnings_omitted: number;
                                 tool_name: string;
                                 contract_release: string;
                                 executor_release: string;
@@ -3405,6 +3458,8 @@ export interface operations {
                                 first_approver_principal_id?: string;
                             } | null;
                         }[];
+                        /** @description pass as `cursor` for the next page; null on the last page */
+                        next_cursor: string | null;
                     };
                 };
             };
@@ -3479,8 +3534,13 @@ export interface operations {
                 content: {
                     "application/json": {
                         approval_id: string;
-                        /** @enum {string} */
-                        status: "pending" | "approved" | "denied" | "consumed";
+                        /**
+                         * @description `expired`: pending past the policy’s approval_request_ttl_ms (derived at read, never stored)
+                         * @enum {string}
+                         */
+                        status: "pending" | "approved" | "denied" | "consumed" | "expired";
+                        /** @description when a pending request expires undecided; null once decided */
+                        request_expires_at_unix_ms: number | null;
                         tenant_id: string;
                         requester_principal_id: string;
                         policy_sha256: string;
@@ -3498,6 +3558,17 @@ export interface operations {
                         /** @description the exact canonical input the approver approves and the executor will consume */
                         input: unknown;
                         preview: {
+                            /** @description bidi controls and invisible characters in what is shown (input, target, releases, reason) */
+                            warnings: {
+                                /** @description JSON Pointer of the string, or of the key, that holds the characters */
+                                path: string;
+                                /** @enum {string} */
+                                kind: "bidi_control" | "invisible";
+                                /** @description U+XXXX, unique, in order of code point */
+                                codepoints: string[];
+                            }[];
+                            /** @description warnings beyond the 32 listed */
+                            warnings_omitted: number;
                             tool_name: string;
                             contract_release: string;
                             executor_release: string;
@@ -3659,8 +3730,13 @@ export interface operations {
                 content: {
                     "application/json": {
                         approval_id: string;
-                        /** @enum {string} */
-                        status: "pending" | "approved" | "denied" | "consumed";
+                        /**
+                         * @description `expired`: pending past the policy’s approval_request_ttl_ms (derived at read, never stored)
+                         * @enum {string}
+                         */
+                        status: "pending" | "approved" | "denied" | "consumed" | "expired";
+                        /** @description when a pending request expires undecided; null once decided */
+                        request_expires_at_unix_ms: number | null;
                         tenant_id: string;
                         requester_principal_id: string;
                         policy_sha256: string;
@@ -3678,6 +3754,17 @@ export interface operations {
                         /** @description the exact canonical input the approver approves and the executor will consume */
                         input: unknown;
                         preview: {
+                            /** @description bidi controls and invisible characters in what is shown (input, target, releases, reason) */
+                            warnings: {
+                                /** @description JSON Pointer of the string, or of the key, that holds the characters */
+                                path: string;
+                                /** @enum {string} */
+                                kind: "bidi_control" | "invisible";
+                                /** @description U+XXXX, unique, in order of code point */
+                                codepoints: string[];
+                            }[];
+                            /** @description warnings beyond the 32 listed */
+                            warnings_omitted: number;
                             tool_name: string;
                             contract_release: string;
                             executor_release: string;
@@ -3801,8 +3888,13 @@ export interface operations {
                 content: {
                     "application/json": {
                         approval_id: string;
-                        /** @enum {string} */
-                        status: "pending" | "approved" | "denied" | "consumed";
+                        /**
+                         * @description `expired`: pending past the policy’s approval_request_ttl_ms (derived at read, never stored)
+                         * @enum {string}
+                         */
+                        status: "pending" | "approved" | "denied" | "consumed" | "expired";
+                        /** @description when a pending request expires undecided; null once decided */
+                        request_expires_at_unix_ms: number | null;
                         tenant_id: string;
                         requester_principal_id: string;
                         policy_sha256: string;
@@ -3820,6 +3912,17 @@ export interface operations {
                         /** @description the exact canonical input the approver approves and the executor will consume */
                         input: unknown;
                         preview: {
+                            /** @description bidi controls and invisible characters in what is shown (input, target, releases, reason) */
+                            warnings: {
+                                /** @description JSON Pointer of the string, or of the key, that holds the characters */
+                                path: string;
+                                /** @enum {string} */
+                                kind: "bidi_control" | "invisible";
+                                /** @description U+XXXX, unique, in order of code point */
+                                codepoints: string[];
+                            }[];
+                            /** @description warnings beyond the 32 listed */
+                            warnings_omitted: number;
                             tool_name: string;
                             contract_release: string;
                             executor_release: string;
@@ -3987,8 +4090,13 @@ export interface operations {
                 content: {
                     "application/json": {
                         approval_id: string;
-                        /** @enum {string} */
-                        status: "pending" | "approved" | "denied" | "consumed";
+                        /**
+                         * @description `expired`: pending past the policy’s approval_request_ttl_ms (derived at read, never stored)
+                         * @enum {string}
+                         */
+                        status: "pending" | "approved" | "denied" | "consumed" | "expired";
+                        /** @description when a pending request expires undecided; null once decided */
+                        request_expires_at_unix_ms: number | null;
                         tenant_id: string;
                         requester_principal_id: string;
                         policy_sha256: string;
@@ -4006,6 +4114,17 @@ export interface operations {
                         /** @description the exact canonical input the approver approves and the executor will consume */
                         input: unknown;
                         preview: {
+                            /** @description bidi controls and invisible characters in what is shown (input, target, releases, reason) */
+                            warnings: {
+                                /** @description JSON Pointer of the string, or of the key, that holds the characters */
+                                path: string;
+                                /** @enum {string} */
+                                kind: "bidi_control" | "invisible";
+                                /** @description U+XXXX, unique, in order of code point */
+                                codepoints: string[];
+                            }[];
+                            /** @description warnings beyond the 32 listed */
+                            warnings_omitted: number;
                             tool_name: string;
                             contract_release: string;
                             executor_release: string;
@@ -4445,7 +4564,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description denied, with its receipt and sorted violations */
+            /** @description denied, with its receipt and sorted violations; or error: forbidden_role */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -4526,7 +4645,7 @@ export interface operations {
                                 named_tenant_id: string | null;
                             };
                         };
-                    };
+                    } | components["schemas"]["Error"];
                 };
             };
             /** @description error: not_found */
@@ -4576,6 +4695,15 @@ export interface operations {
             };
             /** @description error: internal */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: signing_unavailable */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6155,7 +6283,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": string;
+                    "text/plain": string;
                 };
             };
             /** @description error: unauthenticated */
@@ -6178,6 +6306,56 @@ export interface operations {
             };
             /** @description error: signing_unavailable */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1LogTileTile_path: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the path below tile/, slashes included: <L>/<N>[.p/<W>] or entries/<N>[.p/<W>], <N> in 3-digit groups (x001/234) */
+                tile_path: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the tile or entry bundle bytes */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            /** @description error: unauthenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: not_found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: internal */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -6754,7 +6932,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description rejected, with the receipt */
+            /** @description rejected, with the receipt; or error: executor_mismatch, forbidden_role */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -6829,7 +7007,7 @@ export interface operations {
                         } | null;
                         status: string;
                         violations: string[];
-                    };
+                    } | components["schemas"]["Error"];
                 };
             };
             /** @description error: not_found */
@@ -6879,6 +7057,15 @@ export interface operations {
             };
             /** @description error: internal */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: signing_unavailable */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -7163,6 +7350,15 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
+            /** @description error: signing_unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
         };
     };
     getV1Operations: {
@@ -7185,6 +7381,8 @@ export interface operations {
                 };
                 content: {
                     "application/json": {
+                        /** @description pass as `cursor` for the next page; null on the last page */
+                        next_cursor: string | null;
                         operations: {
                             operation_id: string;
                             /** @enum {string} */
@@ -7761,6 +7959,7 @@ export interface operations {
                                 signals_release: "writ-signals/5";
                             };
                         };
+                        /** @description an output observation’s evidence candidate; null when rejected or withheld */
                         candidate?: {
                             /** @constant */
                             evidence_kind: "tool_observation";
@@ -7877,8 +8076,8 @@ export interface operations {
                                 /** @enum {string} */
                                 encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
                             }[];
-                        };
-                        /** @description any JSON value */
+                        } | null;
+                        /** @description an error observation’s diagnostic evidence; null when rejected */
                         evidence?: unknown;
                         notes?: {
                             /** @constant */
@@ -8155,6 +8354,7 @@ export interface operations {
                                 signals_release: "writ-signals/5";
                             };
                         };
+                        /** @description an output observation’s evidence candidate; null when rejected or withheld */
                         candidate?: {
                             /** @constant */
                             evidence_kind: "tool_observation";
@@ -8271,8 +8471,8 @@ export interface operations {
                                 /** @enum {string} */
                                 encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
                             }[];
-                        };
-                        /** @description any JSON value */
+                        } | null;
+                        /** @description an error observation’s diagnostic evidence; null when rejected */
                         evidence?: unknown;
                         notes?: {
                             /** @constant */
@@ -8302,7 +8502,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description rejected, with the receipt */
+            /** @description rejected, with the receipt; or error: executor_mismatch, forbidden_role */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -8567,6 +8767,7 @@ export interface operations {
                                 signals_release: "writ-signals/5";
                             };
                         };
+                        /** @description an output observation’s evidence candidate; null when rejected or withheld */
                         candidate?: {
                             /** @constant */
                             evidence_kind: "tool_observation";
@@ -8683,8 +8884,8 @@ export interface operations {
                                 /** @enum {string} */
                                 encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
                             }[];
-                        };
-                        /** @description any JSON value */
+                        } | null;
+                        /** @description an error observation’s diagnostic evidence; null when rejected */
                         evidence?: unknown;
                         notes?: {
                             /** @constant */
@@ -8693,7 +8894,7 @@ export interface operations {
                             /** @enum {string} */
                             reason: "error" | "malformed_answer" | "no_binding" | "timeout";
                         }[];
-                    };
+                    } | components["schemas"]["Error"];
                 };
             };
             /** @description error: not_found */
@@ -8734,6 +8935,15 @@ export interface operations {
             };
             /** @description error: internal */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: signing_unavailable */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9065,7 +9275,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description rejected, with the receipt */
+            /** @description rejected, with the receipt; or error: executor_mismatch */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -9140,7 +9350,7 @@ export interface operations {
                         } | null;
                         status: string;
                         violations: string[];
-                    };
+                    } | components["schemas"]["Error"];
                 };
             };
             /** @description error: not_found */
@@ -9190,6 +9400,15 @@ export interface operations {
             };
             /** @description error: internal */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: signing_unavailable */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -9598,6 +9817,7 @@ export interface operations {
                                 signals_release: "writ-signals/5";
                             };
                         };
+                        /** @description an output observation’s evidence candidate; null when rejected or withheld */
                         candidate?: {
                             /** @constant */
                             evidence_kind: "tool_observation";
@@ -9714,8 +9934,8 @@ export interface operations {
                                 /** @enum {string} */
                                 encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
                             }[];
-                        };
-                        /** @description any JSON value */
+                        } | null;
+                        /** @description an error observation’s diagnostic evidence; null when rejected */
                         evidence?: unknown;
                         notes?: {
                             /** @constant */
@@ -9992,6 +10212,7 @@ export interface operations {
                                 signals_release: "writ-signals/5";
                             };
                         };
+                        /** @description an output observation’s evidence candidate; null when rejected or withheld */
                         candidate?: {
                             /** @constant */
                             evidence_kind: "tool_observation";
@@ -10108,8 +10329,8 @@ export interface operations {
                                 /** @enum {string} */
                                 encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
                             }[];
-                        };
-                        /** @description any JSON value */
+                        } | null;
+                        /** @description an error observation’s diagnostic evidence; null when rejected */
                         evidence?: unknown;
                         notes?: {
                             /** @constant */
@@ -10139,7 +10360,7 @@ export interface operations {
                     "application/json": components["schemas"]["Error"];
                 };
             };
-            /** @description rejected, with the receipt */
+            /** @description rejected, with the receipt; or error: executor_mismatch */
             403: {
                 headers: {
                     [name: string]: unknown;
@@ -10404,6 +10625,7 @@ export interface operations {
                                 signals_release: "writ-signals/5";
                             };
                         };
+                        /** @description an output observation’s evidence candidate; null when rejected or withheld */
                         candidate?: {
                             /** @constant */
                             evidence_kind: "tool_observation";
@@ -10520,8 +10742,8 @@ export interface operations {
                                 /** @enum {string} */
                                 encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
                             }[];
-                        };
-                        /** @description any JSON value */
+                        } | null;
+                        /** @description an error observation’s diagnostic evidence; null when rejected */
                         evidence?: unknown;
                         notes?: {
                             /** @constant */
@@ -10530,7 +10752,7 @@ export interface operations {
                             /** @enum {string} */
                             reason: "error" | "malformed_answer" | "no_binding" | "timeout";
                         }[];
-                    };
+                    } | components["schemas"]["Error"];
                 };
             };
             /** @description error: not_found */
@@ -10580,6 +10802,15 @@ export interface operations {
             };
             /** @description error: internal */
             500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: signing_unavailable */
+            503: {
                 headers: {
                     [name: string]: unknown;
                 };

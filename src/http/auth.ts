@@ -147,7 +147,11 @@ export function requireRole(roles: readonly Role[]) {
   });
 }
 
-/** The platform admin: may only create tenants and their first admin. */
+/**
+ * The platform admin (`/v1/tenants...` only): creates tenants and their first admin, sets their
+ * quotas, and exports and imports them between shards (uploads included). It reads and writes
+ * nothing else of a tenant: no principal, policy, grant, approval or receipt route accepts it.
+ */
 export const requirePlatformAdmin = createMiddleware<AppEnv>(async (c, next) => {
   const token = bearer(c.req.header('authorization'));
   const configured = c.env.WRIT_ADMIN_TOKEN;

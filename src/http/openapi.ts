@@ -6,7 +6,11 @@
  * Guarantees: request bodies and queries are documented from the exact schemas the routes hand
  * to `readJson` / `safeParse` (strict decoding stays Writ's own: no library parses a body); the
  * document is deterministic (a committed snapshot, docs/openapi.json, is compared in the tests);
- * a route the app registers but this table lacks fails a test.
+ * a route the app registers but this table lacks fails a test (wildcard routes included, their `*`
+ * documented as a rest-of-path parameter); a status that is both an answer and an error (a 403
+ * denial with its receipt beside a 403 `forbidden_role`) is documented as either, with its codes.
+ * The response schemas are strict, and test/integration/http/openapi-contract.test.ts checks real
+ * answers of a full flow against them (`documentedResponses`).
  */
 import { z } from 'zod';
 import { AuthorizeRequest } from '../core/authorization/decide.js';
@@ -31,6 +35,7 @@ import {
 import { TenantPolicy } from '../core/policy.js';
 import { Identifier, Label, Sha256, UnixMs } from '../core/schema.js';
 import {
+  APPROVAL_VIEW_STATUSES,
   ApprovalListQuery,
   ApproveRequest,
   CreateApprovalRequest,
@@ -100,7 +105,8 @@ const PublicationView = z.strictObject({
 
 const Json = z.unknown().describe('any JSON value');
 
-const ErrorBody = z.strictObject({
+/** Every error answer's body (src/http/errors.ts `errorBody`). */
+export const ErrorBody = z.strictObject({
   error: z.strictObject({
     code: z.string(),
     message: z.string(),
@@ -140,9 +146,21 @@ const GrantView = z.strictObject({
 
 const PolicyInForce = z.strictObject({ policy_sha256: Sha256, policy: TenantPolicy });
 
+/** A bidi control or invisible character in what an approver reads (src/core/text.ts). */
+const TextWarning = z.strictObject({
+  path: z.string().describe('JSON Pointer of the string, or of the key, that holds the characters'),
+  kind: z.enum(['bidi_control', 'invisible']),
+  codepoints: z.array(z.string()).describe('U+XXXX, unique, in order of code point'),
+});
+
 const ApprovalView = z.strictObject({
   approval_id: Identifier,
-  status: z.enum(['pending', 'approved', 'denied', 'consumed']),
+  status: z
+    .enum(APPROVAL_VIEW_STATUSES)
+    .describe('`expired`: pending past the policy’s approval_request_ttl_ms (derived at read, never stored)'),
+  request_expires_at_unix_ms: UnixMs.nullable().describe(
+    'when a pending request expires undecided; null once decided',
+  ),
   tenant_id: Identifier,
   requester_principal_id: Identifier,
   policy_sha256: Sha256,
@@ -154,6 +172,12 @@ const ApprovalView = z.strictObject({
   input: Json.describe('the exact canonical input the approver approves and the executor will consume'),
   preview: z
     .strictObject({
+      warnings: z
+        .array(TextWarning)
+        .describe(
+          'bidi controls and invisible characters in what is shown (input, target, releases, reason)',
+        ),
+      warnings_omitted: z.number().int().describe('warnings beyond the 32 listed'),
       tool_name: Identifier,
       contract_release: Label,
       executor_release: Label,
@@ -206,6 +230,12 @@ const ApprovalView = z.strictObject({
     ),
   approval: ToolApproval.nullable(),
 });
+
+/** Every list's paging (src/services/pagination.ts). */
+const NextCursor = z
+  .string()
+  .nullable()
+  .describe('pass as `cursor` for the next page; null on the last page');
 
 const Counts = z.record(z.string(), z.number().int());
 const MetricsView = z.strictObject({
@@ -276,8 +306,10 @@ const ObservationAnswer = z.strictObject({
   decision: z.string(),
   violations: z.array(z.string()),
   receipt: ObservationReceipt,
-  candidate: ToolEvidenceCandidate.optional(),
-  evidence: Json.optional(),
+  candidate: ToolEvidenceCandidate.nullable()
+    .optional()
+    .describe('an output observation’s evidence candidate; null when rejected or withheld'),
+  evidence: Json.optional().describe('an error observation’s diagnostic evidence; null when rejected'),
   // Hardening (issue 15): a configured classifier that gave no verdict (it changed nothing).
   notes: z
     .array(
@@ -320,12 +352,14 @@ const DiscoveryReport = z
   );
 
 const Quotas = SetQuotasRequest;
+const UsedOf = z.strictObject({ used: z.number().int(), limit: z.number().int() });
 const Usage = z.strictObject({
-  quotas: Quotas,
-  stored_bytes: z.number().int(),
-  receipts_today: z.number().int(),
-  open_runs: z.number().int(),
-  open_approvals: z.number().int(),
+  tenant_id: Identifier,
+  at_unix_ms: UnixMs,
+  stored_bytes: UsedOf.describe('bytes stored against max_stored_bytes'),
+  receipts_per_day: UsedOf.describe('receipts issued today (UTC) against max_receipts_per_day'),
+  open_approvals: UsedOf.describe('pending approval requests against max_open_approvals'),
+  open_runs: UsedOf.describe('open runs against max_open_runs'),
 });
 
 const WebhookSecretCreated = z.strictObject({
@@ -388,6 +422,11 @@ export interface RouteDoc {
   /** Shards: the media type of the request body and the success answer, if not JSON. */
   readonly bodyMediaType?: string;
   readonly responseMediaType?: string;
+  /**
+   * The path parameter (the last) that takes the rest of the path, slashes included: Hono's `*`
+   * (`GET /v1/log/tile/*`). The document marks it `x-writ-rest-of-path`.
+   */
+  readonly restParam?: { readonly name: string; readonly description: string };
 }
 
 // Shards: what an import answers once the tenant is live (both import doors).
@@ -440,7 +479,12 @@ export const ROUTES: readonly RouteDoc[] = [
     summary: 'set a tenant’s storage quotas',
     auth: 'platform_admin',
     body: Quotas,
-    responses: { 200: { description: 'the quotas in force', schema: z.record(z.string(), z.unknown()) } },
+    responses: {
+      200: {
+        description: 'the quotas in force',
+        schema: z.strictObject({ tenant_id: Identifier, quotas: Quotas, updated_at_unix_ms: UnixMs }),
+      },
+    },
     errors: ['not_found'],
   },
   // Shards: moving a tenant between D1 shards (docs/scaling.md, "Shards").
@@ -763,7 +807,11 @@ export const ROUTES: readonly RouteDoc[] = [
     responses: {
       200: {
         description: 'approval requests',
-        schema: z.strictObject({ status: z.string(), items: z.array(ApprovalView) }),
+        schema: z.strictObject({
+          status: z.enum(APPROVAL_VIEW_STATUSES),
+          items: z.array(ApprovalView),
+          next_cursor: NextCursor,
+        }),
       },
     },
   },
@@ -822,7 +870,7 @@ export const ROUTES: readonly RouteDoc[] = [
       200: { description: 'authorized, with its receipt', schema: Decision },
       403: { description: 'denied, with its receipt and sorted violations', schema: Decision },
     },
-    errors: ['not_found', 'target_mismatch', 'conflict'],
+    errors: ['not_found', 'target_mismatch', 'conflict', 'signing_unavailable'],
   },
   {
     method: 'get',
@@ -856,7 +904,25 @@ export const ROUTES: readonly RouteDoc[] = [
       'the latest checkpoint of the tenant’s log (text/plain: a C2SP signed note); tiles at /v1/log/tile/…',
     auth: 'any_principal',
     responses: { 200: { description: 'the signed checkpoint note, as text', schema: z.string() } },
+    responseMediaType: 'text/plain',
     errors: ['signing_unavailable'],
+  },
+  {
+    method: 'get',
+    path: '/v1/log/tile/{tile_path}',
+    summary:
+      'a Merkle tile or entry bundle of the tenant’s log (C2SP tlog-tiles), binary and immutable; the path below tile/ may hold slashes',
+    auth: 'any_principal',
+    restParam: {
+      name: 'tile_path',
+      description:
+        'the path below tile/, slashes included: <L>/<N>[.p/<W>] or entries/<N>[.p/<W>], <N> in 3-digit groups (x001/234)',
+    },
+    responses: {
+      200: { description: 'the tile or entry bundle bytes', schema: z.string().describe('binary') },
+    },
+    responseMediaType: 'application/octet-stream',
+    errors: ['not_found'],
   },
   {
     method: 'get',
@@ -918,7 +984,13 @@ export const ROUTES: readonly RouteDoc[] = [
       200: { description: 'verified (or indeterminate)', schema: ReportAnswer },
       403: { description: 'rejected, with the receipt', schema: ReportAnswer },
     },
-    errors: ['not_found', 'executor_mismatch', 'invalid_observation', 'stale_fencing_token'],
+    errors: [
+      'not_found',
+      'executor_mismatch',
+      'invalid_observation',
+      'stale_fencing_token',
+      'signing_unavailable',
+    ],
   },
   {
     method: 'post',
@@ -930,7 +1002,13 @@ export const ROUTES: readonly RouteDoc[] = [
       200: { description: 'the resolution it made before (replay)', schema: ReconcileAnswer },
       201: { description: 'resolved', schema: ReconcileAnswer },
     },
-    errors: ['not_found', 'executor_mismatch', 'not_reconcilable', 'reconciliation_rejected'],
+    errors: [
+      'not_found',
+      'executor_mismatch',
+      'not_reconcilable',
+      'reconciliation_rejected',
+      'signing_unavailable',
+    ],
   },
   {
     method: 'get',
@@ -939,7 +1017,10 @@ export const ROUTES: readonly RouteDoc[] = [
     auth: ROLES_FOR.readOperations,
     query: OperationListQuery,
     responses: {
-      200: { description: 'operations', schema: z.strictObject({ operations: z.array(OperationRowView) }) },
+      200: {
+        description: 'operations',
+        schema: z.strictObject({ next_cursor: NextCursor, operations: z.array(OperationRowView) }),
+      },
     },
   },
   {
@@ -961,7 +1042,7 @@ export const ROUTES: readonly RouteDoc[] = [
       201: { description: 'accepted', schema: ObservationAnswer },
       403: { description: 'rejected, with the receipt', schema: ObservationAnswer },
     },
-    errors: ['not_found', 'executor_mismatch', 'invalid_observation'],
+    errors: ['not_found', 'executor_mismatch', 'invalid_observation', 'signing_unavailable'],
   },
   // Signed webhooks for executors (src/http/routes/webhooks.ts).
   {
@@ -995,7 +1076,14 @@ export const ROUTES: readonly RouteDoc[] = [
       },
       403: { description: 'rejected, with the receipt', schema: ReportAnswer },
     },
-    errors: ['not_found', 'executor_mismatch', 'invalid_observation', 'stale_fencing_token', 'in_progress'],
+    errors: [
+      'not_found',
+      'executor_mismatch',
+      'invalid_observation',
+      'stale_fencing_token',
+      'in_progress',
+      'signing_unavailable',
+    ],
   },
   {
     method: 'post',
@@ -1008,7 +1096,7 @@ export const ROUTES: readonly RouteDoc[] = [
       201: { description: 'accepted', schema: ObservationAnswer },
       403: { description: 'rejected, with the receipt', schema: ObservationAnswer },
     },
-    errors: ['not_found', 'executor_mismatch', 'invalid_observation', 'in_progress'],
+    errors: ['not_found', 'executor_mismatch', 'invalid_observation', 'in_progress', 'signing_unavailable'],
   },
 ];
 
@@ -1049,6 +1137,53 @@ function errorsOf(r: RouteDoc): ErrorReason[] {
   return [...out];
 }
 
+/**
+ * What the document declares a route answers with each status: the success schema (and its media
+ * type) from `responses`, the wire codes of the errors it can answer with that status, or both.
+ * The generator writes the document from this; the contract test
+ * (test/integration/http/openapi-contract.test.ts) checks real answers against it.
+ */
+export interface DocumentedResponse {
+  readonly description: string;
+  readonly mediaType: string;
+  /** The success body of this status (`responses`), if it has one. */
+  readonly success: z.ZodType | null;
+  /** The error codes the route answers with this status (empty: none). */
+  readonly errorCodes: readonly string[];
+  /**
+   * What a body of this status parses with: the success schema, the error body, or either (a
+   * status both answer, e.g. a 403 denial with its receipt beside a 403 `forbidden_role`).
+   */
+  readonly schema: z.ZodType;
+}
+
+export function documentedResponses(r: RouteDoc): ReadonlyMap<number, DocumentedResponse> {
+  // Every error the route can answer, grouped by status, each with its wire codes.
+  const byStatus = new Map<number, Set<string>>();
+  for (const reason of errorsOf(r)) {
+    const w = wireError(reason);
+    byStatus.set(w.status, (byStatus.get(w.status) ?? new Set()).add(w.code));
+  }
+  const statuses = new Set([...Object.keys(r.responses).map(Number), ...byStatus.keys()]);
+  const out = new Map<number, DocumentedResponse>();
+  for (const status of [...statuses].sort((a, b) => a - b)) {
+    const res = r.responses[status];
+    const errorCodes = [...(byStatus.get(status) ?? [])].sort();
+    const errors = errorCodes.length === 0 ? '' : `error: ${errorCodes.join(', ')}`;
+    out.set(status, {
+      description:
+        res === undefined ? errors : errors === '' ? res.description : `${res.description}; or ${errors}`,
+      mediaType: status < 300 ? (r.responseMediaType ?? 'application/json') : 'application/json',
+      success: res?.schema ?? null,
+      errorCodes,
+      schema: res === undefined ? ErrorBody : errors === '' ? res.schema : z.union([res.schema, ErrorBody]),
+    });
+  }
+  return out;
+}
+
+const ERROR_REF = { $ref: '#/components/schemas/Error' };
+
 function securityScheme(auth: RouteDoc['auth']): string {
   if (auth === 'platform_admin') return 'platformAdmin';
   if (auth === 'executor_webhook') return 'webhookSignature';
@@ -1058,11 +1193,15 @@ function securityScheme(auth: RouteDoc['auth']): string {
 export function openApiDocument(): Record<string, unknown> {
   const paths: Record<string, Record<string, unknown>> = {};
   for (const r of ROUTES) {
-    const params = [...r.path.matchAll(/\{([a-z_0-9]+)\}/g)].map((m) => ({
+    const rest = r.restParam;
+    const params: Record<string, unknown>[] = [...r.path.matchAll(/\{([a-z_0-9]+)\}/g)].map((m) => ({
       name: m[1],
       in: 'path',
       required: true,
       schema: { type: 'string' },
+      ...(rest !== undefined && m[1] === rest.name
+        ? { description: rest.description, 'x-writ-rest-of-path': true }
+        : {}),
     }));
     if (r.query !== undefined) {
       const q = schemaOf(r.query) as { properties?: Record<string, unknown>; required?: string[] };
@@ -1076,27 +1215,19 @@ export function openApiDocument(): Record<string, unknown> {
       }
     }
     const responses: Record<string, unknown> = {};
-    for (const [status, res] of Object.entries(r.responses)) {
+    for (const [status, res] of documentedResponses(r)) {
       responses[status] = {
         description: res.description,
         content: {
-          [Number(status) < 300 ? (r.responseMediaType ?? 'application/json') : 'application/json']: {
-            schema: withoutDialect(schemaOf(res.schema)),
+          [res.mediaType]: {
+            schema:
+              res.success === null
+                ? ERROR_REF
+                : res.errorCodes.length === 0
+                  ? withoutDialect(schemaOf(res.success))
+                  : { anyOf: [withoutDialect(schemaOf(res.success)), ERROR_REF] },
           },
         },
-      };
-    }
-    // Every error the route can answer, grouped by status, each with its wire codes.
-    const byStatus = new Map<number, string[]>();
-    for (const reason of errorsOf(r)) {
-      const w = wireError(reason);
-      byStatus.set(w.status, [...(byStatus.get(w.status) ?? []), w.code]);
-    }
-    for (const [status, codes] of [...byStatus].sort(([a], [b]) => a - b)) {
-      if (responses[status] !== undefined) continue;
-      responses[status] = {
-        description: `error: ${[...new Set(codes)].sort().join(', ')}`,
-        content: { 'application/json': { schema: { $ref: '#/components/schemas/Error' } } },
       };
     }
     const op: Record<string, unknown> = {
