@@ -1,5 +1,5 @@
 /**
- * `writ approvals list [--status pending|approved|denied|consumed]`, `writ approvals approve <id>
+ * `writ approvals list [--status pending|expired|approved|denied|consumed]`, `writ approvals approve <id>
  * [--expires-in-ms N] [--reason TEXT]`, `writ approvals deny <id> [--reason TEXT]`: the
  * approver's side of an approval, with the approver's key.
  *
@@ -10,12 +10,12 @@ import { type CliIo, EXIT, type ExitCode } from './io.js';
 import { clientFor, describeFailure, parseRemoteArgs, remoteTarget, table } from './remote.js';
 
 export const APPROVALS_USAGE = [
-  'usage: writ approvals list [--status pending|approved|denied|consumed] [--url URL] [--key KEY] [--json]',
+  'usage: writ approvals list [--status pending|expired|approved|denied|consumed] [--url URL] [--key KEY] [--json]',
   '       writ approvals approve <approval_id> [--expires-in-ms N] [--reason TEXT] [--json]',
   '       writ approvals deny <approval_id> [--reason TEXT] [--json]',
 ].join('\n');
 
-const STATUSES: readonly ApprovalStatus[] = ['pending', 'approved', 'denied', 'consumed'];
+const STATUSES: readonly ApprovalStatus[] = ['pending', 'expired', 'approved', 'denied', 'consumed'];
 
 export async function runApprovals(argv: readonly string[], io: CliIo): Promise<ExitCode> {
   const args = parseRemoteArgs(argv, ['--status', '--expires-in-ms', '--reason']);

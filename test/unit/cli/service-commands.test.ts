@@ -129,6 +129,14 @@ describe('writ approvals', () => {
       url: 'https://w.test/v1/approval-requests?status=consumed',
       authorization: `Bearer ${OTHER}`,
     });
+    // Requests no approver decided in time are listed too (the API's `expired`).
+    const x = io({ WRIT_URL: 'https://w.test', APPROVER_KEY: OTHER }, [[200, { items: [] }]]);
+    expect(await main(['approvals', 'list', '--status', 'expired'], x.cli)).toBe(0);
+    expect(x.out()).toBe('no expired approval requests\n');
+    expect(x.seen[0]).toEqual({
+      url: 'https://w.test/v1/approval-requests?status=expired',
+      authorization: `Bearer ${OTHER}`,
+    });
   });
 
   it('a rate-limited approve is retried after Retry-After, with progress on stderr; a refusal exits 1 without the key', async () => {
