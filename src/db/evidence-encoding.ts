@@ -201,3 +201,26 @@ export function invocationFromReceiptBody(
     approval,
   };
 }
+
+/**
+ * The `evidence` text of a receipt row as a tenant move carries it: `object` gives the evidence
+ * object's canonical text (what every export carried before the positional encoding, so an
+ * export reads the same on any version), `stored` the text this shard stores for it (an import
+ * re-encodes). Rows of other kinds, and object text, come back unchanged; a receipt or an array
+ * that does not decode throws `StoredDocumentError`.
+ */
+export function movedEvidenceText(
+  row: {
+    readonly kind: string;
+    readonly evidence: string | null;
+    readonly body: () => unknown;
+  },
+  as: 'object' | 'stored',
+): string | null {
+  if (row.kind !== 'authorization' || row.evidence === null) return row.evidence;
+  const parsed = parseStoredJson('receipt evidence', row.evidence);
+  if (as === 'object' && !Array.isArray(parsed)) return row.evidence;
+  const body = row.body();
+  const evidence = Array.isArray(parsed) ? evidenceFromPositional(parsed, row.evidence, body) : parsed;
+  return as === 'object' ? toCanonicalText(evidence) : storedEvidenceText(row.kind, evidence, body);
+}
