@@ -12,7 +12,7 @@
  *
  * Both directions check the evidence against the digests the receipt body binds (trusted state,
  * grant, invocation): the writer stores an array only when it reads back as exactly the evidence
- * and is bound to the body, and the reader accepts only such an array (exact length, types,
+ * and is bound to the body, and the reader accepts only such an array (its length, types,
  * canonical text, digests), so an edited array is refused (`StoredDocumentError`, a 500 or an
  * import refusal), never read as other evidence.
  */
@@ -22,25 +22,37 @@ import type { AuthorizationReceiptBody, ToolApproval, ToolInvocation } from '../
 import { StoredDocumentError, parseStoredJson, toCanonicalText } from './documents.js';
 
 /**
+ * How a layout member is stored: `flag` a boolean as 0 or 1; `names` a list of strings as is;
+ * `optional` an optional object member, as is when present, `null` when absent (and left out
+ * when it and every member after it are absent, so the array never ends in `null`).
+ */
+export type EvidenceMemberForm = 'flag' | 'names' | 'optional';
+
+export interface EvidenceMember {
+  /** `a.b`: member `b` of the required object `a`, flattened; `a`: a top-level member. */
+  readonly path: string;
+  readonly form: EvidenceMemberForm;
+}
+
+/**
  * The frozen member order of each positional layout, by `evidence_version`: a stored row's
  * meaning depends on it, so a layout is never edited (a new evidence version gets a new entry).
- * `a.b` is member `b` of the required object `a` (flattened, every member present); a top-level
- * name is an optional member, `null` in the array when absent (so never stored when it is null).
- * `evidence_version` is the array's first element.
+ * Required members first, optional ones last (most often present first): the evidence of an
+ * allowed read-only call is the trusted state alone. `evidence_version` is the first element.
  */
-export const EVIDENCE_LAYOUTS: ReadonlyMap<number, readonly string[]> = new Map([
+export const EVIDENCE_LAYOUTS: ReadonlyMap<number, readonly EvidenceMember[]> = new Map([
   [
     2,
     [
-      'grant',
-      'approval',
-      'invocation',
-      'trusted_state.approval_required_effects',
-      'trusted_state.approval_unusable',
-      'trusted_state.contract_quarantined',
-      'trusted_state.grant_revoked',
-      'trusted_state.principal_revoked',
-      'trusted_state.run_violations',
+      { path: 'trusted_state.approval_required_effects', form: 'names' },
+      { path: 'trusted_state.approval_unusable', form: 'flag' },
+      { path: 'trusted_state.contract_quarantined', form: 'flag' },
+      { path: 'trusted_state.grant_revoked', form: 'flag' },
+      { path: 'trusted_state.principal_revoked', form: 'flag' },
+      { path: 'trusted_state.run_violations', form: 'names' },
+      { path: 'approval', form: 'optional' },
+      { path: 'grant', form: 'optional' },
+      { path: 'invocation', form: 'optional' },
     ],
   ],
 ]);
@@ -48,17 +60,17 @@ export const EVIDENCE_LAYOUTS: ReadonlyMap<number, readonly string[]> = new Map(
 type JsonObject = { readonly [key: string]: JsonValue };
 
 const isObject = (v: unknown): v is JsonObject => typeof v === 'object' && v !== null && !Array.isArray(v);
+const isNames = (v: unknown): v is string[] => Array.isArray(v) && v.every((x) => typeof x === 'string');
+const split = (path: string) => path.split('.') as [string, string | undefined];
 
-/** A layout's top-level members: optional ones (`null` when absent) and flattened objects. */
-function shapeOf(layout: readonly string[]) {
-  const optional = new Set<string>();
+/** The objects a layout flattens, each with its members. */
+function nestedOf(layout: readonly EvidenceMember[]): Map<string, string[]> {
   const nested = new Map<string, string[]>();
-  for (const path of layout) {
-    const [top, member] = path.split('.') as [string, string | undefined];
-    if (member === undefined) optional.add(top);
-    else nested.set(top, [...(nested.get(top) ?? []), member]);
+  for (const { path } of layout) {
+    const [top, member] = split(path);
+    if (member !== undefined) nested.set(top, [...(nested.get(top) ?? []), member]);
   }
-  return { optional, nested };
+  return nested;
 }
 
 /**
@@ -95,9 +107,10 @@ function positionalText(evidence: unknown): string | null {
   if (!isObject(evidence) || typeof evidence.evidence_version !== 'number') return null;
   const layout = EVIDENCE_LAYOUTS.get(evidence.evidence_version);
   if (layout === undefined) return null;
-  const { optional, nested } = shapeOf(layout);
+  const nested = nestedOf(layout);
+  const topLevel = new Set(layout.filter((m) => split(m.path)[1] === undefined).map((m) => m.path));
   for (const k of Object.keys(evidence)) {
-    if (k !== 'evidence_version' && !optional.has(k) && !nested.has(k)) return null;
+    if (k !== 'evidence_version' && !topLevel.has(k) && !nested.has(k)) return null;
   }
   for (const [top, members] of nested) {
     const o = evidence[top];
@@ -110,43 +123,57 @@ function positionalText(evidence: unknown): string | null {
     }
   }
   const values: JsonValue[] = [evidence.evidence_version];
-  for (const path of layout) {
-    const [top, member] = path.split('.') as [string, string | undefined];
-    if (member === undefined) {
-      // `null` stands for an absent member, so a member that is null cannot be written this way.
-      if (evidence[top] === null) return null;
-      values.push(evidence[top] ?? null);
+  for (const { path, form } of layout) {
+    const [top, member] = split(path);
+    const v = member === undefined ? evidence[top] : (evidence[top] as JsonObject)[member];
+    if (form === 'flag') {
+      if (typeof v !== 'boolean') return null;
+      values.push(v ? 1 : 0);
+    } else if (form === 'names') {
+      if (!isNames(v)) return null;
+      values.push(v);
     } else {
-      values.push((evidence[top] as JsonObject)[member] as JsonValue);
+      // `null` stands for an absent member, so a member that is null cannot be written this way.
+      if (v === null || (v !== undefined && !isObject(v))) return null;
+      values.push(v ?? null);
     }
   }
+  while (values.at(-1) === null) values.pop();
   return toCanonicalText(values);
 }
 
-/** The evidence of a positional text, checked against the body's digests; throws on anything else. */
+/** The evidence of a positional array, checked against the body's digests; throws on anything else. */
 function evidenceFromPositional(parsed: JsonValue, text: string, body: unknown): JsonValue {
   const refuse = () => new StoredDocumentError('stored receipt evidence does not match its encoding');
   // Canonical text only: the writer stores nothing else, so other spellings are edits.
   if (!Array.isArray(parsed) || toCanonicalText(parsed) !== text) throw refuse();
   const version = parsed[0];
   const layout = typeof version === 'number' ? EVIDENCE_LAYOUTS.get(version) : undefined;
-  if (layout === undefined || parsed.length !== layout.length + 1) throw refuse();
+  if (layout === undefined) throw refuse();
+  // Every required member, and never a trailing `null` (the writer leaves absent ones out).
+  const required = layout.filter((m) => m.form !== 'optional').length;
+  if (parsed.length < required + 1 || parsed.length > layout.length + 1 || parsed.at(-1) === null) {
+    throw refuse();
+  }
   const evidence: Record<string, JsonValue> = { evidence_version: version as number };
   const nested: Record<string, Record<string, JsonValue>> = {};
-  layout.forEach((path, i) => {
-    const v = parsed[i + 1] as JsonValue;
-    const [top, member] = path.split('.') as [string, string | undefined];
-    if (member === undefined) {
+  layout.forEach(({ path, form }, i) => {
+    const v = i + 1 < parsed.length ? (parsed[i + 1] as JsonValue) : null;
+    const [top, member] = split(path);
+    let value: JsonValue;
+    if (form === 'flag') {
+      if (v !== 0 && v !== 1) throw refuse();
+      value = v === 1;
+    } else if (form === 'names') {
+      if (!isNames(v)) throw refuse();
+      value = v;
+    } else {
       if (v === null) return;
       if (!isObject(v)) throw refuse();
-      evidence[top] = v;
-    } else {
-      // Flattened members are the trusted state's: flags and lists of names.
-      if (typeof v !== 'boolean' && !(Array.isArray(v) && v.every((x) => typeof x === 'string'))) {
-        throw refuse();
-      }
-      (nested[top] ??= {})[member] = v;
+      value = v;
     }
+    if (member === undefined) evidence[top] = value;
+    else (nested[top] ??= {})[member] = value;
   });
   Object.assign(evidence, nested);
   if (!boundToBody(evidence, body)) throw refuse();

@@ -93,7 +93,7 @@ describe('positional authorization evidence', { timeout: SLOW_MS }, () => {
     const sha = r.body.receipt.sha256 as string;
     const db = tenantD1(s);
     const text = await storedEvidence(db, s.tenant_id, sha);
-    expect(text).toBe('[2,null,null,null,["external_write","irreversible"],false,false,false,false,[]]');
+    expect(text).toBe('[2,["external_write","irreversible"],0,0,0,0,[]]');
 
     const got = await call('GET', `/v1/receipts/${sha}`, { key: s.admin.api_key });
     expect(got.status).toBe(200);
@@ -122,7 +122,7 @@ describe('positional authorization evidence', { timeout: SLOW_MS }, () => {
     const s = await seedTenant('evappr');
     const a = await authorizedRollback(s);
     const text = (await storedEvidence(tenantD1(s), s.tenant_id, a.sha256)) ?? '';
-    expect(text.startsWith('[2,null,{"approval_id":')).toBe(true);
+    expect(text.startsWith('[2,["external_write","irreversible"],0,0,0,0,[],{"approval_id":')).toBe(true);
     const got = await call('GET', `/v1/receipts/${a.sha256}`, { key: s.admin.api_key });
     expect(got.status).toBe(200);
     expect(got.body.replay).toEqual({ ok: true, differences: [] });
@@ -145,10 +145,12 @@ describe('positional authorization evidence', { timeout: SLOW_MS }, () => {
     const db = tenantD1(s);
     for (const edited of [
       // The grant marked revoked: a well-formed array, no longer what the body's digest binds.
-      '[2,null,null,null,["external_write","irreversible"],false,false,true,false,[]]',
-      '[2,null,null,null,["external_write"],false,false,false,false,[]]',
-      '[2,null,null,null,["external_write","irreversible"],false,false,false,false]',
-      '[2, null,null,null,["external_write","irreversible"],false,false,false,false,[]]',
+      '[2,["external_write","irreversible"],0,0,1,0,[]]',
+      '[2,["external_write"],0,0,0,0,[]]',
+      '[2,["external_write","irreversible"],0,0,0,0]',
+      '[2,["external_write","irreversible"],0,0,0,0,[],null]',
+      '[2,["external_write","irreversible"],false,false,false,false,[]]',
+      '[2, ["external_write","irreversible"],0,0,0,0,[]]',
     ]) {
       await rewriteEvidence(db, s.tenant_id, sha, edited);
       const got = await call('GET', `/v1/receipts/${sha}`, { key: s.admin.api_key });
@@ -201,10 +203,10 @@ describe('positional authorization evidence', { timeout: SLOW_MS }, () => {
     expect(exported.get(newSha)).toBe(canonicalize(READ_ONLY_EVIDENCE));
 
     // An export whose positional array was edited is refused whole.
-    const positional = '[2,null,null,null,["external_write","irreversible"],false,false,false,false,[]]';
+    const positional = '[2,["external_write","irreversible"],0,0,0,0,[]]';
     const withArray = (array: string) =>
       e.text.replace(JSON.stringify(canonicalize(READ_ONLY_EVIDENCE)), JSON.stringify(array));
-    const edited = withArray(positional.replace('false,false,false,false', 'false,false,true,false'));
+    const edited = withArray(positional.replace('0,0,0,0', '0,0,1,0'));
     expect(edited).not.toBe(e.text);
     const refused = await importTo(to, edited);
     expect(refused.status).toBe(400);

@@ -109,16 +109,29 @@ describe('positional authorization evidence', () => {
     // Version 2 is the only version written today (`authorizationEvidence`).
     expect([...EVIDENCE_LAYOUTS.keys()]).toEqual([2]);
     const layout = EVIDENCE_LAYOUTS.get(2) ?? [];
+    const paths = layout.map((m) => m.path);
     const expected = Object.keys(CompactEvidence.shape)
       .filter((k) => k !== 'evidence_version')
       .flatMap((k) =>
         k === 'trusted_state' ? Object.keys(TrustedState.shape).map((m) => `trusted_state.${m}`) : [k],
       );
-    expect([...layout].sort()).toEqual(expected.sort());
-    // Flattened members in canonical (sorted) order, each once.
-    const trustedMembers = layout.filter((k) => k.startsWith('trusted_state.'));
-    expect(trustedMembers).toEqual([...trustedMembers].sort());
-    expect(new Set(layout).size).toBe(layout.length);
+    expect([...paths].sort()).toEqual(expected.sort());
+    expect(new Set(paths).size).toBe(paths.length);
+    // Each member's form is its schema type: optional members of the evidence, the trusted
+    // state's booleans as flags and its lists as names; required members before optional ones.
+    for (const { path, form } of layout) {
+      const [top, member] = path.split('.') as [keyof typeof CompactEvidence.shape, string | undefined];
+      if (member === undefined) {
+        expect(form).toBe('optional');
+        expect(CompactEvidence.shape[top].safeParse(undefined).success).toBe(true);
+      } else {
+        const schema = TrustedState.shape[member as keyof typeof TrustedState.shape];
+        expect(form).toBe(schema.safeParse(true).success ? 'flag' : 'names');
+        expect(schema.safeParse([]).success).toBe(form === 'names');
+      }
+    }
+    const forms = layout.map((m) => m.form);
+    expect(forms.indexOf('optional')).toBe(forms.length - 3);
   });
 
   it('reads back exactly the evidence written, and is shorter than the object', () => {
@@ -156,7 +169,7 @@ describe('positional authorization evidence', () => {
       invocation_sha256: digestOf(invocationFromReceiptBody(body as never, null)),
     };
     const text = storedEvidenceText('authorization', evidence, b);
-    expect(text).toBe('[2,null,null,null,["external_write","irreversible"],false,false,false,false,[]]');
+    expect(text).toBe('[2,["external_write","irreversible"],0,0,0,0,[]]');
     expect(canonicalize(evidence).length).toBe(225);
     expect(read(text, b)).toEqual(evidence);
   });
@@ -223,7 +236,8 @@ describe('positional authorization evidence', () => {
       [3, ...values.slice(1)],
       ['2', ...values.slice(1)],
       [...values, null],
-      values.slice(0, -1),
+      values.slice(0, 6), // a required member missing
+      [...values.slice(0, 7), null, null, null, null],
       [2],
       [],
     ]) {
