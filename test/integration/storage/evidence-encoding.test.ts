@@ -134,6 +134,31 @@ describe('positional authorization evidence', { timeout: SLOW_MS }, () => {
     expect(canonicalize(got.body.evidence as Json).length).toBeGreaterThan(text.length);
   });
 
+  it('is stored for a denial under the empty grant (the grant in the array) and replays', async () => {
+    const s = await seedTenant('evdeny');
+    const stranger = await call('POST', '/v1/principals', {
+      key: s.admin.api_key,
+      body: { name: 'no grants', roles: ['agent'] },
+    });
+    const run = await call('POST', '/v1/runs', {
+      key: stranger.body.api_key,
+      body: { max_calls: 1, max_external_writes: 0, max_duration_ms: 60_000 },
+    });
+    const denied = await call('POST', '/v1/authorize', {
+      key: stranger.body.api_key,
+      body: { tool_contract_sha256: s.read_contract_sha256, input: READ_INPUT, run_id: run.body.run_id },
+    });
+    expect(denied.status).toBe(403);
+    const sha = denied.body.receipt.sha256 as string;
+    const text = (await storedEvidence(tenantD1(s), s.tenant_id, sha)) ?? '';
+    // No approval (null), then the embedded empty grant.
+    expect(text).toMatch(/^\[2,\["external_write","irreversible"\],0,0,0,0,\[\],null,\{/);
+    const got = await call('GET', `/v1/receipts/${sha}`, { key: s.admin.api_key });
+    expect(got.status).toBe(200);
+    expect(got.body.evidence.grant.grant_id).toBe('grant-none');
+    expect(got.body.replay).toEqual({ ok: true, differences: [] });
+  });
+
   it('an edited array is refused on read (500), never served as other evidence', async () => {
     const s = await seedTenant('evedit');
     const r = await authorize(s, {
