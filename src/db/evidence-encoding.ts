@@ -14,7 +14,9 @@
  * grant, invocation): the writer stores an array only when it reads back as exactly the evidence
  * and is bound to the body, and the reader accepts only such an array (its length, types,
  * canonical text, digests), so an edited array is refused (`StoredDocumentError`, a 500 or an
- * import refusal), never read as other evidence.
+ * import refusal), never read as other evidence. Accepted trade-off: no digest covers the absence
+ * of an embedded grant, so removing the empty grant (several bytes) decodes; replay then reports
+ * `body.grant_sha256` (that grant has no row), as it does for the same edit of an object.
  */
 import { digestOf } from '../core/canonical/canonical.js';
 import type { JsonValue } from '../core/canonical/json.js';
