@@ -15,10 +15,10 @@ import { canonicalize, digestOf } from '../core/canonical/canonical.js';
 import { decodeBase64, encodeBase64 } from '../core/receipts/base64.js';
 import type { JsonValue } from '../core/canonical/json.js';
 import type { SignableReceipt, SignatureEnvelope } from '../core/receipts/signing.js';
-import type { AuthorizationReceiptBody, ToolApproval, ToolInvocation } from '../core/model.js';
 import type { BlobRef, NewReceipt, SignatureRow, StoredReceipt } from '../services/ports.js';
 import type { Db } from './client.js';
 import { StoredDocumentError, parseStoredJson, toCanonicalText } from './documents.js';
+import { evidenceFromStored, storedEvidenceText } from './evidence-encoding.js';
 import { receiptArchiveEntries, receipts, receiptSignatures } from './schema.js';
 import { decodeSignatureEnvelope, encodeSignatureEnvelope } from './signature-rows.js';
 
@@ -276,7 +276,7 @@ function insertReceiptStatement(db: Db, r: TenantReceipt) {
   const inline =
     r.evidence_blob !== undefined || r.evidence === undefined || r.evidence === null
       ? null
-      : toCanonicalText(r.evidence);
+      : storedEvidenceText(r.kind, r.evidence, r.receipt.body);
   // Columns in table order (src/db/schema.ts). A receipt that retention moved to an R2 archive
   // (it has an archive entry) is not inserted again: re-inserting identical content stays a no-op
   // after archiving too (the idempotency object re-mirrors its operation's receipts after every
@@ -364,7 +364,7 @@ export function receiptFromRow(row: ReceiptRow): {
       principal_id: row.principal_id,
       created_at_unix_ms: row.created_at_unix_ms,
     },
-    evidence: row.evidence === null ? null : parseStoredJson('receipt evidence', row.evidence),
+    evidence: row.evidence === null ? null : evidenceFromStored(row.kind, row.evidence, receipt.body),
     evidence_blob:
       row.evidence_sha256 === null ? null : { sha256: row.evidence_sha256, bytes: row.evidence_bytes ?? 0 },
   };
@@ -457,28 +457,5 @@ export function receiptFromArchive(
   return null;
 }
 
-/**
- * The invocation an authorization receipt was computed from, rebuilt from the receipt body (which
- * carries every invocation field but the approval, of which it keeps the id) and the approval.
- * Sound by construction: the body binds `invocation_sha256`, so a rebuilt invocation is only ever
- * used when it hashes to that digest (checked on write, and by replay).
- */
-export function invocationFromReceiptBody(
-  body: AuthorizationReceiptBody,
-  approval: ToolApproval | null,
-): ToolInvocation {
-  return {
-    invocation_id: body.invocation_id,
-    run_envelope_sha256: body.run_envelope_sha256,
-    tenant_id: body.tenant_id,
-    principal_id: body.principal_id,
-    policy_sha256: body.policy_sha256,
-    tool_contract_sha256: body.tool_contract_sha256,
-    input_sha256: body.input_sha256,
-    input_bytes: body.input_bytes,
-    target: body.target,
-    requested_at_unix_ms: body.requested_at_unix_ms,
-    idempotency_key: body.idempotency_key,
-    approval,
-  };
-}
+/** Moved beside the evidence encoding that needs it (src/db/evidence-encoding.ts). */
+export { invocationFromReceiptBody } from './evidence-encoding.js';

@@ -27,6 +27,8 @@ import type {
 } from '../services/ports.js';
 import type { Db } from './client.js';
 import { StoredDocumentError } from './documents.js';
+import { movedEvidenceText } from './evidence-encoding.js';
+import { decodeReceipt } from './receipts.js';
 import {
   PREVIOUS_SHARD_UNKNOWN,
   approvals,
@@ -136,14 +138,47 @@ export async function* exportTenantRows(
       for (const r of rows) {
         const { __rowid, ...row } = r;
         from = __rowid as number;
-        // A signature row carries its canonical envelope, as every export did before the
-        // positional form (src/db/signature-rows.ts): a file never depends on a storage form.
+        // A signature row carries its canonical envelope, and an authorization receipt row its
+        // evidence object, as every export did before the positional forms
+        // (src/db/signature-rows.ts, src/db/evidence-encoding.ts): a file never depends on a
+        // storage form.
         if (table === 'receipt_signatures') row.envelope = exportedEnvelope(row);
-        yield { table, row, position: { table: index, rowid: from } };
+        const exported = table === 'receipts' ? withMovedEvidence(row, 'object') : row;
+        yield { table, row: exported, position: { table: index, rowid: from } };
       }
       if (rows.length < PAGE) break;
     }
   }
+}
+
+/**
+ * A receipt row with its authorization evidence as an export file carries it (`object`: the
+ * evidence object, as every export did before the positional encoding) or as this shard stores
+ * it (`stored`: re-encoded on import, src/db/evidence-encoding.ts). The receipt is decoded (and
+ * re-hashed) from the row only for an authorization row with evidence.
+ */
+function withMovedEvidence(
+  row: Readonly<Record<string, TenantRowValue>>,
+  as: 'object' | 'stored',
+): Readonly<Record<string, TenantRowValue>> {
+  if (typeof row.evidence !== 'string') return row;
+  const evidence = movedEvidenceText(
+    {
+      kind: String(row.kind),
+      evidence: row.evidence,
+      body: () =>
+        decodeReceipt({
+          tenant_id: String(row.tenant_id),
+          sha256: String(row.sha256),
+          kind: String(row.kind),
+          principal_id: typeof row.principal_id === 'string' ? row.principal_id : null,
+          receipt: String(row.receipt),
+          receipt_encoding: Number(row.receipt_encoding),
+        }).body,
+    },
+    as,
+  );
+  return evidence === row.evidence ? row : { ...row, evidence };
 }
 
 /** Rows of one export page (one D1 query each): a segment's reads are counted in these. */
@@ -262,8 +297,9 @@ export async function writeStagedChunk(
             .values({ ...row, key_sha256: row.revoked_at_unix_ms === null ? null : row.key_sha256 });
         }
         const t = TENANT_TABLES[r.table as TenantTable];
+        const row = r.table === 'receipts' ? withMovedEvidence(r.row, 'stored') : r.row;
         // Columns were checked against the table by the caller; drizzle binds every value.
-        return db.insert(t).values(r.row as typeof t.$inferInsert);
+        return db.insert(t).values(row as typeof t.$inferInsert);
       }),
   ];
   return runStaged(db, statements, 'written');

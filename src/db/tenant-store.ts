@@ -116,8 +116,8 @@ import {
 
 /**
  * Evidence above this many UTF-8 bytes is held in R2 and referred to by digest (observation
- * payloads, error details). Authorization evidence (~185 bytes) always stays in the row: the
- * authorization path never touches R2.
+ * payloads, error details). Authorization evidence (~225 bytes as an object, ~50 stored) stays
+ * in the row: the authorization path never touches R2.
  */
 export const INLINE_EVIDENCE_MAX_BYTES = 1024;
 

@@ -49,7 +49,7 @@ const EmbeddedEvidence = z.strictObject({
  * does not bind. Contract and grant come from storage by the body's digests (the empty grant,
  * which has no row, is embedded); the invocation is rebuilt from the body unless stored whole.
  */
-const CompactEvidence = z.strictObject({
+export const CompactEvidence = z.strictObject({
   evidence_version: z.literal(2),
   grant: ToolGrant.optional(),
   approval: ToolApproval.optional(),

@@ -55,6 +55,7 @@ import { apiKeyDigest } from '../core/identity/identity.js';
 import { TOOL_EFFECTS } from '../core/model.js';
 import { Identifier } from '../core/schema.js';
 import { newApiKey } from '../db/ids.js';
+import { movedEvidenceText } from '../db/evidence-encoding.js';
 import { RECEIPT_ENCODING, decodeReceipt } from '../db/receipts.js';
 import type { LogFields } from './context.js';
 import { ServiceError, notFound } from './errors.js';
@@ -1096,6 +1097,7 @@ function verifyDocuments(n: number, r: TenantRow): void {
       // reader's own decoder: a compact row's body is completed from the row's tenant and
       // principal columns, so an edited column is caught as an edited body is.
       let decoded = false;
+      let body: unknown = null;
       if (
         typeof sha256 === 'string' &&
         typeof kind === 'string' &&
@@ -1104,21 +1106,31 @@ function verifyDocuments(n: number, r: TenantRow): void {
         (principal_id === null || typeof principal_id === 'string')
       ) {
         try {
-          decoded =
-            decodeReceipt({
-              tenant_id: String(r.row.tenant_id),
-              sha256,
-              kind,
-              principal_id,
-              receipt,
-              receipt_encoding,
-            }).sha256 === sha256;
+          const d = decodeReceipt({
+            tenant_id: String(r.row.tenant_id),
+            sha256,
+            kind,
+            principal_id,
+            receipt,
+            receipt_encoding,
+          });
+          decoded = d.sha256 === sha256;
+          body = d.body;
         } catch {
           decoded = false;
         }
       }
       expect(decoded, `receipt ${quoted(String(sha256))}`);
       if (r.row.evidence !== null) text('evidence');
+      // Exports carry evidence objects; an array (the positional storage encoding) is taken only
+      // when it decodes, bound to this receipt: an edited one never becomes other evidence.
+      if (typeof r.row.evidence === 'string' && typeof kind === 'string') {
+        try {
+          movedEvidenceText({ kind, evidence: r.row.evidence, body: () => body }, 'stored');
+        } catch {
+          throw refuse(n, 'receipt evidence does not match its encoding');
+        }
+      }
       verifyEvidenceRef(n, r);
       return;
     }

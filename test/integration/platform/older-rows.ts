@@ -5,6 +5,7 @@
  */
 import { canonicalize, digestOf } from '../../../src/core/canonical/canonical.js';
 import type { Seeded } from '../../../scripts/seed.js';
+import { movedEvidenceText } from '../../../src/db/evidence-encoding.js';
 import { decodeReceipt } from '../../../src/db/receipts.js';
 
 export type Row = Record<string, string | number | null>;
@@ -68,6 +69,22 @@ export function receiptOfRow(row: Readonly<Record<string, unknown>>) {
     receipt: String(row.receipt),
     receipt_encoding: Number(row.receipt_encoding),
   });
+}
+
+/**
+ * A stored receipts row with its evidence as an export carries it. An import stores authorization
+ * evidence positionally again (src/db/evidence-encoding.ts): the row must hold an array, which
+ * reads as the exported object; every other column is as stored.
+ */
+export function asExported(row: Row): Row {
+  if (row.kind !== 'authorization' || typeof row.evidence !== 'string') return row;
+  if (!row.evidence.startsWith('['))
+    throw new Error(`authorization evidence not re-encoded: ${row.evidence}`);
+  const body = () => receiptOfRow(row).body;
+  return {
+    ...row,
+    evidence: movedEvidenceText({ kind: 'authorization', evidence: row.evidence, body }, 'object'),
+  };
 }
 
 /**
