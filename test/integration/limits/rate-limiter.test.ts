@@ -194,6 +194,19 @@ describe('configuration', () => {
 /** The Worker's vars with a tiny limit: 2 writes at once, 1 a second. */
 const tiny = { ...env, WRIT_RATE_LIMIT_BURST: '2', WRIT_RATE_LIMIT_PER_SECOND: '1' } as unknown as Env;
 
+/** The Worker's vars with a rate limiter that cannot be reached. */
+const unreachable = {
+  ...env,
+  RATE_LIMITER: {
+    idFromName: () => {
+      throw new Error('limiter unreachable');
+    },
+    get: () => {
+      throw new Error('limiter unreachable');
+    },
+  },
+} as unknown as Env;
+
 async function send(e: Env, method: string, path: string, key: string, body?: unknown) {
   const init: RequestInit = { method, headers: { authorization: `Bearer ${key}` } };
   if (body !== undefined) {
@@ -260,26 +273,15 @@ describe('HTTP: 429 rate_limited on every write', () => {
 
   it('fails closed: a limiter that cannot answer is a 429 with Retry-After, nothing written', async () => {
     const s = await seedTenant('rl');
-    const broken = {
-      ...env,
-      RATE_LIMITER: {
-        idFromName: () => {
-          throw new Error('limiter unreachable');
-        },
-        get: () => {
-          throw new Error('limiter unreachable');
-        },
-      },
-    } as unknown as Env;
     const before = await runCount(s.tenant_id);
-    const r = await send(broken, 'POST', '/v1/runs', s.agent.api_key, RUN);
+    const r = await send(unreachable, 'POST', '/v1/runs', s.agent.api_key, RUN);
     expect(r.status).toBe(429);
     expect(r.body.error.code).toBe('rate_limited');
     expect(r.headers.get('retry-after')).toBe('1');
     expect(JSON.stringify(r.body)).not.toContain('unreachable');
     expect(await runCount(s.tenant_id)).toBe(before);
     // Reads do not ask the limiter.
-    expect((await send(broken, 'GET', '/v1/runs/run-none', s.agent.api_key)).status).toBe(404);
+    expect((await send(unreachable, 'GET', '/v1/runs/run-none', s.agent.api_key)).status).toBe(404);
   });
 
   it("the tenant's aggregate budget refuses a write of any principal: typed 429, nothing written", async () => {
@@ -476,22 +478,11 @@ describe('HTTP: a security metrics read pays METRICS_READ_TOKENS write tokens', 
     // Both 400s left the bucket full: one read, then the write it empties the bucket for.
     expect((await send(tiny, 'GET', '/v1/metrics', s.admin.api_key)).status).toBe(200);
     expect((await send(tiny, 'PUT', '/v1/policy', s.admin.api_key, DEMO_POLICY)).status).toBe(429);
-    const broken = {
-      ...env,
-      RATE_LIMITER: {
-        idFromName: () => {
-          throw new Error('limiter unreachable');
-        },
-        get: () => {
-          throw new Error('limiter unreachable');
-        },
-      },
-    } as unknown as Env;
-    const r = await send(broken, 'GET', '/v1/metrics', s.admin.api_key);
+    const r = await send(unreachable, 'GET', '/v1/metrics', s.admin.api_key);
     expect(r.status).toBe(429);
     expect(r.headers.get('retry-after')).toBe('1');
     // Roles come first: an agent is refused 403 and pays nothing.
-    expect((await send(broken, 'GET', '/v1/metrics', s.agent.api_key)).status).toBe(403);
+    expect((await send(unreachable, 'GET', '/v1/metrics', s.agent.api_key)).status).toBe(403);
   });
 
   it("the console's Security page pays the same: a 429 page once the bucket is empty", async () => {
