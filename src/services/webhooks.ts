@@ -120,6 +120,26 @@ export function refuseUnknownSender(headers: WebhookHeaders, now: number): Servi
 }
 
 /**
+ * The 401 of a delivery whose URL names a tenant the directory does not know, after the same
+ * storage reads a known tenant's delivery makes (the principal and its live secrets, here on a
+ * store of a shard that holds no live copy of that tenant) and the same verification against no
+ * secret: an unknown tenant costs the round trips of a known one, so neither the answer nor the
+ * number of round trips before it tells which tenants exist. What the reads return is ignored:
+ * only the directory names a tenant's live copy, so nothing found there can authenticate.
+ */
+export async function refuseUnknownTenant(
+  store: TenantStore,
+  principal_id: string,
+  headers: WebhookHeaders,
+  body: Uint8Array,
+  now: number,
+): Promise<ServiceError> {
+  await Promise.all([store.getPrincipal(principal_id), store.liveWebhookSecrets(principal_id, now)]);
+  const verified = verifyWebhook(headers, body, [], now, WEBHOOK_TOLERANCE_MS);
+  return refused(verified.ok ? 'no matching signature' : verified.error.message);
+}
+
+/**
  * The executor a signed delivery comes from, established by its signature: the URL's principal
  * only selects whose secrets are tried. An unknown tenant or principal, a revoked or non-executor
  * principal, an executor without a live secret and a bad signature are all the same 401, with the

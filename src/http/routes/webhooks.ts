@@ -29,6 +29,7 @@ import {
   isFinalAnswer,
   listWebhookSecrets,
   refuseUnknownSender,
+  refuseUnknownTenant,
   rotateWebhookSecret,
   startDelivery,
 } from '../../services/webhooks.js';
@@ -93,9 +94,13 @@ async function deliver(
   }
   const bytes = await readBodyBytes(c);
   // A webhook carries no routed key, so the tenant's shard comes from the shard directory
-  // (one read on shard 0); an unknown tenant is the same 401 (same body) as a bad signature.
+  // (one read on shard 0); an unknown tenant is the same 401 (same body) as a bad signature,
+  // after the same principal-and-secrets read a known tenant's delivery makes (on shard 0).
   const shard = await tenantShard(c.env, tenant_id);
-  if (shard === null) throw refuseUnknownSender(headers, c.var.now);
+  if (shard === null) {
+    const nowhere = tenantStore(c.env, { tenant_id, shard: 0 });
+    throw await refuseUnknownTenant(nowhere, principal_id, headers, bytes, c.var.now);
+  }
   const store = tenantStore(c.env, { tenant_id, shard });
   const { caller, webhook_id } = await authenticateWebhook(store, principal_id, headers, bytes, c.var.now);
   c.set('principal', caller);
