@@ -14,8 +14,18 @@
  * token, so one tenant's admitted writes are bounded across all its principals (its share of the
  * shard's writer), and a refusal takes from neither.
  *
- * RPC surface: `take` only. The limits come with every call (the Worker's configuration), and
- * `now` too (the request's one clock read), so tests drive the object with explicit values.
+ * Refusals are counted (src/core/limits/refusal-tally.ts) for the tenant's security metrics: a
+ * refusal writes no receipt, so these counts are the only trace of a principal hammering the
+ * limit. The counts are kept in memory and flushed to the object's SQLite storage by an alarm
+ * (`REFUSAL_FLUSH_MS` after the first unflushed refusal), one transaction per flush, so a flood
+ * of refusals costs one storage write per flush, not one per refusal. Rows older than
+ * `REFUSAL_RETENTION_MS` are deleted at each flush. Accepted: a restart before the alarm fires
+ * (a deploy, a crash; eviction waits for the alarm) loses at most that many seconds of counts,
+ * and the per-minute bound on named principals starts over.
+ *
+ * RPC surface: `take` and `refusals`. The limits come with every call (the Worker's
+ * configuration), and `now` too (the request's one clock read), so tests drive the object with
+ * explicit values.
  */
 import { DurableObject } from 'cloudflare:workers';
 import { digestOf } from '../src/core/canonical/canonical.js';
@@ -26,7 +36,28 @@ import {
   takeFrom,
   takeJointlyFrom,
 } from '../src/core/limits/token-bucket.js';
+import {
+  type RefusalCount,
+  type RefusalSummary,
+  RefusalTally,
+  type RefusingBucket,
+  minuteOf,
+  summarizeRefusals,
+} from '../src/core/limits/refusal-tally.js';
 import { Identifier, UnixMs } from '../src/core/schema.js';
+
+/** Unflushed refusal counts are written this long after the first of them. */
+export const REFUSAL_FLUSH_MS = 5_000;
+/** Stored refusal counts are kept this long: beyond the metrics' longest window (seven days). */
+export const REFUSAL_RETENTION_MS = 8 * 86_400_000;
+/** Principals a refusal summary names; the rest are counted in `principals_left_out`. */
+export const REFUSAL_SUMMARY_TOP = 20;
+
+export interface RefusalsRequest {
+  readonly tenant_id: string;
+  readonly from: number;
+  readonly to: number;
+}
 
 /** Buckets one tenant's object keeps; beyond it full buckets, then the fullest, are dropped. */
 export const MAX_BUCKETS = 10_000;
@@ -60,9 +91,101 @@ export interface RateLimitDecision {
 export class RateLimiterObject extends DurableObject<Env> {
   readonly #buckets = new Map<string, BucketState>();
   #tenant: BucketState | undefined;
+  readonly #refusals = new RefusalTally();
+  #flushScheduled = false;
+
+  constructor(ctx: DurableObjectState, env: Env) {
+    super(ctx, env);
+    ctx.storage.sql.exec(
+      `CREATE TABLE IF NOT EXISTS refusals (
+         minute INTEGER NOT NULL,
+         principal_id TEXT NOT NULL,
+         limited_by TEXT NOT NULL CHECK (limited_by IN ('principal', 'tenant')),
+         n INTEGER NOT NULL CHECK (n > 0),
+         PRIMARY KEY (minute, principal_id, limited_by)
+       ) WITHOUT ROWID`,
+    );
+  }
 
   /** Take `count` tokens (default one) from the principal's bucket at `now`, or say when to retry. */
   async take(request: RateLimitRequest): Promise<RateLimitDecision> {
+    const decision = this.#take(request);
+    if (!decision.allowed) {
+      this.#refusals.record(request.principal_id, decision.limited_by ?? 'principal', request.now);
+      if (!this.#flushScheduled) {
+        this.#flushScheduled = true;
+        await this.ctx.storage.setAlarm(Date.now() + REFUSAL_FLUSH_MS);
+      }
+    }
+    return decision;
+  }
+
+  /** The tenant's refusals in the minutes from `from`'s to `to`'s, stored and unflushed. */
+  async refusals(request: RefusalsRequest): Promise<RefusalSummary> {
+    if (
+      !Identifier.safeParse(request.tenant_id).success ||
+      !UnixMs.safeParse(request.from).success ||
+      !UnixMs.safeParse(request.to).success ||
+      request.from > request.to
+    ) {
+      throw new Error('invalid refusals request');
+    }
+    this.#requireOwnTenant(request.tenant_id);
+    const stored = this.ctx.storage.sql
+      .exec<{ minute: number; principal_id: string; limited_by: string; n: number }>(
+        'SELECT minute, principal_id, limited_by, n FROM refusals WHERE minute >= ? AND minute <= ?',
+        minuteOf(request.from),
+        minuteOf(request.to),
+      )
+      .toArray()
+      .map((r): RefusalCount => {
+        if (r.limited_by !== 'principal' && r.limited_by !== 'tenant') {
+          throw new Error('stored refusal count is malformed');
+        }
+        return { minute: r.minute, principal_id: r.principal_id, limited_by: r.limited_by, n: r.n };
+      });
+    return summarizeRefusals(
+      [...stored, ...this.#refusals.pending()],
+      request.from,
+      request.to,
+      REFUSAL_SUMMARY_TOP,
+    );
+  }
+
+  /** Write the unflushed refusal counts in one transaction and drop expired ones. */
+  override async alarm(): Promise<void> {
+    this.#flushScheduled = false;
+    const pending = this.#refusals.pending();
+    const expired = minuteOf(Date.now() - REFUSAL_RETENTION_MS);
+    this.ctx.storage.transactionSync(() => {
+      for (const c of pending) {
+        this.ctx.storage.sql.exec(
+          `INSERT INTO refusals (minute, principal_id, limited_by, n) VALUES (?, ?, ?, ?)
+           ON CONFLICT (minute, principal_id, limited_by) DO UPDATE SET n = n + excluded.n`,
+          c.minute,
+          c.principal_id,
+          c.limited_by,
+          c.n,
+        );
+      }
+      this.ctx.storage.sql.exec('DELETE FROM refusals WHERE minute < ?', expired);
+    });
+    this.#refusals.flushed(pending);
+    // Refusals recorded while this ran wait for the next alarm.
+    if (this.#refusals.hasPending) {
+      this.#flushScheduled = true;
+      await this.ctx.storage.setAlarm(Date.now() + REFUSAL_FLUSH_MS);
+    }
+  }
+
+  #requireOwnTenant(tenant_id: string): void {
+    // One tenant's buckets in one object: a principal of another tenant could otherwise drain them.
+    if (!this.ctx.id.equals(this.env.RATE_LIMITER.idFromName(rateLimiterName(tenant_id)))) {
+      throw new Error('rate limit request sent to another tenant’s object');
+    }
+  }
+
+  #take(request: RateLimitRequest): RateLimitDecision & { limited_by?: RefusingBucket } {
     const limit = parseRateLimit(request);
     const joint = request.tenant_per_second !== undefined || request.tenant_burst !== undefined;
     const count = request.count ?? 1;
@@ -81,10 +204,7 @@ export class RateLimiterObject extends DurableObject<Env> {
     ) {
       throw new Error('invalid rate limit request');
     }
-    // One tenant's buckets in one object: a principal of another tenant could otherwise drain them.
-    if (!this.ctx.id.equals(this.env.RATE_LIMITER.idFromName(rateLimiterName(request.tenant_id)))) {
-      throw new Error('rate limit request sent to another tenant’s object');
-    }
+    this.#requireOwnTenant(request.tenant_id);
     if (tenantLimit?.ok === true) {
       const r = takeJointlyFrom(
         this.#buckets,

@@ -78,6 +78,14 @@ export function render(m: SecurityMetrics): string {
     `oldest open: ${o.oldest_open_age_ms === null ? 'none' : `${Math.round(o.oldest_open_age_ms / 1000)} s since its last update`}; overdue reconciliations: ${o.overdue_reconciliations}\n`,
   );
   out.push(`\nquarantined contracts${partial(m.contracts.complete)}: ${m.contracts.quarantined}\n`);
+  const r = m.rate_limited;
+  out.push(
+    `\nwrites refused by the rate limit since ${new Date(r.from_minute_unix_ms).toISOString()}: ${r.total} (principal limit ${r.limited_by.principal}, tenant limit ${r.limited_by.tenant})\n`,
+  );
+  if (r.by_principal.length > 0) {
+    out.push(table([['principal', 'refused'], ...r.by_principal.map((p) => [p.principal_id, String(p.n)])]));
+  }
+  if (r.principals_left_out > 0) out.push(`and ${r.principals_left_out} more principals\n`);
   return out.join('');
 }
 

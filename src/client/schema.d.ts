@@ -1938,6 +1938,22 @@ export interface operations {
                             quarantined: number;
                             complete: boolean;
                         };
+                        /** @description writes refused 429 rate_limited (they store no receipt), counted by the tenant’s limiter */
+                        rate_limited: {
+                            total: number;
+                            limited_by: {
+                                principal: number;
+                                tenant: number;
+                            };
+                            /** @description most refused first, at most 20; `*` counts principals beyond 100 named in one minute */
+                            by_principal: {
+                                principal_id: string;
+                                n: number;
+                            }[];
+                            principals_left_out: number;
+                            /** @description the counts cover whole minutes, from this one to now */
+                            from_minute_unix_ms: number;
+                        };
                     };
                 };
             };

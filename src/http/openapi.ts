@@ -266,6 +266,17 @@ const MetricsView = z.strictObject({
     complete: z.boolean(),
   }),
   contracts: z.strictObject({ quarantined: z.number().int(), complete: z.boolean() }),
+  rate_limited: z
+    .strictObject({
+      total: z.number().int(),
+      limited_by: z.strictObject({ principal: z.number().int(), tenant: z.number().int() }),
+      by_principal: z
+        .array(z.strictObject({ principal_id: z.string(), n: z.number().int() }))
+        .describe('most refused first, at most 20; `*` counts principals beyond 100 named in one minute'),
+      principals_left_out: z.number().int(),
+      from_minute_unix_ms: UnixMs.describe('the counts cover whole minutes, from this one to now'),
+    })
+    .describe('writes refused 429 rate_limited (they store no receipt), counted by the tenant’s limiter'),
 });
 
 const RunView = z.strictObject({

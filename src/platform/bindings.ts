@@ -319,7 +319,13 @@ export function rateLimitPort(env: Env): RateLimitPort {
             limited_by: d.limited_by === 'tenant' ? 'tenant' : 'principal',
           };
     },
+    refusals: (tenant_id, from, to) => rateLimiterStub(env, tenant_id).refusals({ tenant_id, from, to }),
   };
+}
+
+/** The security metrics' reader of one tenant's rate-limit refusals (`getMetrics`). */
+export function refusalsOf(env: Env, tenant_id: string) {
+  return (from: number, to: number) => rateLimitPort(env).refusals(tenant_id, from, to);
 }
 
 // ---------------------------------------------------------------------------------------------

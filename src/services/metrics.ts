@@ -9,10 +9,14 @@
  * (`METRICS_SCAN_CAP`, the newest of the window for receipts) and says when it stopped there
  * (`complete: false`); violations are read from the newest `METRICS_DENIAL_SAMPLE` denied
  * authorization receipts, decoded and re-hashed like any stored receipt, and counted per code.
- * Never: a count from anything but stored rows, a window longer than `METRICS_MAX_WINDOW_MS`, or
- * a raw argument, input or approval text in the answer.
+ * Rate-limit refusals (`rate_limited`) write no receipt: they are counted by the tenant's limiter
+ * object per minute (src/core/limits/refusal-tally.ts), read through `refusals`, concurrently
+ * with the counts; their window is the whole minutes it touches.
+ * Never: a count from anything but stored rows and the limiter's counts, a window longer than
+ * `METRICS_MAX_WINDOW_MS`, or a raw argument, input or approval text in the answer.
  */
 import { z } from 'zod';
+import type { RefusalSummary } from '../core/limits/refusal-tally.js';
 import { approvalRequestTtlMs } from '../core/policy.js';
 import { type TenantContext, ROLES_FOR, requireRole } from './context.js';
 import { APPROVAL_STATUSES, OPEN_OPERATION_STATES } from './ports.js';
@@ -34,13 +38,19 @@ const WindowMs = z
 export const MetricsQuery = z.strictObject({ window_ms: WindowMs.optional() });
 export type MetricsQuery = z.infer<typeof MetricsQuery>;
 
-export async function getMetrics(ctx: TenantContext, q: MetricsQuery) {
+/** The tenant's rate-limit refusals in the minutes from `from`'s to `to`'s (the limiter's counts). */
+export type RefusalsOf = (from: number, to: number) => Promise<RefusalSummary>;
+
+export async function getMetrics(ctx: TenantContext, q: MetricsQuery, refusals: RefusalsOf) {
   requireRole(ctx.caller, ROLES_FOR.admin);
   const now = ctx.now;
   const window_ms = q.window_ms ?? METRICS_DEFAULT_WINDOW_MS;
   const from = now - window_ms;
   const to = now + 1;
-  const ttl_ms = approvalRequestTtlMs((await ctx.store.currentPolicy()).policy);
+  const [ttl_ms, refused] = await Promise.all([
+    ctx.store.currentPolicy().then((p) => approvalRequestTtlMs(p.policy)),
+    refusals(from, now),
+  ]);
   const c = await ctx.store.securityCounts({
     from,
     to,
@@ -113,6 +123,14 @@ export async function getMetrics(ctx: TenantContext, q: MetricsQuery) {
       complete: c.operations_complete,
     },
     contracts: { quarantined: c.contracts_quarantined, complete: c.contracts_complete },
+    /** Writes refused `429 rate_limited` (no receipt), counted by the limiter per whole minute. */
+    rate_limited: {
+      total: refused.total,
+      limited_by: refused.limited_by,
+      by_principal: refused.by_principal,
+      principals_left_out: refused.principals_left_out,
+      from_minute_unix_ms: refused.from_minute_unix_ms,
+    },
   };
 }
 

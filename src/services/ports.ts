@@ -17,6 +17,7 @@ import type {
 } from '../core/authorization/decide.js';
 import type { JsonValue } from '../core/canonical/json.js';
 import type { Role } from '../core/identity/identity.js';
+import type { RefusalSummary } from '../core/limits/refusal-tally.js';
 import type { ToolContract, ToolGrant } from '../core/model.js';
 import type { ClassifierOutcome, ObservationReceiptVersion } from '../core/observation/schema.js';
 import type { ObservationClassifierSettings, TenantPolicy } from '../core/policy.js';
@@ -778,6 +779,8 @@ export interface RateLimitPort {
   take(tenant_id: string, principal_id: string, now: number, count?: number): Promise<RateLimitDecision>;
   /** The most tokens one request may take: the smaller of the principal's and the tenant's burst. */
   readonly max_count: number;
+  /** The tenant's refused requests in the minutes from `from`'s to `to`'s (security metrics). */
+  refusals(tenant_id: string, from: number, to: number): Promise<RefusalSummary>;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -690,6 +690,7 @@ export function securityPage(chrome: Chrome, m: SecurityMetrics, window: Securit
   }
   const o = m.operations;
   const a = m.approvals;
+  const r = m.rate_limited;
   return layout(
     'Security',
     chrome,
@@ -729,6 +730,19 @@ export function securityPage(chrome: Chrome, m: SecurityMetrics, window: Securit
       </p>
       <h2>Contracts</h2>
       ${partialNote(m.contracts.complete)}
-      <p>${m.contracts.quarantined} quarantined contract${m.contracts.quarantined === 1 ? '' : 's'}.</p>`,
+      <p>${m.contracts.quarantined} quarantined contract${m.contracts.quarantined === 1 ? '' : 's'}.</p>
+      <h2>Writes refused by the rate limit</h2>
+      <p>
+        ${r.total.toLocaleString('en-US')} refused since ${isoTime(r.from_minute_unix_ms)} (whole minutes; a
+        refusal stores no receipt, so these are the limiter's counts):
+        ${r.limited_by.principal.toLocaleString('en-US')} by a principal's own limit,
+        ${r.limited_by.tenant.toLocaleString('en-US')} by the tenant's aggregate limit.
+      </p>
+      ${countTable(
+        'Most refused principals (* counts principals beyond 100 in one minute)',
+        'Principal',
+        r.by_principal.map((p) => [p.principal_id, p.n] as const),
+      )}
+      ${r.principals_left_out > 0 ? html`<p>And ${r.principals_left_out} more principals.</p>` : ''}`,
   );
 }

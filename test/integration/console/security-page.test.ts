@@ -3,7 +3,9 @@
  * page for the tenant admin. An approver sees no link to it and is refused (403); an unknown
  * window is a 400 page; the counts are the tenant's own.
  */
+import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
+import { rateLimiterStub } from '../../../durable-objects/rate-limiter.js';
 import type { Seeded } from '../../../scripts/seed.js';
 import { authorize, authorizeBody, call, consoleAs, createRun, seedTenant } from '../platform/harness.js';
 
@@ -23,6 +25,13 @@ describe('console: Security page', () => {
       body: { reason: 'drift' },
     });
     expect(q.status).toBe(200);
+    // Two refusals of the agent by its limiter (a bucket of one): counted without a receipt.
+    const limiter = rateLimiterStub(env, s.tenant_id);
+    const take = { tenant_id: s.tenant_id, principal_id: s.agent.principal_id, per_second: 1, burst: 1 };
+    const now = Date.now();
+    const takes = [];
+    for (let i = 0; i < 3; i++) takes.push((await limiter.take({ ...take, now })).allowed);
+    expect(takes).toEqual([true, false, false]);
     const get = await consoleAs(s.admin.api_key);
     const pending = await get('/console/pending');
     expect(pending.text).toContain('href="/console/security"');
@@ -37,6 +46,9 @@ describe('console: Security page', () => {
     expect(page.text).toContain('1 quarantined contract.');
     expect(page.text).toContain('No open operation.');
     expect(page.text).not.toContain('Partial:');
+    expect(page.text).toContain('<h2>Writes refused by the rate limit</h2>');
+    expect(page.text).toMatch(/\b2 refused since/);
+    expect(page.text).toMatch(new RegExp(`${s.agent.principal_id}</th>\\s*<td class="num">2<`));
 
     const hour = await get('/console/security?window=1h');
     expect(hour.status).toBe(200);
@@ -52,6 +64,7 @@ describe('console: Security page', () => {
     expect(page.status).toBe(200);
     expect(page.text).toContain('Receipts by kind and outcome: none.');
     expect(page.text).toContain('0 quarantined contracts.');
+    expect(page.text).toMatch(/\b0 refused since/);
   });
 
   it('refuses an approver (no link, 403) and a window it does not offer (400)', async () => {

@@ -13,10 +13,15 @@
  */
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
-import { tenantStore } from '../../../src/platform/bindings.js';
-import { getMetrics } from '../../../src/services/metrics.js';
+import { refusalsOf, tenantStore } from '../../../src/platform/bindings.js';
+import type { TenantContext } from '../../../src/services/context.js';
+import { type MetricsQuery, getMetrics } from '../../../src/services/metrics.js';
 import { authorizedRollback, claim, observe, report } from '../executions/helpers.js';
 import { ROLLBACK_INPUT, call, seedTenant, tenantRef, contextAt } from '../platform/harness.js';
+
+/** The service as the route calls it, with the tenant's limiter counts. */
+const metricsAt = (ctx: TenantContext, q: MetricsQuery) =>
+  getMetrics(ctx, q, refusalsOf(env, ctx.caller.tenant_id));
 
 describe('GET /v1/metrics at the exact boundaries', () => {
   it('counts a reconciliation overdue at its deadline, as escalation does', async () => {
@@ -33,9 +38,9 @@ describe('GET /v1/metrics at the exact boundaries', () => {
     expect(ind.body.operation.status).toBe('reconciliation_required');
     const deadline = ind.body.operation.reconciliation_deadline_unix_ms as number;
 
-    const before = await getMetrics(contextAt(s, s.admin.principal_id, ['tenant_admin'], deadline - 1), {});
+    const before = await metricsAt(contextAt(s, s.admin.principal_id, ['tenant_admin'], deadline - 1), {});
     expect(before.operations.overdue_reconciliations).toBe(0);
-    const at = await getMetrics(contextAt(s, s.admin.principal_id, ['tenant_admin'], deadline), {});
+    const at = await metricsAt(contextAt(s, s.admin.principal_id, ['tenant_admin'], deadline), {});
     expect(at.operations.open.reconciliation_required).toBe(1);
     expect(at.operations.overdue_reconciliations).toBe(1);
   });
@@ -50,11 +55,11 @@ describe('GET /v1/metrics at the exact boundaries', () => {
     const expiresAt = r.body.request_expires_at_unix_ms as number;
     const created = r.body.created_at_unix_ms as number;
     const window_ms = expiresAt - created + 60_000;
-    const before = await getMetrics(contextAt(s, s.admin.principal_id, ['tenant_admin'], expiresAt - 1), {
+    const before = await metricsAt(contextAt(s, s.admin.principal_id, ['tenant_admin'], expiresAt - 1), {
       window_ms,
     });
     expect(before.approvals.requested).toMatchObject({ pending: 1, expired: 0 });
-    const at = await getMetrics(contextAt(s, s.admin.principal_id, ['tenant_admin'], expiresAt), {
+    const at = await metricsAt(contextAt(s, s.admin.principal_id, ['tenant_admin'], expiresAt), {
       window_ms,
     });
     expect(at.approvals.requested).toMatchObject({ pending: 1, expired: 1 });

@@ -7,8 +7,9 @@
 import { env } from 'cloudflare:workers';
 import { describe, expect, it } from 'vitest';
 import type { Seeded } from '../../../scripts/seed.js';
-import { tenantStore } from '../../../src/platform/bindings.js';
-import { getMetrics } from '../../../src/services/metrics.js';
+import { refusalsOf, tenantStore } from '../../../src/platform/bindings.js';
+import type { TenantContext } from '../../../src/services/context.js';
+import { type MetricsQuery, getMetrics } from '../../../src/services/metrics.js';
 import { authorizedRollback, claim, observe, report } from '../executions/helpers.js';
 import {
   ROLLBACK_INPUT,
@@ -21,6 +22,10 @@ import {
   tenantRef,
   contextAt,
 } from '../platform/harness.js';
+
+/** The service as the route calls it, with the tenant's limiter counts. */
+const metricsAt = (ctx: TenantContext, q: MetricsQuery) =>
+  getMetrics(ctx, q, refusalsOf(env, ctx.caller.tenant_id));
 
 const metrics = (s: Seeded, query = '') => call('GET', `/v1/metrics${query}`, { key: s.admin.api_key });
 
@@ -151,7 +156,7 @@ describe('GET /v1/metrics', () => {
     // window ending then holds none of today's receipts or requests.
     const deadline = ind.body.operation.reconciliation_deadline_unix_ms as number;
     const later = Math.max(deadline + 1, (pending.body.request_expires_at_unix_ms as number) + 1);
-    const lateAll = await getMetrics(contextAt(s, s.admin.principal_id, ['tenant_admin'], later), {
+    const lateAll = await metricsAt(contextAt(s, s.admin.principal_id, ['tenant_admin'], later), {
       window_ms: later - (a.receipt.body.evaluated_at_unix_ms as number) + 60_000,
     });
     expect(lateAll.approvals.requested).toMatchObject({ pending: 1, expired: 1 });
@@ -159,7 +164,7 @@ describe('GET /v1/metrics', () => {
     expect(lateAll.operations.oldest_open_age_ms).toBe(
       later - (ind.body.operation.updated_at_unix_ms as number),
     );
-    const lateMinute = await getMetrics(contextAt(s, s.admin.principal_id, ['tenant_admin'], later), {
+    const lateMinute = await metricsAt(contextAt(s, s.admin.principal_id, ['tenant_admin'], later), {
       window_ms: 60_000,
     });
     expect(lateMinute.receipts.by_kind).toEqual({});
