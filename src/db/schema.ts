@@ -289,6 +289,13 @@ export const operations = sqliteTable(
     index('operations_state_recent').on(t.tenant_id, t.state, t.updated_at_unix_ms, t.operation_id),
     // The console's history finds the operation an approval's authorization was claimed as (0009).
     index('operations_authorization').on(t.tenant_id, t.authorization_receipt_sha256, t.operation_id),
+    // An approval's `same_input_attempts`: the open operations of one input digest, newest first
+    // (migrations/0017). Only open rows are in it, so it stays as small as the tenant's open work;
+    // the literal states must match `OPEN_OPERATION_STATES` and the query's text (SQLite uses a
+    // partial index only when the query's WHERE contains the index's WHERE term as written).
+    index('operations_open_input')
+      .on(t.tenant_id, t.input_sha256, t.updated_at_unix_ms, t.operation_id)
+      .where(sql`${t.state} IN ('pending', 'reconciliation_required', 'escalated')`),
   ],
 );
 

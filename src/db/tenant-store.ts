@@ -128,6 +128,17 @@ const StoredRoles = z.array(Role).min(1);
  * contract of the tool and, in practice, one v1 row per contract pinned before v2.
  */
 const KEY_OPERATIONS_LIMIT = 32;
+
+/**
+ * The open operation states as `operations_open_input`'s WHERE writes them (migrations/0017), for
+ * a query that must use that partial index. Checked against `OPEN_OPERATION_STATES` at load, so
+ * a state added there without a migration fails every test rather than silently dropping rows.
+ */
+const OPEN_STATES_SQL = "'pending', 'reconciliation_required', 'escalated'";
+if (OPEN_STATES_SQL !== OPEN_OPERATION_STATES.map((x) => `'${x}'`).join(', ')) {
+  throw new Error('operations_open_input (migrations/0017) no longer lists OPEN_OPERATION_STATES');
+}
+const OPEN_STATES_AS_INDEXED = sql`${operations.state} IN (${sql.raw(OPEN_STATES_SQL)})`;
 /** An id no row has (ids are never empty): a lookup that must find nothing still uses its key. */
 const NO_ID = '';
 
@@ -949,25 +960,23 @@ class D1TenantStore implements TenantStore, RetentionStore {
   ): Promise<readonly OperationRow[]> {
     const t = this.tenant_id;
     const sameTool = this.#contractsOfTool(sql`${tool_name}`);
-    // Through `operations_state_recent` (tenant, state, updated): only open operations are read,
-    // and a tenant keeps few of them (each has an owner and a deadline).
-    return (
-      this.db
-        .select()
-        .from(operations)
-        .where(
-          and(
-            eq(operations.tenant_id, t),
-            inArray(operations.state, [...OPEN_OPERATION_STATES]),
-            eq(operations.input_sha256, input_sha256),
-            inArray(operations.tool_contract_sha256, sameTool),
-          ),
-        )
-        // `+` keeps the planner off `operations_recent` (the page order walks the tenant's whole
-        // history): the open states' index finds the few open rows, which are then sorted.
-        .orderBy(sql`+${operations.updated_at_unix_ms} DESC`, sql`+${operations.operation_id} DESC`)
-        .limit(limit)
-    );
+    // Through `operations_open_input` (tenant, input, updated, id; open rows only, migrations/0017):
+    // a seek to the input's open rows, read newest first in index order, so neither the tenant's
+    // history nor its other open operations are walked. The states are written as literals, exactly
+    // as in the index's WHERE (a bound list would not let SQLite prove the partial index applies).
+    return this.db
+      .select()
+      .from(operations)
+      .where(
+        and(
+          eq(operations.tenant_id, t),
+          eq(operations.input_sha256, input_sha256),
+          OPEN_STATES_AS_INDEXED,
+          inArray(operations.tool_contract_sha256, sameTool),
+        ),
+      )
+      .orderBy(desc(operations.updated_at_unix_ms), desc(operations.operation_id))
+      .limit(limit);
   }
 
   async getOperation(operation_id: string): Promise<OperationRow | null> {
