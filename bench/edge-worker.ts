@@ -10,7 +10,11 @@
  * like the Worker's (`IdempotencyObject` below).
  *
  * Per request, `writ-bench-replicas: off` models read replication disabled (every round trip to
- * the primary) and `writ-bench-latency: off` skips the sleeps (set-up traffic). The answer
+ * the primary) and `writ-bench-latency: off` skips the sleeps (set-up traffic).
+ * `writ-bench-trip: inside` models each round trip's latency as including the storage's own work:
+ * instead of sleeping the whole latency before the trip (on top of local D1's or the object's
+ * execution in this process), it sleeps after the trip for what remains of the latency, if
+ * anything (a trip that took longer locally than its latency is not padded). The answer
  * carries `writ-bench-trips: <primary>,<replica>`, the round trips the request made, and
  * `writ-bench-timeline`: when each storage round trip and Durable Object call started and
  * ended, in ms since the request entered this Worker (`label@ms`, comma-separated). workerd
@@ -41,10 +45,24 @@ function ms(value: string | undefined, fallback: number): number {
 type Mark = (label: string) => void;
 
 /**
+ * How injected latency is applied: `before` sleeps the latency before each round trip or object
+ * call (added to the local execution), `inside` pads each one after it returns up to the latency
+ * (the latency includes the execution, as a real round trip's does), `none` injects nothing.
+ */
+type Injection = 'before' | 'inside' | 'none';
+
+/**
  * A Durable Object stub whose method calls are marked on the timeline (and preceded by `delay`
  * ms when `wait` is true). `then` is hidden so the wrapper is never mistaken for a promise.
  */
-function timedStub(stub: object, name: string, mark: Mark, delay: number, wait: boolean): object {
+function timedStub(
+  stub: object,
+  name: string,
+  mark: Mark,
+  delay: number,
+  wait: boolean,
+  inside: boolean,
+): object {
   return new Proxy(stub, {
     get(target, prop) {
       if (prop === 'then') return undefined;
@@ -54,12 +72,14 @@ function timedStub(stub: object, name: string, mark: Mark, delay: number, wait: 
       return async (...args: unknown[]) => {
         mark(`${name}.${call}>`);
         // The kick is fire-and-forget (`waitUntil`): its latency is nobody's wait.
-        if (wait && delay > 0) await sleep(delay);
+        if (wait && delay > 0 && !inside) await sleep(delay);
+        const started = performance.now();
         try {
           // Called as a method of the stub: an RPC method is a stub too, with no `apply` of its own.
           const method = target as Record<string, (...a: unknown[]) => Promise<unknown>>;
           return await method[call]?.(...args);
         } finally {
+          if (wait && delay > 0 && inside) await sleep(Math.max(0, delay - (performance.now() - started)));
           mark(`${name}.${call}<`);
         }
       };
@@ -67,14 +87,28 @@ function timedStub(stub: object, name: string, mark: Mark, delay: number, wait: 
   });
 }
 
-function timedNamespace<N extends object>(ns: N, name: string, mark: Mark, delay: number, wait: boolean): N {
+function timedNamespace<N extends object>(
+  ns: N,
+  name: string,
+  mark: Mark,
+  delay: number,
+  wait: boolean,
+  inside: boolean,
+): N {
   return new Proxy(ns, {
     get(target, prop) {
       const value: unknown = Reflect.get(target, prop);
       if (typeof value !== 'function') return value;
       if (prop === 'get') {
         return (...args: unknown[]) =>
-          timedStub((value as (...a: unknown[]) => object).apply(target, args), name, mark, delay, wait);
+          timedStub(
+            (value as (...a: unknown[]) => object).apply(target, args),
+            name,
+            mark,
+            delay,
+            wait,
+            inside,
+          );
       }
       return (value as (...a: unknown[]) => unknown).bind(target);
     },
@@ -90,16 +124,19 @@ function timedNamespace<N extends object>(ns: N, name: string, mark: Mark, delay
  * in `fetch`, cleared after.
  */
 const serving: {
-  latency: boolean;
+  latency: Injection;
   primaryMs: number;
   mark: Mark | null;
   count: ((t: RoundTrip) => void) | null;
 } = {
-  latency: false,
+  latency: 'none',
   primaryMs: 0,
   mark: null,
   count: null,
 };
+
+/** When each round trip of an `inside` request started (the same trip object is passed to both hooks). */
+const started = new Map<RoundTrip, number>();
 
 /** The service's idempotency object with its shard bindings routed and delayed as above. */
 export class IdempotencyObject extends ServiceIdempotencyObject {
@@ -111,9 +148,15 @@ export class IdempotencyObject extends ServiceIdempotencyObject {
         onRoundTrip: async (trip) => {
           serving.count?.(trip);
           serving.mark?.(`do.${trip.where}${trip.write ? '.write' : ''}>`);
-          if (serving.latency) await sleep(serving.primaryMs);
+          if (serving.latency === 'before') await sleep(serving.primaryMs);
+          if (serving.latency === 'inside') started.set(trip, performance.now());
         },
-        afterRoundTrip: (trip) => serving.mark?.(`do.${trip.where}${trip.write ? '.write' : ''}<`),
+        afterRoundTrip: async (trip) => {
+          const t = started.get(trip);
+          started.delete(trip);
+          if (t !== undefined) await sleep(Math.max(0, serving.primaryMs - (performance.now() - t)));
+          serving.mark?.(`do.${trip.where}${trip.write ? '.write' : ''}<`);
+        },
       })),
     );
   }
@@ -128,7 +171,12 @@ export default {
     const primaryMs = ms(env.WRIT_BENCH_PRIMARY_MS, 80);
     const replicaMs = ms(env.WRIT_BENCH_REPLICA_MS, 5);
     const doMs = ms(env.WRIT_BENCH_DO_MS, 0);
-    const latency = request.headers.get('writ-bench-latency') !== 'off';
+    const latency: Injection =
+      request.headers.get('writ-bench-latency') === 'off'
+        ? 'none'
+        : request.headers.get('writ-bench-trip') === 'inside'
+          ? 'inside'
+          : 'before';
     const trips: TripCounts = { primary: 0, replica: 0, stale: 0 };
     const count = counting(trips);
     // Every shard, one count: a tenant request touches only its own shard, set-up traffic (tenant
@@ -138,16 +186,24 @@ export default {
       onRoundTrip: async (trip) => {
         count(trip);
         mark(`${trip.where}${trip.write ? '.write' : ''}>`);
-        if (latency) await sleep(trip.where === 'primary' ? primaryMs : replicaMs);
+        if (latency === 'before') await sleep(trip.where === 'primary' ? primaryMs : replicaMs);
+        if (latency === 'inside') started.set(trip, performance.now());
       },
-      afterRoundTrip: (trip) => mark(`${trip.where}${trip.write ? '.write' : ''}<`),
+      afterRoundTrip: async (trip) => {
+        const t = started.get(trip);
+        started.delete(trip);
+        const ms = trip.where === 'primary' ? primaryMs : replicaMs;
+        if (t !== undefined) await sleep(Math.max(0, ms - (performance.now() - t)));
+        mark(`${trip.where}${trip.write ? '.write' : ''}<`);
+      },
     }));
-    const delay = latency ? doMs : 0;
+    const delay = latency === 'none' ? 0 : doMs;
+    const inside = latency === 'inside';
     const timed: BenchEnv = {
       ...routed,
-      RATE_LIMITER: timedNamespace(env.RATE_LIMITER, 'limiter', mark, delay, true),
-      IDEMPOTENCY: timedNamespace(env.IDEMPOTENCY, 'idempotency', mark, delay, true),
-      LOG_SEQUENCER: timedNamespace(env.LOG_SEQUENCER, 'log', mark, delay, false),
+      RATE_LIMITER: timedNamespace(env.RATE_LIMITER, 'limiter', mark, delay, true, inside),
+      IDEMPOTENCY: timedNamespace(env.IDEMPOTENCY, 'idempotency', mark, delay, true, inside),
+      LOG_SEQUENCER: timedNamespace(env.LOG_SEQUENCER, 'log', mark, delay, false, inside),
     };
     // Diagnosis only (`BENCH_LOG=off`): no log sequencer kick, so no drain runs between requests.
     if (request.headers.get('writ-bench-log') === 'off') {
@@ -160,7 +216,7 @@ export default {
     try {
       res = await worker.fetch(request, timed, ctx);
     } finally {
-      Object.assign(serving, { latency: false, mark: null, count: null });
+      Object.assign(serving, { latency: 'none', mark: null, count: null });
     }
     mark('response');
     const out = new Response(res.body, res);

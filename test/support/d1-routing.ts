@@ -27,8 +27,11 @@ export interface RoundTrip {
 export interface RoutingOptions {
   /** Called before each round trip: count it, or sleep. */
   readonly onRoundTrip?: (trip: RoundTrip) => void | Promise<void>;
-  /** Called when a round trip's answer (or error) is back: the edge bench's timeline. */
-  readonly afterRoundTrip?: (trip: RoundTrip) => void;
+  /**
+   * Called when a round trip's answer (or error) is back, and awaited before the caller gets it:
+   * the edge bench's timeline, and its `inside` mode's padding of a trip up to its latency.
+   */
+  readonly afterRoundTrip?: (trip: RoundTrip) => void | Promise<void>;
   /** False models read replication disabled: every round trip goes to the primary. */
   readonly replicas?: boolean;
   /** Where replica reads of unconstrained sessions are answered (a stale snapshot). */
@@ -115,7 +118,7 @@ class Route {
     try {
       return await f(target);
     } finally {
-      this.o.afterRoundTrip?.(trip);
+      await this.o.afterRoundTrip?.(trip);
     }
   }
 
