@@ -17,7 +17,10 @@ export interface Command {
 }
 
 export const COMMANDS: Readonly<Record<string, Command>> = {
-  verify: { summary: 'check a receipt bundle offline (signature, recomputation, log)', run: runVerify },
+  verify: {
+    summary: 'check a receipt bundle offline (signature, recomputation, log, witnesses)',
+    run: runVerify,
+  },
   receipt: { summary: 'get a stored receipt, or its replay verdict (get|replay <sha256>)', run: runReceipt },
   approvals: { summary: 'list, approve or deny approval requests (approver key)', run: runApprovals },
   metrics: {
