@@ -157,7 +157,7 @@ export function testWitness(name: string, fill: number) {
  * Ed25519 over "cosignature/v1\ntime <t>\n" || text; the line carries key ID || u64 t || signature),
  * appended to the note. Written from the spec independently of the verifier's code paths.
  */
-export function cosign(note: string, w: ReturnType<typeof testWitness>, timestamp: number): string {
+export function cosign(note: string, w: ReturnType<typeof testWitness>, timestamp: number | bigint): string {
   const parsed = parseNote(note);
   if (!parsed.ok) throw new Error(parsed.error.message);
   const text = parsed.value.text;

@@ -221,6 +221,21 @@ describe('verifyCosignatures', () => {
     expect(missing.error.cosigned.map((c) => c.name)).toEqual([W1.name]);
   });
 
+  it('accepts timestamps up to 2^53 - 1 seconds and refuses later ones (far future; the spec caps at 2^63 - 1)', () => {
+    const p = policy([W1]);
+    const max = BigInt(Number.MAX_SAFE_INTEGER);
+    expect(must(verifyCosignatures(cosigned([W1], log.checkpoint, 0), p)).cosigned[0]?.timestamp_unix_s).toBe(
+      0,
+    );
+    expect(verifyCosignatures(cosign(log.checkpoint, W1, max), p).ok).toBe(true);
+    for (const t of [max + 1n, 2n ** 63n - 1n, 2n ** 64n - 1n]) {
+      expect(verifyCosignatures(cosign(log.checkpoint, W1, t), p)).toMatchObject({
+        ok: false,
+        error: { reason: 'invalid_cosignature' },
+      });
+    }
+  });
+
   it('ignores a line that shares a witness name but not its key id (signed-note: unknown key)', () => {
     // A cosignature under W1's name by another key: another key ID, so an unknown key's line.
     const impostor = { ...STRANGER, name: W1.name, keyId: cosignatureKeyId(W1.name, STRANGER.publicKey) };
