@@ -20,7 +20,18 @@ import { openNote, parseVerifierKey } from '../../../src/core/log/note.js';
 import { verifyBundle } from '../../../src/verify/bundle.js';
 import { logVerifierKeys, receiptLogVerifier, witnessedLogVerifier } from '../../../src/verify/log.js';
 import vectors from '../../data/tlog/cosignature.json';
-import { authorizationBundle, cosign, keys, realLog, testWitness, withCheckpoint } from './fixtures.js';
+import { generateKeyRing } from '../../../src/core/receipts/keys.js';
+import {
+  authorizationBundle,
+  cosign,
+  ISSUER,
+  keys,
+  OTHER_SEED,
+  realLog,
+  ring,
+  testWitness,
+  withCheckpoint,
+} from './fixtures.js';
 
 const must = <T>(r: { ok: true; value: T } | { ok: false; error: { message: string } }): T => {
   if (!r.ok) throw new Error(r.error.message);
@@ -298,12 +309,22 @@ describe('witnessedLogVerifier (the bundle verifier with a witness policy)', () 
     expect(forged).toMatchObject({ valid: false, log: { reason: 'invalid_cosignature' } });
   });
 
-  it('checks cosignatures only on a checkpoint the log key signed: the log check runs first', () => {
-    const b = JSON.parse(JSON.stringify({ ...base, log: withCheckpoint(log, cosigned([W1, W2])) })) as {
-      log: { proof: string; checkpoint: string };
+  it('cosignatures never stand in for the log: a checkpoint the trusted log key did not sign fails first', () => {
+    // A log under a key the verifier does not trust, its checkpoint cosigned by both witnesses.
+    const stranger = realLog(base.signature, ring(generateKeyRing(OTHER_SEED, ISSUER, 0)));
+    const b = { ...base, log: withCheckpoint(stranger, cosigned([W1, W2], stranger.checkpoint)) };
+    const v = verifyBundle(JSON.parse(JSON.stringify(b)), opts());
+    expect(v).toMatchObject({ valid: false, failure: { reason: 'log_failed' } });
+    expect(v.log).not.toMatchObject({ reason: expect.stringMatching(/witness|cosignature/) });
+    // The checkpoint beside the proof must still be the proof's, cosigned or not.
+    const swapped = {
+      ...base,
+      log: { ...withCheckpoint(log, cosigned([W1, W2])), checkpoint: cosigned([W1, W2], longer.checkpoint) },
     };
-    b.log.checkpoint = cosigned([W1, W2], longer.checkpoint);
-    expect(verifyBundle(b, opts())).toMatchObject({ valid: false, log: { reason: 'checkpoint_mismatch' } });
+    expect(verifyBundle(JSON.parse(JSON.stringify(swapped)), opts())).toMatchObject({
+      valid: false,
+      log: { reason: 'checkpoint_mismatch' },
+    });
   });
 
   it('without a policy, cosignatures are neither required nor checked (unchanged behaviour)', () => {
