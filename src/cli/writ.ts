@@ -20,7 +20,7 @@ export interface Command {
 
 export const COMMANDS: Readonly<Record<string, Command>> = {
   verify: {
-    summary: 'check a receipt bundle offline (signature, recomputation, log)',
+    summary: 'check a receipt bundle offline (signature, recomputation, log, witnesses)',
     usage: VERIFY_USAGE,
     run: runVerify,
   },

@@ -14,6 +14,7 @@
  * Never: reads a clock, does I/O, or trusts a stored decision (it is recomputed).
  */
 import { z } from 'zod';
+import type { CosignatureVerdict } from '../core/log/cosignature.js';
 import { canonicalize } from '../core/canonical/canonical.js';
 import { decodeJsonBytes, type JsonValue, utf8Encode } from '../core/canonical/json.js';
 import { reconcileOperation, storedReconciliationVersion } from '../core/execution/reconciliation.js';
@@ -77,6 +78,8 @@ export interface LogInclusion {
   readonly tree_size: number;
   /** The checkpoint's origin line (the log's name). */
   readonly origin: string;
+  /** Present only when the verifier was given a witness policy: the witnesses that cosigned. */
+  readonly witnesses?: CosignatureVerdict;
 }
 
 /** The `LogFailure` reason of a verifier that cannot check at all (not that the proof is wrong). */

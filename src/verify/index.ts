@@ -37,4 +37,31 @@ export {
   type VerificationKey,
 } from '../core/receipts/keys.js';
 export { SignatureEnvelope, type SignatureFailureReason } from '../core/receipts/signing.js';
-export { logOrigin, logVerifierKeys, logVerifiers, receiptLogVerifier, verifyLogConsistency } from './log.js';
+export {
+  logOrigin,
+  logVerifierKeys,
+  logVerifiers,
+  receiptLogVerifier,
+  verifyLogConsistency,
+  witnessedLogVerifier,
+} from './log.js';
+export {
+  COSIGNATURE_V1_TYPE,
+  type Cosigned,
+  type CosignatureError,
+  type CosignatureErrorReason,
+  type CosignatureVerdict,
+  cosignatureKeyId,
+  cosignatureMessage,
+  MAX_WITNESSES,
+  parseWitnessKey,
+  verifyCosignatures,
+  type WitnessKey,
+  type WitnessKeyError,
+  type WitnessKeyErrorReason,
+  type WitnessPolicy,
+  type WitnessPolicyError,
+  type WitnessPolicyErrorReason,
+  witnessPolicy,
+  witnessVerifierKey,
+} from '../core/log/cosignature.js';

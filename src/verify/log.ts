@@ -7,10 +7,14 @@
  * issuer's receipt keys under that name (src/platform/receipt-keys.ts). A checkpoint is accepted
  * only with a valid signature by one of the keys the caller trusts (pinned, or the bundle's own),
  * for exactly that origin: another tenant's or issuer's checkpoint never proves anything here.
- * Signatures by other keys (witness cosignatures) are ignored, never required.
+ * Signatures by other keys are ignored. Witness cosignatures (C2SP tlog-cosignature) are required
+ * only by a verifier built with `witnessedLogVerifier(policy)`: the caller's options decide, never
+ * the bundle; with a policy, the checkpoint the proof was checked against must carry valid
+ * cosignatures of at least `quorum` of the named witnesses.
  * Never: fetches anything, reads a clock, or accepts a proof whose checkpoint differs from the one
  * the bundle shows.
  */
+import { verifyCosignatures, type WitnessPolicy } from '../core/log/cosignature.js';
 import { ed25519Verifier, type NoteVerifier, verifierKey } from '../core/log/note.js';
 import { decodeBase64 } from '../core/log/encoding.js';
 import { parseTlogProof, verifyCheckpointConsistency, verifyTlogProof } from '../core/log/proof.js';
@@ -71,6 +75,29 @@ export const receiptLogVerifier: LogVerifier = (leaf, log, context) => {
   if (!proven.ok) return failure(proven.error.reason, `log: ${proven.error.message}`);
   return ok({ index: proven.value.index, tree_size: proven.value.checkpoint.size, origin });
 };
+
+/**
+ * The receipt log verifier with a witness policy: after the inclusion proof and the log's own
+ * signature verify, the same checkpoint must carry valid cosignatures of at least `policy.quorum`
+ * of `policy.witnesses`. A cosignature by a configured witness that fails to verify fails the
+ * bundle; cosignatures by other keys are ignored. Which witnesses cosigned is in the inclusion.
+ */
+export function witnessedLogVerifier(policy: WitnessPolicy): LogVerifier {
+  return (leaf, log, context) => {
+    const included = receiptLogVerifier(leaf, log, context);
+    if (!included.ok) return included;
+    // log.checkpoint is the checkpoint the proof was verified against (checked above).
+    const c = verifyCosignatures(log.checkpoint, policy);
+    if (!c.ok) {
+      const who = c.error.cosigned.map((w) => JSON.stringify(w.name)).join(', ');
+      return failure(
+        c.error.reason,
+        `log: witnesses: ${c.error.message}${who === '' ? '' : `; cosigned by ${who}`}`,
+      );
+    }
+    return ok({ ...included.value, witnesses: c.value });
+  };
+}
 
 /**
  * Check that `newer` extends `older` (two signed checkpoints of one tenant's log) with the base64

@@ -1,6 +1,7 @@
 /**
  * Writ's transparency log, the pure part: RFC 9162 Merkle trees, C2SP tlog-tiles layout and the
- * sequencer's append step, C2SP signed notes (Ed25519), checkpoints and tlog-proofs.
+ * sequencer's append step, C2SP signed notes (Ed25519), checkpoints, tlog-proofs and witness
+ * cosignatures (tlog-cosignature, Ed25519 cosignature/v1).
  *
  * Guarantees: every verifier returns a typed error for malformed or wrong input and never throws;
  * every format is written exactly as its specification writes it and parsed strictly.
@@ -110,3 +111,24 @@ export {
   type TlogProof,
   type VerifiedTlogProof,
 } from './proof.js';
+export {
+  COSIGNATURE_V1_HEADER,
+  COSIGNATURE_V1_TYPE,
+  MAX_WITNESSES,
+  cosignatureKeyId,
+  cosignatureMessage,
+  parseWitnessKey,
+  verifyCosignatures,
+  witnessPolicy,
+  witnessVerifierKey,
+  type Cosigned,
+  type CosignatureError,
+  type CosignatureErrorReason,
+  type CosignatureVerdict,
+  type WitnessKey,
+  type WitnessKeyError,
+  type WitnessKeyErrorReason,
+  type WitnessPolicy,
+  type WitnessPolicyError,
+  type WitnessPolicyErrorReason,
+} from './cosignature.js';

@@ -7,7 +7,14 @@ import { publicKeySet } from '../../../src/core/receipts/keys.js';
 import type { CliIo } from '../../../src/cli/io.js';
 import { main } from '../../../src/cli/writ.js';
 import { T } from '../core/fixtures.js';
-import { authorizationBundle, realLog, ring } from '../verify/fixtures.js';
+import {
+  authorizationBundle,
+  cosign,
+  realLog,
+  ring,
+  testWitness,
+  withCheckpoint,
+} from '../verify/fixtures.js';
 
 function io(files: Record<string, string | Uint8Array>) {
   const out: string[] = [];
@@ -125,5 +132,97 @@ describe('writ verify', () => {
     const h = io({});
     expect(await main(['--help'], h.cli)).toBe(0);
     expect(h.out()).toContain('verify');
+  });
+
+  describe('--witness', () => {
+    const W1 = testWitness('witness.test/w1', 21);
+    const W2 = testWitness('witness.test/w2', 22);
+    const W3 = testWitness('witness.test/w3', 23);
+    const at = 1_765_000_000;
+    const withCosigners = (...ws: (typeof W1)[]) =>
+      JSON.stringify({
+        ...logged,
+        log: withCheckpoint(
+          logged.log,
+          ws.reduce((n, w) => cosign(n, w, at), logged.log.checkpoint),
+        ),
+      });
+    const run = async (text: string, ...flags: string[]) => {
+      const t = io({ 'b.json': text, 'keys.json': keysFile });
+      const code = await main(['verify', 'b.json', '--keys', 'keys.json', ...flags], t.cli);
+      return { code, out: t.out(), err: t.err() };
+    };
+
+    it('passes with every witness by default, or with the quorum asked, and prints who cosigned', async () => {
+      const both = await run(withCosigners(W1, W2), '--witness', W1.vkey, '--witness', W2.vkey);
+      expect(both.code).toBe(0);
+      expect(both.out).toContain(
+        `witnesses: 2 of 2 cosigned (quorum 2): ${W1.name} (time ${at}), ${W2.name}`,
+      );
+      const two = await run(
+        withCosigners(W3, W1),
+        ...['--witness', W1.vkey, '--witness', W2.vkey, '--witness', W3.vkey, '--witness-quorum', '2'],
+      );
+      expect(two.code).toBe(0);
+      expect(two.out).toContain('witnesses: 2 of 3 cosigned (quorum 2)');
+      const json = await run(withCosigners(W1), '--witness', W1.vkey, '--json');
+      expect(JSON.parse(json.out)).toMatchObject({
+        valid: true,
+        log: { inclusion: { witnesses: { quorum: 1, cosigned: [{ name: W1.name, timestamp_unix_s: at }] } } },
+      });
+    });
+
+    it('fails (exit 1) with the reason when the quorum is not met or a cosignature is bad', async () => {
+      // Default quorum is all: one of two is not enough.
+      const short = await run(withCosigners(W1), '--witness', W1.vkey, '--witness', W2.vkey);
+      expect(short.code).toBe(1);
+      expect(short.out).toContain('INVALID authorization receipt');
+      expect(short.out).toContain('witness_quorum_not_met');
+      expect(short.out).toContain(`cosigned by ${JSON.stringify(W1.name)}`);
+      // A bundle with no cosignature at all: required by the options, so it fails.
+      const none = await run(bundle, '--witness', W1.vkey);
+      expect(none.code).toBe(1);
+      expect(none.out).toContain('witness_quorum_not_met');
+      // W2's cosignature line moved onto another checkpoint of the same log.
+      const other = realLog(fake.signature, ring(), { after: 3 });
+      const foreign = cosign(other.checkpoint, W2, at);
+      const line = foreign.slice(foreign.lastIndexOf('\u2014'));
+      const pasted = JSON.stringify({
+        ...logged,
+        log: withCheckpoint(logged.log, `${cosign(logged.log.checkpoint, W1, at)}${line}`),
+      });
+      const forged = await run(pasted, '--witness', W1.vkey, '--witness', W2.vkey, '--witness-quorum', '1');
+      expect(forged.code).toBe(1);
+      expect(forged.out).toContain('invalid_cosignature');
+    });
+
+    it('without --witness a cosigned checkpoint verifies as before, cosignatures ignored', async () => {
+      const r = await run(withCosigners(W1));
+      expect(r.code).toBe(0);
+      expect(r.out).not.toContain('witnesses:');
+    });
+
+    it('usage errors (exit 2): a malformed vkey, a quorum outside 1..n, a flag without its pair', async () => {
+      const plain = 'PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW';
+      for (const flags of [
+        ['--witness'],
+        ['--witness', 'not-a-vkey'],
+        ['--witness', plain],
+        ['--witness', W1.vkey.replace(/\+[0-9a-f]{8}\+/, '+00000000+')],
+        ['--witness', W1.vkey, '--witness-quorum', '2'],
+        ['--witness', W1.vkey, '--witness-quorum', '0'],
+        ['--witness', W1.vkey, '--witness-quorum', '-1'],
+        ['--witness', W1.vkey, '--witness-quorum', 'all'],
+        ['--witness', W1.vkey, '--witness-quorum', '1', '--witness-quorum', '1'],
+        ['--witness-quorum', '1'],
+        ['--witness', W1.vkey, '--witness', W1.vkey],
+        ['--witness', W1.vkey, '--allow-unlogged'],
+      ]) {
+        const r = await run(withCosigners(W1, W2), ...flags);
+        expect(r.code, JSON.stringify(flags)).toBe(2);
+        expect(r.err, JSON.stringify(flags)).toContain('usage: writ verify');
+        expect(r.out).toBe('');
+      }
+    });
   });
 });

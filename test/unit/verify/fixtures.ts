@@ -20,7 +20,9 @@ import {
 import { err, ok } from '../../../src/core/result.js';
 import { type LogSection, type LogVerifier, logLeafOf } from '../../../src/verify/bundle.js';
 import { authorizeToolCall } from '../../../src/core/authorization/authorize.js';
-import { ed25519Signer } from '../../../src/core/log/note.js';
+import { ed25519 } from '@noble/curves/ed25519.js';
+import { sha256 } from '@noble/hashes/sha2.js';
+import { ed25519Signer, parseNote, serializeNote } from '../../../src/core/log/note.js';
 import { proveInclusion, sequenceBatch } from '../../../src/core/log/sequencer.js';
 import { EMPTY_LOG_STATE } from '../../../src/core/log/tiles.js';
 import { logOrigin } from '../../../src/verify/log.js';
@@ -136,4 +138,44 @@ export function realLog(
   );
   if (!proof.ok) throw new Error(proof.error.message);
   return { proof: proof.value, checkpoint: b.value.checkpoint };
+}
+
+/** A witness of the tests: an Ed25519 seed and its C2SP cosignature/v1 vkey (Writ never cosigns). */
+export function testWitness(name: string, fill: number) {
+  const seed = new Uint8Array(32).fill(fill);
+  const publicKey = ed25519.getPublicKey(seed);
+  // key ID = SHA-256(name || 0x0A || 0x04 || key)[:4] (tlog-cosignature), computed here from the spec.
+  const id = sha256(Uint8Array.from([...new TextEncoder().encode(name), 0x0a, 0x04, ...publicKey]));
+  const keyId = new DataView(id.buffer, id.byteOffset).getUint32(0);
+  const hex = keyId.toString(16).padStart(8, '0');
+  const vkey = `${name}+${hex}+${btoa(String.fromCharCode(0x04, ...publicKey))}`;
+  return { name, seed, publicKey, keyId, vkey };
+}
+
+/**
+ * A cosignature line by `w` over the note's text at `timestamp` (C2SP tlog-cosignature:
+ * Ed25519 over "cosignature/v1\ntime <t>\n" || text; the line carries key ID || u64 t || signature),
+ * appended to the note. Written from the spec independently of the verifier's code paths.
+ */
+export function cosign(note: string, w: ReturnType<typeof testWitness>, timestamp: number | bigint): string {
+  const parsed = parseNote(note);
+  if (!parsed.ok) throw new Error(parsed.error.message);
+  const text = parsed.value.text;
+  const message = new TextEncoder().encode(`cosignature/v1\ntime ${timestamp}\n${text}`);
+  const signature = ed25519.sign(message, w.seed);
+  const t = new Uint8Array(8);
+  new DataView(t.buffer).setBigUint64(0, BigInt(timestamp));
+  const line = {
+    name: w.name,
+    keyId: w.keyId,
+    signature: Uint8Array.from([...t, ...signature]),
+  };
+  const out = serializeNote({ text, signatures: [...parsed.value.signatures, line] });
+  if (!out.ok) throw new Error(out.error.message);
+  return out.value;
+}
+
+/** The log section with its checkpoint replaced (in the proof too, which embeds it verbatim). */
+export function withCheckpoint(log: LogSection, checkpoint: string): LogSection {
+  return { proof: log.proof.slice(0, log.proof.length - log.checkpoint.length) + checkpoint, checkpoint };
 }
