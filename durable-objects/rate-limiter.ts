@@ -17,11 +17,15 @@
  * Refusals are counted (src/core/limits/refusal-tally.ts) for the tenant's security metrics: a
  * refusal writes no receipt, so these counts are the only trace of a principal hammering the
  * limit. The counts are kept in memory and flushed to the object's SQLite storage by an alarm
- * (`REFUSAL_FLUSH_MS` after the first unflushed refusal), one transaction per flush, so a flood
- * of refusals costs one storage write per flush, not one per refusal. Rows older than
- * `REFUSAL_RETENTION_MS` are deleted at each flush. Accepted: a restart before the alarm fires
- * (a deploy, a crash; eviction waits for the alarm) loses at most that many seconds of counts,
- * and the per-minute bound on named principals starts over.
+ * (`REFUSAL_FLUSH_MS` after the first unflushed refusal) or by the next `refusals` read, one
+ * transaction per flush, so a flood of refusals costs at most 202 rows a minute per flush (100
+ * named principals and `*`, by two buckets), not a write per refusal. Rows older than
+ * `REFUSAL_RETENTION_MS` are deleted at each flush. Counts are never written twice: a flush
+ * forgets exactly what it wrote, in the same synchronous step, so an alarm run again (alarms are
+ * at-least-once) finds nothing left. Accepted: a restart before the alarm fires (a deploy, a
+ * crash) loses at most that many seconds of counts (an idle object is evicted only after longer
+ * than that; more only while a failing flush is retried), and the per-minute bound on named
+ * principals starts over.
  *
  * RPC surface: `take` and `refusals`. The limits come with every call (the Worker's
  * configuration), and `now` too (the request's one clock read), so tests drive the object with
