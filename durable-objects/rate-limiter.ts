@@ -17,11 +17,15 @@
  * Refusals are counted (src/core/limits/refusal-tally.ts) for the tenant's security metrics: a
  * refusal writes no receipt, so these counts are the only trace of a principal hammering the
  * limit. The counts are kept in memory and flushed to the object's SQLite storage by an alarm
- * (`REFUSAL_FLUSH_MS` after the first unflushed refusal), one transaction per flush, so a flood
- * of refusals costs one storage write per flush, not one per refusal. Rows older than
- * `REFUSAL_RETENTION_MS` are deleted at each flush. Accepted: a restart before the alarm fires
- * (a deploy, a crash; eviction waits for the alarm) loses at most that many seconds of counts,
- * and the per-minute bound on named principals starts over.
+ * (`REFUSAL_FLUSH_MS` after the first unflushed refusal) or by the next `refusals` read, one
+ * transaction per flush, so a flood of refusals costs at most 202 rows a minute per flush (100
+ * named principals and `*`, by two buckets), not a write per refusal. Rows older than
+ * `REFUSAL_RETENTION_MS` are deleted at each flush. Counts are never written twice: a flush
+ * forgets exactly what it wrote, in the same synchronous step, so an alarm run again (alarms are
+ * at-least-once) finds nothing left. Accepted: a restart before the alarm fires (a deploy, a
+ * crash) loses at most that many seconds of counts (an idle object is evicted only after longer
+ * than that; more only while a failing flush is retried), and the per-minute bound on named
+ * principals starts over.
  *
  * RPC surface: `take` and `refusals`. The limits come with every call (the Worker's
  * configuration), and `now` too (the request's one clock read), so tests drive the object with
@@ -37,12 +41,10 @@ import {
   takeJointlyFrom,
 } from '../src/core/limits/token-bucket.js';
 import {
-  type RefusalCount,
   type RefusalSummary,
   RefusalTally,
   type RefusingBucket,
   minuteOf,
-  summarizeRefusals,
 } from '../src/core/limits/refusal-tally.js';
 import { Identifier, UnixMs } from '../src/core/schema.js';
 
@@ -114,13 +116,28 @@ export class RateLimiterObject extends DurableObject<Env> {
       this.#refusals.record(request.principal_id, decision.limited_by ?? 'principal', request.now);
       if (!this.#flushScheduled) {
         this.#flushScheduled = true;
-        await this.ctx.storage.setAlarm(Date.now() + REFUSAL_FLUSH_MS);
+        try {
+          await this.ctx.storage.setAlarm(Date.now() + REFUSAL_FLUSH_MS);
+        } catch (e) {
+          // No alarm was set: the next refusal tries again, else the counts would never be written
+          // and the unflushed tally would grow by the minute. The Worker answers this refusal as
+          // a limiter that could not answer (429, fail closed).
+          this.#flushScheduled = false;
+          throw e;
+        }
       }
     }
     return decision;
   }
 
-  /** The tenant's refusals in the minutes from `from`'s to `to`'s, stored and unflushed. */
+  /**
+   * The tenant's refusals in the minutes from `from`'s to `to`'s, stored and unflushed. Unflushed
+   * counts are written first, so one SQL aggregate answers: the rows handed to JavaScript are at
+   * most `REFUSAL_SUMMARY_TOP`, however many the window holds (up to 202 a minute, two million in
+   * seven days: read row by row, they would not fit the object's memory). SQLite still scans the
+   * window's rows once, in C; the same as `summarizeRefusals`, which
+   * test/integration/limits/refusal-counts.test.ts checks.
+   */
   async refusals(request: RefusalsRequest): Promise<RefusalSummary> {
     if (
       !Identifier.safeParse(request.tenant_id).success ||
@@ -131,30 +148,40 @@ export class RateLimiterObject extends DurableObject<Env> {
       throw new Error('invalid refusals request');
     }
     this.#requireOwnTenant(request.tenant_id);
-    const stored = this.ctx.storage.sql
-      .exec<{ minute: number; principal_id: string; limited_by: string; n: number }>(
-        'SELECT minute, principal_id, limited_by, n FROM refusals WHERE minute >= ? AND minute <= ?',
-        minuteOf(request.from),
+    if (this.#refusals.hasPending) this.#flush();
+    const first = minuteOf(request.from);
+    const rows = this.ctx.storage.sql
+      .exec<{ principal_id: string; refused: number; principals: number; principal: number; tenant: number }>(
+        `SELECT principal_id, SUM(n) AS refused,
+                COUNT(*) OVER () AS principals,
+                SUM(SUM(CASE limited_by WHEN 'principal' THEN n ELSE 0 END)) OVER () AS principal,
+                SUM(SUM(CASE limited_by WHEN 'tenant' THEN n ELSE 0 END)) OVER () AS tenant
+           FROM refusals WHERE minute >= ? AND minute <= ?
+          GROUP BY principal_id ORDER BY refused DESC, principal_id LIMIT ?`,
+        first,
         minuteOf(request.to),
+        REFUSAL_SUMMARY_TOP,
       )
-      .toArray()
-      .map((r): RefusalCount => {
-        if (r.limited_by !== 'principal' && r.limited_by !== 'tenant') {
-          throw new Error('stored refusal count is malformed');
-        }
-        return { minute: r.minute, principal_id: r.principal_id, limited_by: r.limited_by, n: r.n };
-      });
-    return summarizeRefusals(
-      [...stored, ...this.#refusals.pending()],
-      request.from,
-      request.to,
-      REFUSAL_SUMMARY_TOP,
-    );
+      .toArray();
+    const head = rows[0];
+    const limited_by = { principal: head?.principal ?? 0, tenant: head?.tenant ?? 0 };
+    return {
+      total: limited_by.principal + limited_by.tenant,
+      limited_by,
+      by_principal: rows.map((r) => ({ principal_id: r.principal_id, n: r.refused })),
+      principals_left_out: Math.max(0, (head?.principals ?? 0) - rows.length),
+      from_minute_unix_ms: first,
+    };
   }
 
-  /** Write the unflushed refusal counts in one transaction and drop expired ones. */
+  /** Write the unflushed refusal counts and drop expired ones. */
   override async alarm(): Promise<void> {
     this.#flushScheduled = false;
+    this.#flush();
+  }
+
+  /** The unflushed counts added to the stored ones, and rows past the retention deleted: one transaction. */
+  #flush(): void {
     const pending = this.#refusals.pending();
     const expired = minuteOf(Date.now() - REFUSAL_RETENTION_MS);
     this.ctx.storage.transactionSync(() => {
@@ -171,11 +198,6 @@ export class RateLimiterObject extends DurableObject<Env> {
       this.ctx.storage.sql.exec('DELETE FROM refusals WHERE minute < ?', expired);
     });
     this.#refusals.flushed(pending);
-    // Refusals recorded while this ran wait for the next alarm.
-    if (this.#refusals.hasPending) {
-      this.#flushScheduled = true;
-      await this.ctx.storage.setAlarm(Date.now() + REFUSAL_FLUSH_MS);
-    }
   }
 
   #requireOwnTenant(tenant_id: string): void {

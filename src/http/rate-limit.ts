@@ -21,8 +21,9 @@
  */
 import type { Context } from 'hono';
 import { createMiddleware } from 'hono/factory';
-import { rateLimitPort } from '../platform/bindings.js';
+import { rateLimitPort, refusalsOf } from '../platform/bindings.js';
 import { ServiceError } from '../services/errors.js';
+import type { RefusalsOf } from '../services/metrics.js';
 import type { AppEnv } from './env.js';
 
 const WRITE_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);
@@ -88,14 +89,7 @@ export async function takeWriteToken(
   try {
     decision = await rateLimitPort(c.env).take(tenant_id, principal_id, c.var.now, count);
   } catch (e) {
-    // Only the error's name is logged: the limiter's message could carry internal detail.
-    c.set('log', { ...c.var.log, rate_limiter: 'unavailable', rate_limiter_error: errorName(e) });
-    throw new ServiceError(
-      'rate_limited',
-      'the rate limiter is unavailable; retry later',
-      [],
-      UNAVAILABLE_RETRY_AFTER_SECONDS,
-    );
+    throw limiterUnavailable(c, e);
   }
   if (!decision.allowed) {
     throw new ServiceError(
@@ -107,6 +101,34 @@ export async function takeWriteToken(
       decision.retry_after_seconds + paid_first,
     );
   }
+}
+
+/**
+ * The security metrics' reader of the caller's tenant's refusal counts (`getMetrics`: the API's
+ * and the console's), from the limiter object that has just taken the read's tokens. A limiter
+ * that cannot give them answers as one that cannot take a token: 429 with `Retry-After: 1`, never
+ * a 500 and never metrics that leave the refusals out.
+ */
+export function metricsRefusals(c: Context<AppEnv>): RefusalsOf {
+  const read = refusalsOf(c.env, c.var.tenant.caller.tenant_id);
+  return async (from, to) => {
+    try {
+      return await read(from, to);
+    } catch (e) {
+      throw limiterUnavailable(c, e);
+    }
+  };
+}
+
+function limiterUnavailable(c: Context<AppEnv>, e: unknown): ServiceError {
+  // Only the error's name is logged: the limiter's message could carry internal detail.
+  c.set('log', { ...c.var.log, rate_limiter: 'unavailable', rate_limiter_error: errorName(e) });
+  return new ServiceError(
+    'rate_limited',
+    'the rate limiter is unavailable; retry later',
+    [],
+    UNAVAILABLE_RETRY_AFTER_SECONDS,
+  );
 }
 
 function errorName(e: unknown): string {

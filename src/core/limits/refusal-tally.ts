@@ -3,7 +3,9 @@
  * that refused: the security metrics' `rate_limited` section. A refusal writes no receipt (nothing
  * was decided), so without these counts a principal hammering the write limit would be invisible
  * to the tenant's metrics. The limiter object (durable-objects/rate-limiter.ts) records each
- * refusal here and flushes the tally to its storage; reads sum stored rows with unflushed ones.
+ * refusal here and flushes the tally to its storage (by alarm, and before each read); a read
+ * aggregates in SQL what `summarizeRefusals` computes here, which is its specification
+ * (test/integration/limits/refusal-counts.test.ts checks the two agree).
  *
  * Guarantees:
  * - a refusal is counted once, in the minute of the request's clock read (`now`), under its

@@ -29,10 +29,10 @@ import { PageQuery } from '../../services/pagination.js';
 import { receiptBundle } from '../../services/log.js';
 import { getMetrics } from '../../services/metrics.js';
 import { getReceipt } from '../../services/receipts.js';
-import { keysPort, receiptLogPort, refusalsOf } from '../../platform/bindings.js';
+import { keysPort, receiptLogPort } from '../../platform/bindings.js';
 import type { AppEnv } from '../env.js';
 import { wireError } from '../errors.js';
-import { rateLimitWrites, takeMetricsReadTokens } from '../rate-limit.js';
+import { metricsRefusals, rateLimitWrites, takeMetricsReadTokens } from '../rate-limit.js';
 import {
   type Chrome,
   type Notice,
@@ -197,11 +197,7 @@ consoleRoutes.get('/security', async (c) => {
   const window = raw as SecurityWindow;
   // As `GET /v1/metrics`: the read pays write tokens; an empty bucket is a 429 page.
   await takeMetricsReadTokens(c);
-  const m = await getMetrics(
-    c.var.tenant,
-    { window_ms: SECURITY_WINDOWS[window] },
-    refusalsOf(c.env, c.var.tenant.caller.tenant_id),
-  );
+  const m = await getMetrics(c.var.tenant, { window_ms: SECURITY_WINDOWS[window] }, metricsRefusals(c));
   return c.html(securityPage(chrome, m, window));
 });
 

@@ -4,13 +4,12 @@
  */
 import { Hono } from 'hono';
 import { fromZodError } from '../../core/errors.js';
-import { refusalsOf } from '../../platform/bindings.js';
 import { ROLES_FOR } from '../../services/context.js';
 import { fromCoreError } from '../../services/errors.js';
 import { MetricsQuery, getMetrics } from '../../services/metrics.js';
 import { requireRole } from '../auth.js';
 import type { AppEnv } from '../env.js';
-import { takeMetricsReadTokens } from '../rate-limit.js';
+import { metricsRefusals, takeMetricsReadTokens } from '../rate-limit.js';
 
 export const metricsRoutes = new Hono<AppEnv>();
 
@@ -19,7 +18,5 @@ metricsRoutes.get('/metrics', requireRole(ROLES_FOR.admin), async (c) => {
   if (!parsed.success) throw fromCoreError(fromZodError('invalid_request', 'query', parsed.error));
   // An expensive read: it pays write tokens (src/http/rate-limit.ts), a 429 before anything is read.
   await takeMetricsReadTokens(c);
-  return c.json(
-    await getMetrics(c.var.tenant, parsed.data, refusalsOf(c.env, c.var.tenant.caller.tenant_id)),
-  );
+  return c.json(await getMetrics(c.var.tenant, parsed.data, metricsRefusals(c)));
 });

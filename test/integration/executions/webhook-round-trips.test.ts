@@ -7,7 +7,8 @@
  * principal and its live secrets on the tenant's shard, so the time to the 401 told a sender
  * without any secret which tenant ids exist. Counting round trips (test/support/d1-routing.ts)
  * measures that difference without a timed assertion: an unknown tenant now makes the same reads
- * as a known tenant's unknown principal, and as a known executor with a wrong secret.
+ * as a known tenant's unknown principal, and as a known executor with a wrong secret, and gets
+ * the same status, error body and response headers (all but its request id).
  */
 import { createExecutionContext, waitOnExecutionContext } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
@@ -49,8 +50,10 @@ async function deliver(path: string, text: string, headers: Record<string, strin
   );
   await waitOnExecutionContext(ctx);
   const body = (await res.json()) as Json;
-  const { request_id: _request_id, ...error } = body.error;
-  return { status: res.status, error, trips };
+  const { request_id, ...error } = body.error;
+  // Every header but the request's own id, wherever it is echoed.
+  const answered = [...res.headers].filter(([, v]) => !v.includes(request_id as string));
+  return { status: res.status, error, headers: answered, trips };
 }
 
 describe('a refused webhook costs the same round trips whoever it names', { timeout: SLOW_MS }, () => {
@@ -77,9 +80,11 @@ describe('a refused webhook costs the same round trips whoever it names', { time
     if (first === undefined) throw new Error('no answer');
     // A known tenant's refusal reads the directory and then the principal with its secrets.
     expect(first.trips.primary + first.trips.replica).toBeGreaterThanOrEqual(2);
+    expect(first.headers.length).toBeGreaterThan(0);
     for (const a of answers) {
       expect(a.status, a.name).toBe(401);
       expect(a.error, a.name).toEqual(first.error);
+      expect(a.headers, a.name).toEqual(first.headers);
       expect(a.trips, a.name).toEqual(first.trips);
     }
   });

@@ -8,15 +8,21 @@
  */
 import { evictDurableObject, runDurableObjectAlarm, runInDurableObject } from 'cloudflare:test';
 import { env } from 'cloudflare:workers';
+import fc from 'fast-check';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   REFUSAL_RETENTION_MS,
+  REFUSAL_SUMMARY_TOP,
   type RateLimitRequest,
   type RateLimiterObject,
   rateLimiterStub,
 } from '../../../durable-objects/rate-limiter.js';
 import { render } from '../../../src/cli/metrics.js';
-import { REFUSAL_MINUTE_MS } from '../../../src/core/limits/refusal-tally.js';
+import {
+  REFUSAL_MINUTE_MS,
+  type RefusalCount,
+  summarizeRefusals,
+} from '../../../src/core/limits/refusal-tally.js';
 import { app } from '../../../src/http/app.js';
 import { DEMO_POLICY } from '../../../scripts/seed.js';
 import { seedTenant, uniqueName } from '../platform/harness.js';
@@ -101,6 +107,36 @@ describe('GET /v1/metrics counts rate-limit refusals', () => {
   });
 });
 
+describe('GET /v1/metrics when the limiter cannot give its counts', () => {
+  it('is the 429 of a limiter that cannot answer (Retry-After: 1), not a 500 and not metrics without them', async () => {
+    const s = await seedTenant('rl-count-down');
+    // The tokens of the read are taken; the counts' call fails (an overloaded or restarting object).
+    const failing = {
+      ...env,
+      RATE_LIMITER: {
+        idFromName: (name: string) => env.RATE_LIMITER.idFromName(name),
+        get: (id: DurableObjectId) => {
+          const real = env.RATE_LIMITER.get(id);
+          return {
+            take: (r: RateLimitRequest) => real.take(r),
+            refusals: () => Promise.reject(new Error('limiter overloaded: internal detail')),
+          };
+        },
+      },
+    } as unknown as Env;
+    const res = await app.request(
+      `${BASE}/v1/metrics`,
+      { headers: { authorization: `Bearer ${s.admin.api_key}` } },
+      failing,
+    );
+    const text = await res.text();
+    expect(res.status).toBe(429);
+    expect(res.headers.get('retry-after')).toBe('1');
+    expect(JSON.parse(text).error.code).toBe('rate_limited');
+    expect(text).not.toContain('internal detail');
+  });
+});
+
 describe('RateLimiterObject refusal counts', () => {
   const req = (tenant_id: string, now: number): RateLimitRequest => ({
     tenant_id,
@@ -162,4 +198,139 @@ describe('RateLimiterObject refusal counts', () => {
       );
     });
   });
+
+  it('a summary hands JavaScript at most the top rows, however many minutes and principals the window holds', async () => {
+    const tenant = uniqueName('rl-bounded');
+    const stub = rateLimiterStub(env, tenant);
+    const T0 = Math.floor(Date.now() / REFUSAL_MINUTE_MS) * REFUSAL_MINUTE_MS - 10 * REFUSAL_MINUTE_MS;
+    const stored: RefusalCount[] = [];
+    for (let m = 0; m < 4; m++)
+      for (let p = 0; p < 60; p++)
+        for (const limited_by of ['principal', 'tenant'] as const)
+          stored.push({ minute: T0 + m * REFUSAL_MINUTE_MS, principal_id: `prn-${p}`, limited_by, n: 1 + p });
+    await runInDurableObject(stub, async (o: RateLimiterObject, state) => {
+      for (const c of stored)
+        state.storage.sql.exec(
+          'INSERT INTO refusals (minute, principal_id, limited_by, n) VALUES (?, ?, ?, ?)',
+          c.minute,
+          c.principal_id,
+          c.limited_by,
+          c.n,
+        );
+      // Count the rows SQL hands to JavaScript while the summary is made (480 stored here; up to
+      // two million in a seven-day window of a flooded tenant, which would exhaust the object).
+      const sql = state.storage.sql;
+      const exec = sql.exec.bind(sql);
+      let handed = 0;
+      sql.exec = ((query: string, ...bindings: unknown[]) => {
+        const cursor = exec(query, ...bindings);
+        return {
+          toArray: () => {
+            const rows = cursor.toArray();
+            handed += rows.length;
+            return rows;
+          },
+        };
+      }) as typeof sql.exec;
+      try {
+        const s = await o.refusals({ tenant_id: tenant, from: T0, to: T0 + 10 * REFUSAL_MINUTE_MS });
+        expect(s).toEqual(summarizeRefusals(stored, T0, T0 + 10 * REFUSAL_MINUTE_MS, REFUSAL_SUMMARY_TOP));
+        expect(s.principals_left_out).toBe(60 - REFUSAL_SUMMARY_TOP);
+      } finally {
+        sql.exec = exec;
+      }
+      expect(handed).toBeLessThanOrEqual(REFUSAL_SUMMARY_TOP);
+    });
+  });
+
+  it('property: the summary is summarizeRefusals over the stored and the unflushed counts', async () => {
+    const tenant = uniqueName('rl-differential');
+    const stub = rateLimiterStub(env, tenant);
+    const row = fc.record({
+      minute: fc.integer({ min: 0, max: 5 }),
+      principal: fc.constantFrom('a', 'b', 'c', 'A', 'b.1', 'z:9'),
+      limited_by: fc.constantFrom('principal' as const, 'tenant' as const),
+      n: fc.integer({ min: 1, max: 5 }),
+    });
+    await runInDurableObject(stub, async (o: RateLimiterObject, state) => {
+      // Each run an hour after the last: the object's tally and buckets only move forward.
+      let base = minuteFloor(Date.now()); // within the retention: a flush deletes older minutes
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(row, { maxLength: 30 }),
+          fc.array(row, { maxLength: 10 }),
+          fc.integer({ min: 0, max: 7 }),
+          fc.integer({ min: 0, max: 7 }),
+          async (stored, unflushed, a, b) => {
+            base += 60 * REFUSAL_MINUTE_MS;
+            state.storage.sql.exec('DELETE FROM refusals');
+            const counts: RefusalCount[] = [];
+            for (const r of stored) {
+              const c = {
+                minute: base + r.minute * REFUSAL_MINUTE_MS,
+                principal_id: r.principal,
+                limited_by: r.limited_by,
+                n: r.n,
+              };
+              state.storage.sql.exec(
+                `INSERT INTO refusals (minute, principal_id, limited_by, n) VALUES (?, ?, ?, ?)
+                 ON CONFLICT (minute, principal_id, limited_by) DO UPDATE SET n = n + excluded.n`,
+                c.minute,
+                c.principal_id,
+                c.limited_by,
+                c.n,
+              );
+              counts.push(c);
+            }
+            // Unflushed refusals, through take: burst 1, so the first take of each group is
+            // admitted (2 s after the last, its bucket is full) and the next n are refused.
+            const groups = [...unflushed].sort((x, y) => x.minute - y.minute);
+            for (const [i, r] of groups.entries()) {
+              const now = base + (r.minute + 2) * REFUSAL_MINUTE_MS + i * 2_000;
+              for (let k = 0; k <= r.n; k++)
+                await o.take({ tenant_id: tenant, principal_id: r.principal, now, per_second: 1, burst: 1 });
+              counts.push({
+                minute: minuteFloor(now),
+                principal_id: r.principal,
+                limited_by: 'principal',
+                n: r.n,
+              });
+            }
+            const from = base + Math.min(a, b) * REFUSAL_MINUTE_MS + 1;
+            const to = base + Math.max(a, b) * REFUSAL_MINUTE_MS + 59_999;
+            expect(await o.refusals({ tenant_id: tenant, from, to })).toEqual(
+              summarizeRefusals(counts, from, to, REFUSAL_SUMMARY_TOP),
+            );
+          },
+        ),
+        { numRuns: 40 },
+      );
+    });
+  });
+
+  it('a failed alarm write does not stop later refusals from scheduling their flush', async () => {
+    const tenant = uniqueName('rl-alarm-fail');
+    const stub = rateLimiterStub(env, tenant);
+    const now = Date.now();
+    await runInDurableObject(stub, async (o: RateLimiterObject, state) => {
+      const storage = state.storage;
+      const setAlarm = storage.setAlarm.bind(storage);
+      storage.setAlarm = () => Promise.reject(new Error('storage unavailable'));
+      try {
+        expect(await o.take(req(tenant, now))).toMatchObject({ allowed: true });
+        await expect(o.take(req(tenant, now))).rejects.toThrow(/storage unavailable/);
+      } finally {
+        storage.setAlarm = setAlarm;
+      }
+      expect(await storage.getAlarm()).toBeNull();
+      expect(await o.take(req(tenant, now))).toMatchObject({ allowed: false });
+      // Scheduled now, so the counts (both refusals) reach storage.
+      expect(await storage.getAlarm()).not.toBeNull();
+    });
+    expect(await runDurableObjectAlarm(stub)).toBe(true);
+    await evictDurableObject(stub);
+    expect((await stub.refusals({ tenant_id: tenant, from: now - 60_000, to: now })).total).toBe(2);
+  });
 });
+
+const minuteFloor = (t: number) => Math.floor(t / REFUSAL_MINUTE_MS) * REFUSAL_MINUTE_MS;
