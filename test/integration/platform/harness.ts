@@ -202,6 +202,39 @@ export async function tenantRowsOn(shard: number, tenant_id: string): Promise<nu
   return n;
 }
 
+/**
+ * The tenant's `stored_bytes` as the usage triggers count its rows on `shard` when they are
+ * written normally (migrations 0002, 0004, 0010, 0016; docs/storage.md "Quotas"): each stored
+ * document's bytes plus 200 a row (a receipt also its in-row or R2 evidence, a signature its
+ * envelope as stored), and a fixed 200 for each archive entry whose receipt has left D1.
+ */
+export async function countedStoredBytes(shard: number, tenant_id: string): Promise<number> {
+  const n = (sqlText: string) => countOn(shard, `SELECT coalesce((${sqlText}), 0) AS n`, tenant_id);
+  const parts = await Promise.all([
+    n(`SELECT sum(length(CAST(receipt AS BLOB)) + coalesce(length(CAST(evidence AS BLOB)), 0)
+         + coalesce(evidence_bytes, 0) + 200) FROM receipts WHERE tenant_id = ?1`),
+    n('SELECT sum(length(CAST(envelope AS BLOB)) + 200) FROM receipt_signatures WHERE tenant_id = ?1'),
+    n(`SELECT 200 * count(*) FROM receipt_archive_entries e WHERE e.tenant_id = ?1
+         AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.tenant_id = e.tenant_id AND r.sha256 = e.sha256)`),
+    n(`SELECT sum(length(CAST(input AS BLOB)) + length(CAST(target AS BLOB)) + 200)
+         FROM approvals WHERE tenant_id = ?1`),
+    n('SELECT sum(length(CAST(envelope AS BLOB)) + 200) FROM runs WHERE tenant_id = ?1'),
+    ...['grants', 'contracts', 'policies'].map((t) =>
+      n(`SELECT sum(length(CAST(document AS BLOB)) + 200) FROM ${t} WHERE tenant_id = ?1`),
+    ),
+  ]);
+  return parts.reduce((a, b) => a + b, 0);
+}
+
+/** The tenant's `stored_bytes` counter on `shard` (-1: no quota row there). */
+export async function storedBytesOn(shard: number, tenant_id: string): Promise<number> {
+  const r = await shardD1(shard)
+    .prepare('SELECT stored_bytes FROM tenant_quotas WHERE tenant_id = ?')
+    .bind(tenant_id)
+    .first<{ stored_bytes: number }>();
+  return r?.stored_bytes ?? -1;
+}
+
 /** A seeded tenant with three authorized calls, exported frozen: the file, its receipts, its line count. */
 export async function exportedTenant(prefix: string) {
   const s = await seedTenant(prefix);
