@@ -7,6 +7,7 @@ import { expect } from 'vitest';
 import { seedDemo, type Seeded } from '../../../scripts/seed.js';
 import { type Role, parseApiKey } from '../../../src/core/identity/identity.js';
 import { TENANT_TABLES } from '../../../src/db/tenant-rows.js';
+import { app } from '../../../src/http/app.js';
 import { operationsPort, tenantStore } from '../../../src/platform/bindings.js';
 import { type TenantRef, shardBinding } from '../../../src/platform/shards.js';
 import type { TenantContext } from '../../../src/services/context.js';
@@ -320,29 +321,40 @@ export function importTo(shard: number, text: string): Promise<Reply> {
 
 /**
  * The console as a signed-in browser of the principal holding `key`: its session cookie kept across
- * requests, no redirects followed. Returns a GET of a console path (status and HTML).
+ * requests, no redirects followed. Returns a GET of a console path (status and HTML). With
+ * `bindings`, the requests go to the app directly with those bindings over the test Worker's (as
+ * a deployment with those vars would serve them); without, through the Worker's own `fetch`.
  */
 export async function consoleAs(
   key: string,
+  bindings?: Env,
 ): Promise<(path: string) => Promise<{ status: number; text: string }>> {
-  const form = await workerFetch(`${BASE}/console/sign-in`, { redirect: 'manual' });
+  const send = async (path: string, init: RequestInit): Promise<Response> =>
+    bindings === undefined
+      ? workerFetch(`${BASE}${path}`, init)
+      : app.request(`${BASE}${path}`, init, bindings);
+  const form = await send('/console/sign-in', { redirect: 'manual' });
   // The sign-in form's token lives in a cookie of its own (src/http/console/session.ts).
   const signIn = /__Host-writ_console_signin=([^;]*)/.exec(form.headers.get('set-cookie') ?? '')?.[1] ?? '';
   const csrf = /name="csrf" value="([^"]*)"/.exec(await form.text())?.[1] ?? '';
-  const signed = await workerFetch(`${BASE}/console/sign-in`, {
+  const body = new URLSearchParams({ csrf, api_key: key }).toString();
+  const signed = await send('/console/sign-in', {
     method: 'POST',
     headers: {
       'content-type': 'application/x-www-form-urlencoded',
+      // The form reader requires it (src/http/console/session.ts); the app called directly has no
+      // runtime to add it. The body is URL-encoded ASCII: characters are bytes.
+      'content-length': String(body.length),
       origin: BASE,
       cookie: `__Host-writ_console_signin=${signIn}`,
     },
-    body: new URLSearchParams({ csrf, api_key: key }).toString(),
+    body,
     redirect: 'manual',
   });
   expect(signed.status).toBe(303);
   let cookie = /__Host-writ_console=([^;]*)/.exec(signed.headers.get('set-cookie') ?? '')?.[1] ?? '';
   return async (path: string) => {
-    const res = await workerFetch(`${BASE}${path}`, {
+    const res = await send(path, {
       headers: { cookie: `__Host-writ_console=${cookie}` },
       redirect: 'manual',
     });
