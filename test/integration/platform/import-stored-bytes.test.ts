@@ -14,7 +14,8 @@ import { d1TenantStore } from '../../../src/db/tenant-store.js';
 import { blobStore, receiptHooks } from '../../../src/platform/bindings.js';
 import { tenantMovePort } from '../../../src/platform/bindings.js';
 import { archiveExpiredReceipts } from '../../../src/services/retention.js';
-import { exportTenant as exportLines } from '../../../src/services/tenant-moves.js';
+import type { TenantMovePort } from '../../../src/services/ports.js';
+import { exportTenant as exportLines, importTenant } from '../../../src/services/tenant-moves.js';
 import { executed, postObservation, rawOutput } from '../storage/observation-helpers.js';
 import {
   READ_INPUT,
@@ -99,6 +100,33 @@ describe('stored bytes after a move', { timeout: 60_000 }, () => {
     const e = await exportTenant(s.tenant_id, true);
     expect(e.status).toBe(200);
     expect((await importTo(to, e.text)).status).toBe(201);
+    expect(await storedBytesOn(to, s.tenant_id)).toBe(source);
+    expect(await countedStoredBytes(to, s.tenant_id)).toBe(source);
+  });
+
+  it('an import resumed after a chunk whose answer was lost counts each row once', async () => {
+    const s = await seedTenant('bytes-resumed');
+    const from = shardOf(s);
+    const to = 1 - from;
+    await activity(s, 'a');
+    const e = await exportTenant(s.tenant_id, true);
+    expect(e.status).toBe(200);
+    const source = await storedBytesOn(from, s.tenant_id);
+    // The third chunk commits (its rows counted by the triggers), then its answer is lost.
+    const real = tenantMovePort(env);
+    let chunks = 0;
+    const losing: TenantMovePort = {
+      ...real,
+      async importChunk(shard, staged, chunk, now) {
+        const written = await real.importChunk(shard, staged, chunk, now);
+        chunks += 1;
+        if (chunks === 3) throw new Error('injected: the answer of a committed chunk is lost');
+        return written;
+      },
+    };
+    const opts = { chunk_rows: 4 };
+    await expect(importTenant(losing, to, e.text, Date.now(), () => {}, opts)).rejects.toThrow(/injected/);
+    await importTenant(real, to, e.text, Date.now(), () => {}, opts);
     expect(await storedBytesOn(to, s.tenant_id)).toBe(source);
     expect(await countedStoredBytes(to, s.tenant_id)).toBe(source);
   });
