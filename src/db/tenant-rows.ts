@@ -7,8 +7,9 @@
  *
  * Guarantees: only the tables and columns of `TENANT_TABLES` (and the staging tables) are read or
  * written; every read and the freeze filter on the one tenant; the staged import first gives the
- * tenant unbounded quotas (the quota triggers would otherwise count the imported rows a second
- * time, or refuse them), and its last batch sets the exported quota row as it was; principals
+ * tenant unbounded quotas at zero usage (the quota triggers would otherwise refuse imported rows;
+ * they count each once, as stored here), and its last batch sets the exported quota row but for
+ * `stored_bytes`, which is the triggers' count of the rows stored here (`stagedStoredBytes`); principals
  * reach `principals` only in that last batch, so no key authenticates a half-written tenant; each
  * staged batch commits only against the progress it was cut for (two importers never both write).
  * Never: deletes a row (receipts and approvals cannot be deleted; a moved tenant's old copy is
@@ -217,8 +218,9 @@ function guard(db: Db, s: StagedImport, rows_done: number) {
 }
 
 /**
- * Start the staged import (the mark and an unbounded quota row, in one batch: the quota triggers
- * would otherwise count the imported rows a second time, or refuse them), or find it started.
+ * Start the staged import (the mark and an unbounded quota row at zero usage, in one batch: the
+ * quota triggers would otherwise refuse imported rows; they count each one as it goes in, which
+ * `goLiveImport` keeps), or find it started.
  */
 export async function beginStagedImport(
   db: Db,
@@ -331,8 +333,9 @@ export async function keyStagedPrincipals(
 /**
  * The flip, one batch whose size does not grow with the tenant: the staged principals are copied
  * into `principals` (a live one still without a key digest fails the NOT NULL column: nothing goes
- * live), the quota row is set exactly as exported (limits and usage, replacing the counts the
- * triggers kept while the rows went in), and the staging is removed. `previous_shard` is the shard
+ * live), the quota row is set as exported (limits, retention window, receipts today) but for
+ * `stored_bytes`, the count of the rows stored here (`stagedStoredBytes`), and the staging is
+ * removed. `previous_shard` is the shard
  * the directory names now (null: the tenant is new here), noted for the recording (0014).
  */
 export async function goLiveImport(
@@ -354,7 +357,11 @@ export async function goLiveImport(
     db.delete(tenantImportPrincipals).where(eq(tenantImportPrincipals.tenant_id, s.tenant_id)),
     db
       .update(tenantQuotas)
-      .set({ ...(quota.row as Partial<typeof tenantQuotas.$inferInsert>), tenant_id: s.tenant_id })
+      .set({
+        ...(quota.row as Partial<typeof tenantQuotas.$inferInsert>),
+        tenant_id: s.tenant_id,
+        stored_bytes: stagedStoredBytes(s.tenant_id),
+      })
       .where(eq(tenantQuotas.tenant_id, s.tenant_id)),
     // Live, directory not written yet: until it is, a retry of this file may re-key (0013).
     db.insert(tenantImportsUnrecorded).values({
@@ -368,6 +375,28 @@ export async function goLiveImport(
     db.delete(tenantImports).where(eq(tenantImports.tenant_id, s.tenant_id)),
   ];
   return runStaged(db, statements, 'live');
+}
+
+/**
+ * What an archive entry whose receipt has left D1 counts in `stored_bytes` (migrations/0004,
+ * `receipts_archived_usage`: the receipt gives back its own count and adds this, once).
+ */
+export const ARCHIVE_ENTRY_STORED_BYTES = 200;
+
+/**
+ * The tenant's `stored_bytes` once its staged rows go live, read in the flip's own batch: what the
+ * usage triggers counted while the chunks went in (every receipt with its in-row or R2 evidence,
+ * signature, approval, run, grant, contract and policy row, as the target stores it), plus
+ * `ARCHIVE_ENTRY_STORED_BYTES` for each archive entry whose receipt is not a row (no trigger
+ * counts an entry on insert; retention counts it when it deletes the receipt). So the counter is
+ * exactly what the triggers count for the same rows written here normally, whatever the file's
+ * quota row says: that count was read before the rows (a non-freezing export races writes and
+ * retention), by a release that did not count signatures yet (before 0010), or of rows the
+ * source stored in longer forms than the import does (before 0004 and 0016).
+ */
+function stagedStoredBytes(tenant_id: string) {
+  return sql`${tenantQuotas.stored_bytes} + ${ARCHIVE_ENTRY_STORED_BYTES} * (SELECT count(*) FROM ${receiptArchiveEntries} e
+    WHERE e.tenant_id = ${tenant_id} AND NOT EXISTS (SELECT 1 FROM ${receipts} r WHERE r.tenant_id = e.tenant_id AND r.sha256 = e.sha256))`;
 }
 
 async function runStaged<T extends string>(

@@ -958,7 +958,8 @@ export interface TenantMovePort {
     keys: readonly { readonly principal_id: string; readonly key_sha256: string }[],
   ): Promise<'written' | 'moved'>;
   /**
-   * One batch: principals into place, the exported quota row, the staging removed, the import
+   * One batch: principals into place, the exported quota row (its `stored_bytes` the count of the
+   * rows stored on `shard`, not the file's), the staging removed, the import
    * noted as unrecorded until `settleImport`, with `previous_shard`: the shard the directory names
    * now (null for a tenant new to the deployment), whose copy the recording freezes.
    */

@@ -220,8 +220,17 @@ async function signed(
 
 const UNKNOWN_SHA = 'a'.repeat(64);
 
+/**
+ * A flow run at most once per file: its own test awaits it, and so does the last test, which needs
+ * every flow's answers. So any one test runs alone (`-t`), and a full run still runs each flow once.
+ */
+function once<T>(flow: () => Promise<T>): () => Promise<T> {
+  let running: Promise<T> | undefined;
+  return () => (running ??= flow());
+}
+
 describe('OpenAPI contract: every answer is one the document declares', { timeout: SLOW_MS }, () => {
-  it('platform admin, directory, policy, contracts, grants, runs, usage and metrics', async () => {
+  const adminFlow = once(async () => {
     const s = await seedTenant('contract-admin');
     await expectAnswer(200, 'GET', '/v1/healthz');
 
@@ -357,7 +366,7 @@ describe('OpenAPI contract: every answer is one the document declares', { timeou
     });
   });
 
-  it('authorize allowed and denied, receipts, bundles and the log', async () => {
+  const logFlow = once(async () => {
     const s = await seedTenant('contract-log');
     const run = await createRun(s);
     const allowed = await expectAnswer(200, 'POST', '/v1/authorize', {
@@ -447,7 +456,7 @@ describe('OpenAPI contract: every answer is one the document declares', { timeou
     );
   });
 
-  it('approvals: pending (with text warnings), approved, denied, consumed, expired, and paged lists', async () => {
+  const approvalsFlow = once(async () => {
     const s = await seedTenant('contract-approvals');
     const request = (input: Record<string, unknown>) =>
       expectAnswer(201, 'POST', '/v1/approval-requests', {
@@ -529,28 +538,33 @@ describe('OpenAPI contract: every answer is one the document declares', { timeou
     });
 
     // A day later nobody decided the first: it is shown expired, and cannot be decided.
-    vi.useFakeTimers({ toFake: ['Date'] });
-    vi.setSystemTime(Date.now() + 24 * 60 * 60_000 + 1_000);
-    const expired = await expectAnswer(200, 'GET', `/v1/approval-requests/${warned.body.approval_id}`, {
-      key: s.approver.api_key,
-    });
-    expect(expired.body.status).toBe('expired');
-    const list = await expectAnswer(200, 'GET', '/v1/approval-requests?status=expired', {
-      key: s.approver.api_key,
-    });
-    expect(list.body.items.map((i: { status: string }) => i.status)).toContain('expired');
-    await expectAnswer(
-      409,
-      'POST',
-      `/v1/approval-requests/${warned.body.approval_id}/approve`,
-      {
+    try {
+      vi.useFakeTimers({ toFake: ['Date'] });
+      vi.setSystemTime(Date.now() + 24 * 60 * 60_000 + 1_000);
+      const expired = await expectAnswer(200, 'GET', `/v1/approval-requests/${warned.body.approval_id}`, {
         key: s.approver.api_key,
-      },
-      'conflict',
-    );
+      });
+      expect(expired.body.status).toBe('expired');
+      const list = await expectAnswer(200, 'GET', '/v1/approval-requests?status=expired', {
+        key: s.approver.api_key,
+      });
+      expect(list.body.items.map((i: { status: string }) => i.status)).toContain('expired');
+      await expectAnswer(
+        409,
+        'POST',
+        `/v1/approval-requests/${warned.body.approval_id}/approve`,
+        {
+          key: s.approver.api_key,
+        },
+        'conflict',
+      );
+    } finally {
+      // Run from the last test (alone, `-t`), later flows must see the real clock.
+      vi.useRealTimers();
+    }
   });
 
-  it('claims, reports, reconciliations, operations, observations and signed webhooks', async () => {
+  const executionsFlow = once(async () => {
     const s = await seedTenant('contract-exec');
     // A verified success, then its replay.
     const one = await claimed(s);
@@ -735,7 +749,7 @@ describe('OpenAPI contract: every answer is one the document declares', { timeou
     expect(unsigned.status).toBe(401);
   });
 
-  it('tenant moves: a direct import, and one uploaded in parts', async () => {
+  const movesFlow = once(async () => {
     // Direct: an export frozen on its shard, imported onto the other one.
     const direct = await exportedTenant('contract-move');
     const to = 1 - shardOf(direct.s);
@@ -785,7 +799,18 @@ describe('OpenAPI contract: every answer is one the document declares', { timeou
     );
   });
 
-  it('saw every JSON GET route of /v1 answer, and each of the flows above', () => {
+  it('platform admin, directory, policy, contracts, grants, runs, usage and metrics', () => adminFlow());
+  it('authorize allowed and denied, receipts, bundles and the log', () => logFlow());
+  it('approvals: pending (with text warnings), approved, denied, consumed, expired, and paged lists', () =>
+    approvalsFlow());
+  it('claims, reports, reconciliations, operations, observations and signed webhooks', () =>
+    executionsFlow());
+  it('tenant moves: a direct import, and one uploaded in parts', () => movesFlow());
+
+  it('saw every JSON GET route of /v1 answer, and each of the flows above', async () => {
+    // Every flow, each run once per file: already done in a full run, run here when this test runs
+    // alone (`-t`).
+    for (const flow of [adminFlow, logFlow, approvalsFlow, executionsFlow, movesFlow]) await flow();
     const missing: string[] = [];
     for (const r of ROUTES) {
       const ok = documentedResponses(r).get(200);

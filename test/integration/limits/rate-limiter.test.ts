@@ -22,7 +22,7 @@ import {
 } from '../../../src/platform/bindings.js';
 import { DEMO_POLICY } from '../../../scripts/seed.js';
 import type { Seeded } from '../../../scripts/seed.js';
-import { call, createRun, seedTenant, uniqueName, d1Of, READ_INPUT } from '../platform/harness.js';
+import { call, consoleAs, createRun, seedTenant, uniqueName, d1Of, READ_INPUT } from '../platform/harness.js';
 
 const T0 = 1_794_906_000_000;
 const BASE = 'https://writ.test';
@@ -489,7 +489,7 @@ describe('HTTP: a security metrics read pays METRICS_READ_TOKENS write tokens', 
     const s = await seedTenant('rl-metrics');
     vi.useFakeTimers({ toFake: ['Date'] });
     vi.setSystemTime(Date.now() + 60_000);
-    const get = await consoleWith(roomy, s.admin.api_key);
+    const get = await consoleAs(s.admin.api_key, roomy);
     expect((await get('/console/security')).status).toBe(200);
     expect((await get('/console/security?window=1h')).status).toBe(200);
     const third = await get('/console/security?window=7d');
@@ -499,38 +499,3 @@ describe('HTTP: a security metrics read pays METRICS_READ_TOKENS write tokens', 
     expect((await get('/console/pending')).status).toBe(200);
   });
 });
-
-/** `consoleAs` (harness.ts) against `app` with the given vars: a signed-in session's GETs. */
-async function consoleWith(e: Env, key: string) {
-  const form = await app.request(`${BASE}/console/sign-in`, { redirect: 'manual' }, e);
-  const signIn = /__Host-writ_console_signin=([^;]*)/.exec(form.headers.get('set-cookie') ?? '')?.[1] ?? '';
-  const csrf = /name="csrf" value="([^"]*)"/.exec(await form.text())?.[1] ?? '';
-  const body = new URLSearchParams({ csrf, api_key: key }).toString();
-  const signed = await app.request(
-    `${BASE}/console/sign-in`,
-    {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/x-www-form-urlencoded',
-        'content-length': String(body.length),
-        origin: BASE,
-        cookie: `__Host-writ_console_signin=${signIn}`,
-      },
-      body,
-      redirect: 'manual',
-    },
-    e,
-  );
-  expect(signed.status).toBe(303);
-  let cookie = /__Host-writ_console=([^;]*)/.exec(signed.headers.get('set-cookie') ?? '')?.[1] ?? '';
-  return async (path: string) => {
-    const res = await app.request(
-      `${BASE}${path}`,
-      { headers: { cookie: `__Host-writ_console=${cookie}` } },
-      e,
-    );
-    const m = /__Host-writ_console=([^;]*)/.exec(res.headers.get('set-cookie') ?? '');
-    if (m !== null) cookie = m[1] as string;
-    return { status: res.status, text: await res.text() };
-  };
-}

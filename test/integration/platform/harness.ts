@@ -7,6 +7,7 @@ import { expect } from 'vitest';
 import { seedDemo, type Seeded } from '../../../scripts/seed.js';
 import { type Role, parseApiKey } from '../../../src/core/identity/identity.js';
 import { TENANT_TABLES } from '../../../src/db/tenant-rows.js';
+import { app } from '../../../src/http/app.js';
 import { operationsPort, tenantStore } from '../../../src/platform/bindings.js';
 import { type TenantRef, shardBinding } from '../../../src/platform/shards.js';
 import type { TenantContext } from '../../../src/services/context.js';
@@ -202,6 +203,39 @@ export async function tenantRowsOn(shard: number, tenant_id: string): Promise<nu
   return n;
 }
 
+/**
+ * The tenant's `stored_bytes` as the usage triggers count its rows on `shard` when they are
+ * written normally (migrations 0002, 0004, 0010, 0016; docs/storage.md "Quotas"): each stored
+ * document's bytes plus 200 a row (a receipt also its in-row or R2 evidence, a signature its
+ * envelope as stored), and a fixed 200 for each archive entry whose receipt has left D1.
+ */
+export async function countedStoredBytes(shard: number, tenant_id: string): Promise<number> {
+  const n = (sqlText: string) => countOn(shard, `SELECT coalesce((${sqlText}), 0) AS n`, tenant_id);
+  const parts = await Promise.all([
+    n(`SELECT sum(length(CAST(receipt AS BLOB)) + coalesce(length(CAST(evidence AS BLOB)), 0)
+         + coalesce(evidence_bytes, 0) + 200) FROM receipts WHERE tenant_id = ?1`),
+    n('SELECT sum(length(CAST(envelope AS BLOB)) + 200) FROM receipt_signatures WHERE tenant_id = ?1'),
+    n(`SELECT 200 * count(*) FROM receipt_archive_entries e WHERE e.tenant_id = ?1
+         AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.tenant_id = e.tenant_id AND r.sha256 = e.sha256)`),
+    n(`SELECT sum(length(CAST(input AS BLOB)) + length(CAST(target AS BLOB)) + 200)
+         FROM approvals WHERE tenant_id = ?1`),
+    n('SELECT sum(length(CAST(envelope AS BLOB)) + 200) FROM runs WHERE tenant_id = ?1'),
+    ...['grants', 'contracts', 'policies'].map((t) =>
+      n(`SELECT sum(length(CAST(document AS BLOB)) + 200) FROM ${t} WHERE tenant_id = ?1`),
+    ),
+  ]);
+  return parts.reduce((a, b) => a + b, 0);
+}
+
+/** The tenant's `stored_bytes` counter on `shard` (-1: no quota row there). */
+export async function storedBytesOn(shard: number, tenant_id: string): Promise<number> {
+  const r = await shardD1(shard)
+    .prepare('SELECT stored_bytes FROM tenant_quotas WHERE tenant_id = ?')
+    .bind(tenant_id)
+    .first<{ stored_bytes: number }>();
+  return r?.stored_bytes ?? -1;
+}
+
 /** A seeded tenant with three authorized calls, exported frozen: the file, its receipts, its line count. */
 export async function exportedTenant(prefix: string) {
   const s = await seedTenant(prefix);
@@ -287,29 +321,40 @@ export function importTo(shard: number, text: string): Promise<Reply> {
 
 /**
  * The console as a signed-in browser of the principal holding `key`: its session cookie kept across
- * requests, no redirects followed. Returns a GET of a console path (status and HTML).
+ * requests, no redirects followed. Returns a GET of a console path (status and HTML). With
+ * `bindings`, the requests go to the app directly with those bindings over the test Worker's (as
+ * a deployment with those vars would serve them); without, through the Worker's own `fetch`.
  */
 export async function consoleAs(
   key: string,
+  bindings?: Env,
 ): Promise<(path: string) => Promise<{ status: number; text: string }>> {
-  const form = await workerFetch(`${BASE}/console/sign-in`, { redirect: 'manual' });
+  const send = async (path: string, init: RequestInit): Promise<Response> =>
+    bindings === undefined
+      ? workerFetch(`${BASE}${path}`, init)
+      : app.request(`${BASE}${path}`, init, bindings);
+  const form = await send('/console/sign-in', { redirect: 'manual' });
   // The sign-in form's token lives in a cookie of its own (src/http/console/session.ts).
   const signIn = /__Host-writ_console_signin=([^;]*)/.exec(form.headers.get('set-cookie') ?? '')?.[1] ?? '';
   const csrf = /name="csrf" value="([^"]*)"/.exec(await form.text())?.[1] ?? '';
-  const signed = await workerFetch(`${BASE}/console/sign-in`, {
+  const body = new URLSearchParams({ csrf, api_key: key }).toString();
+  const signed = await send('/console/sign-in', {
     method: 'POST',
     headers: {
       'content-type': 'application/x-www-form-urlencoded',
+      // The form reader requires it (src/http/console/session.ts); the app called directly has no
+      // runtime to add it. The body is URL-encoded ASCII: characters are bytes.
+      'content-length': String(body.length),
       origin: BASE,
       cookie: `__Host-writ_console_signin=${signIn}`,
     },
-    body: new URLSearchParams({ csrf, api_key: key }).toString(),
+    body,
     redirect: 'manual',
   });
   expect(signed.status).toBe(303);
   let cookie = /__Host-writ_console=([^;]*)/.exec(signed.headers.get('set-cookie') ?? '')?.[1] ?? '';
   return async (path: string) => {
-    const res = await workerFetch(`${BASE}${path}`, {
+    const res = await send(path, {
       headers: { cookie: `__Host-writ_console=${cookie}` },
       redirect: 'manual',
     });

@@ -19,6 +19,7 @@ import {
   authorize,
   call,
   countOn,
+  countedStoredBytes,
   createRun,
   directoryShard,
   leftOn,
@@ -265,7 +266,13 @@ describe('an older export imported from an upload in many small calls', () => {
     expect(ops.filter((o) => typeof o.reconciliation_receipt_sha256 === 'string')).toHaveLength(1);
     expect((await stored('receipts', 'sha256')).map(asExported)).toEqual(expected('receipts', 'sha256'));
     expect(await stored('approvals', 'approval_id')).toEqual(expected('approvals', 'approval_id'));
-    expect(await stored('tenant_quotas', 'tenant_id')).toEqual(expected('tenant_quotas', 'tenant_id'));
+    // The quota row as exported, but for its usage counter: the target's triggers' count of the rows
+    // it stores (import-stored-bytes.test.ts). This file's counter is the source's of rows it did not
+    // hold in these forms (re-wrapped receipts, added reconciliations).
+    const counted = await countedStoredBytes(to, s.tenant_id);
+    expect(await stored('tenant_quotas', 'tenant_id')).toEqual(
+      expected('tenant_quotas', 'tenant_id').map((q) => ({ ...q, stored_bytes: counted })),
+    );
     expect((await deleteUpload(id)).status).toBe(200);
   });
 });

@@ -17,6 +17,7 @@ import {
   READ_INPUT,
   approvedApproval,
   authorize,
+  countedStoredBytes,
   createRun,
   exportTenant,
   seedTenant,
@@ -117,7 +118,13 @@ describe('an export taken before a migration added a column', () => {
     expect((await stored('receipts', 'sha256')).map(asExported)).toEqual(expected('receipts', 'sha256'));
     expect(await stored('approvals', 'approval_id')).toEqual(expected('approvals', 'approval_id'));
     expect(await stored('operations', 'operation_id')).toEqual(expected('operations', 'operation_id'));
-    expect(await stored('tenant_quotas', 'tenant_id')).toEqual(expected('tenant_quotas', 'tenant_id'));
+    // The quota row as exported, but for its usage counter: the target's triggers' count of the rows
+    // it stores (import-stored-bytes.test.ts). This file's counter is the source's of rows it did not
+    // hold in these forms (re-wrapped receipts, added reconciliations).
+    const counted = await countedStoredBytes(to, s.tenant_id);
+    expect(await stored('tenant_quotas', 'tenant_id')).toEqual(
+      expected('tenant_quotas', 'tenant_id').map((q) => ({ ...q, stored_bytes: counted })),
+    );
   });
 
   it('a resumed import still back-fills: the receipts it skips are read for 0009', async () => {
