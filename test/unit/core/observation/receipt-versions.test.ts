@@ -48,6 +48,7 @@ import legacyJson from './legacy-v1-receipts.json';
 import legacyV3Json from './legacy-v3-receipts.json';
 import legacyV4Json from './legacy-v4-receipts.json';
 import legacyV5Json from './legacy-v5-receipts.json';
+import legacyV6Json from './legacy-v6-receipts.json';
 
 /** A value as a verifier reads it from storage: canonical bytes, strictly decoded. */
 function stored(v: unknown): JsonValue {
@@ -64,6 +65,7 @@ const LEGACY = stored(legacyJson) as Fixtures;
 const LEGACY_V3 = stored(legacyV3Json) as Fixtures;
 const LEGACY_V4 = stored(legacyV4Json) as Fixtures;
 const LEGACY_V5 = stored(legacyV5Json) as Fixtures;
+const LEGACY_V6 = stored(legacyV6Json) as Fixtures;
 
 function fixture(set: Fixtures, kind: Kind) {
   const entry = set[kind];
@@ -74,6 +76,7 @@ const legacy = (kind: Kind) => fixture(LEGACY, kind);
 const legacyV3 = (kind: Kind) => fixture(LEGACY_V3, kind);
 const legacyV4 = (kind: Kind) => fixture(LEGACY_V4, kind);
 const legacyV5 = (kind: Kind) => fixture(LEGACY_V5, kind);
+const legacyV6 = (kind: Kind) => fixture(LEGACY_V6, kind);
 
 const OBS_INPUT = ObservationValidationInput.parse(legacy('observation').inputs);
 const ERR_INPUT = ErrorObservationValidationInput.parse(legacy('error_observation').inputs);
@@ -87,6 +90,9 @@ const DER_V4_INPUT = DerivationInput.parse(legacyV4('derived_observation').input
 const OBS_V5_INPUT = ObservationValidationInput.parse(legacyV5('observation').inputs);
 const ERR_V5_INPUT = ErrorObservationValidationInput.parse(legacyV5('error_observation').inputs);
 const DER_V5_INPUT = DerivationInput.parse(legacyV5('derived_observation').inputs);
+const OBS_V6_INPUT = ObservationValidationInput.parse(legacyV6('observation').inputs);
+const ERR_V6_INPUT = ErrorObservationValidationInput.parse(legacyV6('error_observation').inputs);
+const DER_V6_INPUT = DerivationInput.parse(legacyV6('derived_observation').inputs);
 
 function issueNow() {
   const r = validateObservation(OBS_INPUT);
@@ -492,6 +498,36 @@ describe('version 5 receipts issued before version 6 (known answers, legacy-v5-r
   });
 });
 
+describe('version 6 receipts issued before version 7 (known answers, legacy-v6-receipts.json)', () => {
+  const kinds: [Kind, (r: unknown) => { ok: boolean; differences: readonly string[] }][] = [
+    ['observation', (r) => verifyObservationReceipt(r, OBS_V6_INPUT)],
+    ['error_observation', (r) => verifyErrorObservationReceipt(r, ERR_V6_INPUT)],
+    ['derived_observation', (r) => verifyDerivedObservationReceipt(r, DER_V6_INPUT)],
+  ];
+
+  it.each(kinds)('%s: parses, bound no signal, and still replays ok under version 6', (kind, verify) => {
+    const { receipt } = legacyV6(kind);
+    expect(receipt.body).toMatchObject({ receipt_version: 6, signals_release: 'writ-signals/5' });
+    // What version 6 did not see: a soft hyphen inside a word, an AWS key id wrapped by a newline.
+    expect(receipt.body.signals).toEqual([]);
+    expect(receipt.body.signal_hits).toEqual([]);
+    expect(verify(receipt)).toEqual(OK);
+  });
+
+  it('are reproduced byte for byte when version 6 is asked for', () => {
+    const o = validateObservation(OBS_V6_INPUT, { receiptVersion: 6 });
+    const e = validateErrorObservation(ERR_V6_INPUT, { receiptVersion: 6 });
+    const d = deriveObservation(DER_V6_INPUT, { receiptVersion: 6 });
+    if (!o.ok || !e.ok || !d.ok) throw new Error('fixture did not validate');
+    expect(canonicalize(o.value.receipt)).toBe(canonicalize(legacyV6('observation').receipt));
+    expect(canonicalize(e.value.receipt)).toBe(canonicalize(legacyV6('error_observation').receipt));
+    expect(canonicalize(d.value.receipt)).toBe(canonicalize(legacyV6('derived_observation').receipt));
+    expect(ObservationReceipt.safeParse(legacyV6('observation').receipt).success).toBe(true);
+    expect(ErrorObservationReceipt.safeParse(legacyV6('error_observation').receipt).success).toBe(true);
+    expect(DerivedObservationReceipt.safeParse(legacyV6('derived_observation').receipt).success).toBe(true);
+  });
+});
+
 describe('a receipt replays only under its own version', () => {
   it('a version 6 receipt relabelled version 1, 2, 3, 4 or 5 fails (as is, re-hashed, and with the release dropped)', () => {
     const now = issueNow();
@@ -632,7 +668,8 @@ describe('every single-field mutation fails replay, for old and current versions
     ['v3 observation', legacyV3('observation').receipt, (r) => verifyObservationReceipt(r, OBS_V3_INPUT)],
     ['v4 observation', legacyV4('observation').receipt, (r) => verifyObservationReceipt(r, OBS_V4_INPUT)],
     ['v5 observation', legacyV5('observation').receipt, (r) => verifyObservationReceipt(r, OBS_V5_INPUT)],
-    ['v6 observation', issueNow(), (r) => verifyObservationReceipt(r, OBS_INPUT)],
+    ['v6 observation', legacyV6('observation').receipt, (r) => verifyObservationReceipt(r, OBS_V6_INPUT)],
+    ['current observation', issueNow(), (r) => verifyObservationReceipt(r, OBS_INPUT)],
     [
       'v1 derived',
       legacy('derived_observation').receipt,
