@@ -11,7 +11,13 @@
  * differs from its normalized copy: an invisible character is then a boundary, as it is to the
  * redactor (`credentialSpans`), so whatever the redactor locates is signalled; with
  * `invisiblesAsBoundaries` (same release) every rule also runs over views of a text with invisible
- * characters read as spaces, where it has any. Work is linear in the input:
+ * characters read as spaces, where it has any. Release `writ-signals/6` adds `ignorablesWide`
+ * (every Default_Ignorable_Code_Point and format character is invisible: extra views where the
+ * text has one the earlier set keeps, and `hidden.format_character`, which flags the soft hyphen
+ * and the rest of that set) and `credentialsReadThrough` (the credential rules over each text read
+ * as the `writ-redactor/4` redactor reads it: invisible characters removed, tag characters
+ * revealed, compatibility forms folded, and a line break inside a token joined; see
+ * `credentialSpansReadThrough`). Work is linear in the input:
  * every pattern is a literal-led alternation whose quantifiers are fixed or bounded by a small
  * constant, tokens are capped before word rules see them, and decoding has a total budget.
  * A hit names its rule and encoding, never the matched text.
@@ -20,7 +26,7 @@
  */
 import { SIGNAL_ENCODINGS, type ObservationSignal, type SignalEncoding, type SignalHit } from './schema.js';
 import { GENERIC_SHAPE_RULES, scanSecrets, SHAPE_RULES, type SecretWork } from './signals/credentials.js';
-import { SCRIPT_GATES, STOPWORDS, WORDING_RULES } from './signals/injection.js';
+import { FORMAT_CHARACTER_RULE, SCRIPT_GATES, STOPWORDS, WORDING_RULES } from './signals/injection.js';
 import { CONFUSABLE_RE, CONFUSABLES, type Rule } from './signals/rule.js';
 
 export const SIGNAL_LIMITS = {
@@ -80,6 +86,21 @@ export interface DetectOptions {
    * rules (no boundary) and a key to the redactor: redacted, yet not signalled.
    */
   readonly credentialsAsWritten?: boolean;
+  /**
+   * Every Default_Ignorable_Code_Point and format character counts as invisible
+   * (`INVISIBLE_WIDE_RE`; `writ-signals/6`): where a text holds one the default set keeps (a
+   * variation selector past U+FE0F, U+17B4, U+2065, an unassigned tag-block code point ...), its
+   * views with the wider set removed, and read as spaces, are scanned too (extra views: what the
+   * default views find is still found); and `hidden.format_character` runs over each text as
+   * written, so the soft hyphen and the rest of that set raise `hidden_characters`.
+   */
+  readonly ignorablesWide?: boolean;
+  /**
+   * Also run the credential rules over each text as the `writ-redactor/4` redactor reads it
+   * (`credentialSpansReadThrough`; `writ-signals/6`): every span it locates raises
+   * `credential_like_text` under its rule, so whatever that redactor redacts is signalled.
+   */
+  readonly credentialsReadThrough?: boolean;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -127,6 +148,16 @@ function tokenize(text: string): string[] {
 // so no character class mixes them with base characters.
 const INVISIBLE_RE = /[\p{Cf}\u115F\u1160\u3164\uFFA0]|\u034F|[\u180B-\u180D]|[\uFE00-\uFE0F]/gu;
 const TAG_RE = /[\u{E0020}-\u{E007E}]/gu;
+/**
+ * `writ-signals/6` and `writ-redactor/4`: every Default_Ignorable_Code_Point and every format
+ * character. A superset of `INVISIBLE_RE` (property-tested over the code space), and the set
+ * `hidden.format_character` flags, less what other hidden rules name and what renders visibly.
+ */
+export const INVISIBLE_WIDE_RE = /[\p{Cf}\p{Default_Ignorable_Code_Point}]/gu;
+/** Invisible to `writ-signals/6` but kept by `INVISIBLE_RE`: where a text has one, extra views. */
+// Combining invisibles are alternatives, not class members, as in `INVISIBLE_RE`.
+const WIDE_ONLY_RE =
+  /(?![\p{Cf}\u115F\u1160\u3164\uFFA0]|\u034F|[\u180B-\u180D]|[\uFE00-\uFE0F])\p{Default_Ignorable_Code_Point}/u;
 
 /**
  * NFKC with a bounded expansion. A few compatibility characters expand to 18 characters; a
@@ -203,11 +234,18 @@ const HAS_INVISIBLE_RE = new RegExp(INVISIBLE_RE.source, 'u');
  * words an invisible character separates (`ignore<soft hyphen>all<soft hyphen>previous`), which
  * removal runs together into one token.
  */
-function makeViews(text: string, boundaries: boolean): [View, View | null] {
+function makeViews(text: string, boundaries: boolean, wide = false): View[] {
   const n = revealedNfkc(text);
   const removed = viewOf(text, n.replace(INVISIBLE_RE, ''));
-  if (!boundaries || !HAS_INVISIBLE_RE.test(n)) return [removed, null];
-  return [removed, viewOf(text, n.replace(INVISIBLE_RE, ' '))];
+  const views = [removed];
+  if (boundaries && HAS_INVISIBLE_RE.test(n)) views.push(viewOf(text, n.replace(INVISIBLE_RE, ' ')));
+  // `writ-signals/6`: the wider set, as extra views, only where the text holds one of the characters
+  // it adds (so the views above, and what they find, are unchanged).
+  if (wide && WIDE_ONLY_RE.test(n)) {
+    views.push(viewOf(text, n.replace(INVISIBLE_WIDE_RE, '')));
+    if (boundaries) views.push(viewOf(text, n.replace(INVISIBLE_WIDE_RE, ' ')));
+  }
+  return views;
 }
 
 function viewOf(text: string, cased: string): View {
@@ -411,6 +449,8 @@ export interface SignalWork {
 interface ScanState {
   readonly credentialsAsWritten: boolean;
   readonly invisiblesAsBoundaries: boolean;
+  readonly ignorablesWide: boolean;
+  readonly credentialsReadThrough: boolean;
   readonly hits: Map<string, SignalHit>;
   readonly details: Map<string, SignalDetail>;
   readonly budget: Budget;
@@ -428,7 +468,7 @@ function record(state: ScanState, hit: SignalHit, family: string, lang: string |
 
 /** Map keys of each rule's hits, per encoding, computed once (a scan must not build strings per rule). */
 const RULE_KEYS: ReadonlyMap<Rule, Readonly<Record<SignalEncoding, string>>> = new Map(
-  RULES.map((r) => [
+  [...RULES, FORMAT_CHARACTER_RULE].map((r) => [
     r,
     Object.fromEntries(SIGNAL_ENCODINGS.map((e) => [e, `${r.signal}\u0000${r.id}\u0000${e}`])) as Record<
       SignalEncoding,
@@ -466,6 +506,17 @@ function runRules(view: View, encoding: SignalEncoding, state: ScanState, asWrit
       record(state, { signal: rule.signal, rule: rule.id, encoding }, rule.family, rule.lang);
     }
     runSecrets(view.raw, encoding, state, secretWork);
+  }
+  // `writ-signals/6`: the soft hyphen and the rest of the wide invisible set, over the text as written.
+  if (asWritten && state.ignorablesWide) {
+    const key = (RULE_KEYS.get(FORMAT_CHARACTER_RULE) as Record<SignalEncoding, string>)[encoding];
+    if (!state.hits.has(key) && FORMAT_CHARACTER_RULE.pattern.test(view.raw))
+      record(
+        state,
+        { signal: FORMAT_CHARACTER_RULE.signal, rule: FORMAT_CHARACTER_RULE.id, encoding },
+        FORMAT_CHARACTER_RULE.family,
+        undefined,
+      );
   }
   state.work.secretWindowChars += secretWork.chars;
 }
@@ -511,12 +562,23 @@ function discussesAttacks(words: string): boolean {
 
 function scan(text: string, encoding: SignalEncoding, depth: number, state: ScanState): void {
   state.work.scannedChars += text.length;
-  const [view, spaced] = makeViews(text, state.invisiblesAsBoundaries);
-  runRules(view, encoding, state);
-  // The same text as written has been read once: the spaced views add the rules' normalized reading.
-  if (spaced !== null) {
+  const views = makeViews(text, state.invisiblesAsBoundaries, state.ignorablesWide);
+  runRules(views[0] as View, encoding, state);
+  // The same text as written has been read once: the other views add the rules' normalized readings.
+  for (const view of views.slice(1)) {
     state.work.scannedChars += text.length;
-    runRules(spaced, encoding, state, false);
+    runRules(view, encoding, state, false);
+  }
+  // `writ-signals/6`: the credential rules over the text as `writ-redactor/4` reads it.
+  if (state.credentialsReadThrough) {
+    for (const span of credentialSpansReadThrough(text, state.work)) {
+      record(
+        state,
+        { signal: 'credential_like_text', rule: span.rule, encoding },
+        span.rule.slice('credential.'.length),
+        undefined,
+      );
+    }
   }
   if (depth >= SIGNAL_LIMITS.maxDecodeDepth) return;
   for (const d of decodings(text, depth, state.budget)) {
@@ -536,6 +598,8 @@ export function detectSignals(text: string, options: DetectOptions = {}): Signal
   const state: ScanState = {
     credentialsAsWritten: options.credentialsAsWritten === true,
     invisiblesAsBoundaries: options.invisiblesAsBoundaries === true,
+    ignorablesWide: options.ignorablesWide === true,
+    credentialsReadThrough: options.credentialsReadThrough === true,
     hits: new Map(),
     details: new Map(),
     budget: { chars: 0, segments: 0, exhausted: false },
@@ -618,6 +682,11 @@ export interface CredentialSpan {
 
 /** Locate credential-like spans in `text`, sorted and merged where they overlap. */
 export function credentialSpans(text: string): CredentialSpan[] {
+  return mergeCredentialSpans(credentialSpansEach(text, { chars: 0 }));
+}
+
+/** Every span each credential rule locates in `text` (not merged: each keeps its rule). */
+function credentialSpansEach(text: string, work: SecretWork): CredentialSpan[] {
   const spans: CredentialSpan[] = [];
   for (const rule of CREDENTIAL_RULES) {
     const flags = rule.pattern.flags.includes('g') ? rule.pattern.flags : `${rule.pattern.flags}g`;
@@ -631,8 +700,172 @@ export function credentialSpans(text: string): CredentialSpan[] {
       spans.push({ rule: rule.id, start: value[0], end: value[1] });
     }
   }
-  for (const m of scanSecrets(text, { chars: 0 }, true)) spans.push(m);
-  return mergeCredentialSpans(spans);
+  for (const m of scanSecrets(text, work, true)) spans.push(m);
+  return spans;
+}
+
+/**
+ * The credential spans `writ-redactor/4` adds to `credentialSpans`, located in `text`: credentials
+ * split by a supported split. Two readings of `text`, each mapped back to offsets of `text`:
+ * - read through (only where it differs from `text`): invisible characters (`INVISIBLE_WIDE_RE`)
+ *   removed, tag characters revealed as the ASCII they smuggle, every other code point folded by
+ *   NFKC on its own (an expansion longer than four characters read as a space, as `boundedNfkc`
+ *   does). Every span found there counts, as every credential in the detector's normalized copy
+ *   does: a key with a zero-width space, soft hyphen or tag character inside it, or written in
+ *   fullwidth letters, is one key.
+ * - that reading with each wrapped line joined (only where it has one): a single line break
+ *   (LF, CR or CRLF) with a token character (`[A-Za-z0-9_+/=-]`) directly on both sides is
+ *   removed. Only a span whose secret value contains a removed break counts (a key wrapped at
+ *   any position), and only under a rule whose value has a shape of its own (a provider's
+ *   prefix, length or alphabet: every rule but the label-led free-form ones in
+ *   `LINE_ENDS_VALUE_RULES`, for which a value runs to the end of its line as `.env` files,
+ *   YAML and HTTP headers define it: `KEY=12345` and a next line `OTHER=…` are two values, not
+ *   one wrapped secret).
+ * Not supported (not joined): a break with whitespace (indentation, a trailing space) beside it,
+ * two breaks, or a break beside punctuation outside that alphabet (a JWT wrapped right at a dot).
+ * A span covers the whole split (the invisible characters, the line break) from the first
+ * character of the value to its last. Cost: at most two more runs of the credential rules over
+ * texts at most four times the length of `text` (NFKC expansions are capped), only where `text`
+ * is not plain ASCII or holds such a line break.
+ */
+export function credentialSpansReadThrough(
+  text: string,
+  work: { secretWindowChars: number },
+): CredentialSpan[] {
+  const out: CredentialSpan[] = [];
+  const secretWork: SecretWork = { chars: 0 };
+  const read = readThrough(text);
+  if (read !== null) {
+    for (const s of credentialSpansEach(read.text, secretWork)) out.push(mapSpan(s, read));
+  }
+  if (WRAP_RE.test(read?.text ?? text)) {
+    const joined = joinWraps(read ?? identityReading(text));
+    for (const s of credentialSpansEach(joined.text, secretWork)) {
+      if (!LINE_ENDS_VALUE_RULES.has(s.rule) && crossesJoin(s, joined.joins)) out.push(mapSpan(s, joined));
+    }
+  }
+  work.secretWindowChars += secretWork.chars;
+  return out;
+}
+
+/** A text as read, with where each of its code units came from in the original. */
+interface Reading {
+  readonly text: string;
+  /** `starts[k]`/`ends[k]`: the original offsets of the code point read as unit `k`. */
+  readonly starts: readonly number[];
+  readonly ends: readonly number[];
+  /** Offsets in `text` just after a removed line break (sorted). */
+  readonly joins: readonly number[];
+}
+
+const INVISIBLE_WIDE_ONE_RE = new RegExp(INVISIBLE_WIDE_RE.source, 'u');
+/**
+ * Rules whose value is whatever follows a label, of free length: a line break ends such a value,
+ * so a joined line never extends one (`credentialSpansReadThrough`).
+ */
+export const LINE_ENDS_VALUE_RULES: ReadonlySet<string> = new Set([
+  'credential.assignment',
+  'credential.labelled_secret',
+  'credential.xml_element',
+  'credential.bearer_token',
+  'credential.url_userinfo',
+  'credential.cli_userinfo',
+  'credential.generic_api_key',
+]);
+/** A line break with a token character directly on both sides (what `joinWraps` removes). */
+const WRAP_RE = /[A-Za-z0-9_+/=-](?:\r\n|\r|\n)[A-Za-z0-9_+/=-]/;
+const TOKEN_CHAR_RE = /^[A-Za-z0-9_+/=-]$/;
+
+/** `text` read through invisibles, tags and compatibility forms; `null` where that is `text` itself. */
+function readThrough(text: string): Reading | null {
+  if (!NON_ASCII_RE.test(text)) return null;
+  const units: string[] = [];
+  const starts: number[] = [];
+  const ends: number[] = [];
+  for (let i = 0; i < text.length;) {
+    const cp = text.codePointAt(i) as number;
+    const w = cp > 0xffff ? 2 : 1;
+    const ch = text.slice(i, i + w);
+    let read: string;
+    if (cp >= 0xe0020 && cp <= 0xe007e) read = String.fromCharCode(cp - 0xe0000);
+    else if (cp < 0x80) read = ch;
+    else if (INVISIBLE_WIDE_ONE_RE.test(ch)) read = '';
+    else {
+      const n = ch.normalize('NFKC');
+      read = n.length <= 4 ? n : ' ';
+    }
+    for (let k = 0; k < read.length; k++) {
+      units.push(read.charAt(k));
+      starts.push(i);
+      ends.push(i + w);
+    }
+    i += w;
+  }
+  const joined = units.join('');
+  return joined === text ? null : { text: joined, starts, ends, joins: [] };
+}
+
+function identityReading(text: string): Reading {
+  const starts = Array.from({ length: text.length }, (_, k) => k);
+  return { text, starts, ends: starts.map((k) => k + 1), joins: [] };
+}
+
+/** `r` with each line break between two token characters removed (see `credentialSpansReadThrough`). */
+function joinWraps(r: Reading): Reading {
+  const t = r.text;
+  const units: string[] = [];
+  const starts: number[] = [];
+  const ends: number[] = [];
+  const joins: number[] = [];
+  let from = 0;
+  const keep = (to: number) => {
+    if (to <= from) return;
+    units.push(t.slice(from, to));
+    for (let k = from; k < to; k++) {
+      starts.push(r.starts[k] as number);
+      ends.push(r.ends[k] as number);
+    }
+  };
+  for (let k = 1; k < t.length - 1; k++) {
+    const c = t.charCodeAt(k);
+    if (c !== 0x0a && c !== 0x0d) continue;
+    const len = c === 0x0d && t.charCodeAt(k + 1) === 0x0a ? 2 : 1;
+    if (!TOKEN_CHAR_RE.test(t.charAt(k - 1)) || !TOKEN_CHAR_RE.test(t.charAt(k + len))) {
+      k += len - 1;
+      continue;
+    }
+    keep(k);
+    from = k + len;
+    joins.push(starts.length);
+    k += len - 1;
+  }
+  keep(t.length);
+  return { text: units.join(''), starts, ends, joins };
+}
+
+/** Whether a removed break lies strictly inside the span. */
+function crossesJoin(s: CredentialSpan, joins: readonly number[]): boolean {
+  for (const j of joins) {
+    if (j >= s.end) return false;
+    if (j > s.start) return true;
+  }
+  return false;
+}
+
+function mapSpan(s: CredentialSpan, r: Reading): CredentialSpan {
+  const start = r.starts[s.start] as number;
+  return { rule: s.rule, start, end: s.end > s.start ? (r.ends[s.end - 1] as number) : start };
+}
+
+/**
+ * Credential spans as the `writ-redactor/4` redactor locates them in one text: `credentialSpans`
+ * and `credentialSpansReadThrough`, merged.
+ */
+export function credentialSpansV4(text: string): CredentialSpan[] {
+  return mergeCredentialSpans([
+    ...credentialSpansEach(text, { chars: 0 }),
+    ...credentialSpansReadThrough(text, { secretWindowChars: 0 }),
+  ]);
 }
 
 /** Spans sorted by position and merged where they overlap (the first one's rule names a merge). */

@@ -8,17 +8,25 @@
  * levels deep, as the `writ-redactor/3` redactor reads them), version 6 with `writ-signals/5`
  * (version 5's scan, with the credential rules also run over each text as written, where
  * invisible characters are boundaries as they are to the redactor, and every rule also over its
- * normalized copy with invisible characters read as spaces: `WRIT_SIGNALS_5_READING`).
+ * normalized copy with invisible characters read as spaces: `WRIT_SIGNALS_5_READING`), version 7
+ * with `writ-signals/6` (version 6's scan, with every Default_Ignorable_Code_Point and format
+ * character invisible, the soft hyphen and the rest of that set flagged by
+ * `hidden.format_character`, and the credential rules also over each text as the
+ * `writ-redactor/4` redactor reads it: through invisible characters, tag characters and
+ * compatibility forms, and across a line break inside a token: `WRIT_SIGNALS_6_READING`).
  *
  * Guarantees: a receipt is only ever recomputed with the detector of the version written in it, so
  * a detector change never turns an honest stored receipt into a replay failure, and a receipt
  * whose version was edited is recomputed under other rules and fails. Version 4's scan of any
  * content is a superset of version 3's (the union of the text's scan and the strings' scan), and
  * version 5's a superset of version 4's (its first level is version 4's strings), and version 6's
- * a superset of version 5's (the same scans, each with more passes of the same rules);
- * in a version 6 scan, content in which `credentialSpansAsRead` locates a span always raises
- * `credential_like_text` (each text it reads is a text the scan reads, with the same rules
- * over it as written).
+ * a superset of version 5's (the same scans, each with more passes of the same rules), and
+ * version 7's a superset of version 6's (the same passes, plus extra views, one more rule and the
+ * read-through credential passes); in a version 6 scan, content in which
+ * `credentialSpansAsRead(…, 'writ-redactor/3')` locates a span always raises
+ * `credential_like_text`, and in a version 7 scan, content in which `credentialSpansAsRead` (the
+ * `writ-redactor/4` reading) does (each text it reads is a text the scan reads, with the same
+ * rules over it read the same ways).
  * Never: picks a detector from anything but the receipt version and the content's media type,
  * reads a clock, or does I/O.
  */
@@ -30,7 +38,7 @@ import {
 } from '../schema.js';
 import { type DetectOptions, detectSignals } from '../signals.js';
 import { credentialSpans as credentialSpansV1, detectSignals as detectSignalsV1 } from './legacy-v1.js';
-import { credentialSpans, type CredentialSpan, mergeCredentialSpans } from '../signals.js';
+import { credentialSpans, type CredentialSpan, credentialSpansV4, mergeCredentialSpans } from '../signals.js';
 import {
   AS_READ_DEPTH,
   jsonStringLevelTexts,
@@ -60,6 +68,21 @@ export const WRIT_SIGNALS_5_READING: DetectOptions = {
   invisiblesAsBoundaries: true,
 };
 
+/**
+ * How release `writ-signals/6` reads each text: `writ-signals/5`'s reading, with every
+ * Default_Ignorable_Code_Point and format character invisible (`hidden.format_character` flags
+ * them) and the credential rules also over the text as `writ-redactor/4` reads it
+ * (`credentialSpansReadThrough`).
+ */
+export const WRIT_SIGNALS_6_READING: DetectOptions = {
+  ...WRIT_SIGNALS_5_READING,
+  ignorablesWide: true,
+  credentialsReadThrough: true,
+};
+
+/** The reading of the release new receipts bind (`writ-signals/6`), for other screens (egress). */
+export const CURRENT_SIGNALS_READING: DetectOptions = WRIT_SIGNALS_6_READING;
+
 const DETECTORS: Readonly<Record<ObservationReceiptVersion, (text: string) => SignalScan>> = {
   1: detectSignalsV1,
   2: detectSignals,
@@ -70,11 +93,13 @@ const DETECTORS: Readonly<Record<ObservationReceiptVersion, (text: string) => Si
   5: detectSignals,
   // Version 6: the same rules, read as `WRIT_SIGNALS_5_READING` says.
   6: (text) => detectSignals(text, WRIT_SIGNALS_5_READING),
+  // Version 7: the same rules and one more, read as `WRIT_SIGNALS_6_READING` says.
+  7: (text) => detectSignals(text, WRIT_SIGNALS_6_READING),
 };
 
 /**
  * How many levels of JSON content's strings a version also scans: none before `writ-signals/3`,
- * one for `writ-signals/3` (`jsonStringsAsRead`), four for `writ-signals/4` and `writ-signals/5`.
+ * one for `writ-signals/3` (`jsonStringsAsRead`), four for `writ-signals/4` to `writ-signals/6`.
  */
 const JSON_LEVELS_READ: Readonly<Record<ObservationReceiptVersion, number>> = {
   1: 0,
@@ -84,8 +109,9 @@ const JSON_LEVELS_READ: Readonly<Record<ObservationReceiptVersion, number>> = {
   // Frozen: what version 5 receipts bind. It equals `AS_READ_DEPTH` (the redactor's depth) today;
   // a change to that constant must not change how stored version 5 receipts replay.
   5: 4,
-  // Frozen as well, for version 6 receipts.
+  // Frozen as well, for version 6 and version 7 receipts.
   6: 4,
+  7: 4,
 };
 
 /** Scan `text` with the rule set that receipts of `version` bind (the text alone, as it is). */
@@ -100,7 +126,8 @@ export function scanUnder(version: ObservationReceiptVersion, text: string): Sig
  * version 4 also every string in it as a model reads it (`jsonStringsAsRead`), in version 5 the
  * strings read at each level of JSON text held in strings, `AS_READ_DEPTH` levels deep
  * (`jsonStringLevelTexts`, the levels the redactor reads: one scan per level, its strings joined
- * by newlines), in version 6 the same texts with `writ-signals/5`'s rules; the hits being the
+ * by newlines), in version 6 the same texts with `writ-signals/5`'s rules, in version 7 with
+ * `writ-signals/6`'s; the hits being the
  * union of the scans. Versions 1 to 3 scan the text alone, and every version exactly as it was
  * issued.
  */
@@ -123,21 +150,35 @@ export function credentialSpansUnder(legacy: boolean, text: string): CredentialS
   return legacy ? credentialSpansV1(text) : credentialSpans(text);
 }
 
+/** The redactor releases `credentialSpansAsRead` reads as (`derived.ts` names the others). */
+export type AsReadRedactor = 'writ-redactor/3' | 'writ-redactor/4';
+
 /**
- * Credential spans of content as the `writ-redactor/3` redactor locates them: the text's own
+ * Credential spans of content as the `writ-redactor/4` redactor (the default) or the
+ * `writ-redactor/3` one locates them: the text's own
  * spans and, for a JSON media type, the spans found in its string literals as a model reads them,
  * located back in the text (whole escapes included, never a literal's quotes; in text with only
  * JSON structure outside its strings a span of the text itself is cut to the strings it touches,
  * in anything else kept whole), and so on into JSON text held in those strings, `AS_READ_DEPTH`
  * levels deep; merged where they overlap. A secret quoted inside a JSON string
- * (`"{\"client_secret\": \"…\"}"`) is found only this way.
+ * (`"{\"client_secret\": \"…\"}"`) is found only this way. In each text `writ-redactor/3` runs
+ * `credentialSpans` (the text as written: an invisible character ends a key), `writ-redactor/4`
+ * `credentialSpansV4` (also the text read through invisible characters, tag characters and
+ * compatibility forms, and across a line break inside a token: a key split that way is one key;
+ * in a level, the strings are joined by newlines, so a key split across two adjacent strings is
+ * read as one too, and redacted in both).
  * Cost: one scan of the text, then one scan per level of that level's strings joined by newlines
  * (as `jsonStringsAsRead` joins them for the signals), whatever the number of strings; a string
  * read is never longer than its literal, so each level is at most the text's length.
  */
-export function credentialSpansAsRead(text: string, mediaType: string): CredentialSpan[] {
-  if (!isJsonMediaType(mediaType)) return credentialSpans(text);
-  const plain = credentialSpans(text);
+export function credentialSpansAsRead(
+  text: string,
+  mediaType: string,
+  redactor: AsReadRedactor = 'writ-redactor/4',
+): CredentialSpan[] {
+  const spansOf = redactor === 'writ-redactor/3' ? credentialSpans : credentialSpansV4;
+  if (!isJsonMediaType(mediaType)) return spansOf(text);
+  const plain = spansOf(text);
   if (!text.includes('"')) return plain;
   // The levels the `writ-signals/4` and `writ-signals/5` scans read too (`jsonStringLevelTexts`: the same walk's texts).
   const levels = jsonStringLevelsAsRead(text, AS_READ_DEPTH);
@@ -158,7 +199,7 @@ export function credentialSpansAsRead(text: string, mediaType: string): Credenti
       starts.push(at);
       at += l.text.length + 1;
     }
-    for (const s of credentialSpans(levelText(level))) {
+    for (const s of spansOf(levelText(level))) {
       spans.push(...piecesIn(s, level, starts));
     }
   }
