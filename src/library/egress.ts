@@ -23,7 +23,7 @@
 import { z } from 'zod';
 import { fromZodError, type CoreError } from '../core/errors.js';
 import { detectSignals } from '../core/observation/signals.js';
-import { jsonStringLevelTexts } from '../core/observation/signals/as-read.js';
+import { jsonStringLevelTextsWithSeparators } from '../core/observation/signals/as-read.js';
 import { credentialSpansAsRead, CURRENT_SIGNALS_READING } from '../core/observation/signals/releases.js';
 import { err, ok, type Result } from '../core/result.js';
 import { Identifier, Sha256, strict } from '../core/schema.js';
@@ -54,10 +54,14 @@ export function classifyReadOutput(text: string, declared: DataClass): OutputCla
   // release (`writ-signals/6`) reads: the credential rules also over the text as written, where an
   // invisible character ends a key as it does for the redactor, over the text with invisibles as
   // spaces, and over the text read through invisibles and across a line break inside a token.
-  const detect = (t: string) => detectSignals(t, CURRENT_SIGNALS_READING);
+  // The newlines joining a level's strings are separators, never a wrapped line.
+  const detect = (t: string, separators: readonly number[] = []) =>
+    detectSignals(t, { ...CURRENT_SIGNALS_READING, readThroughBoundaries: separators });
   const reports = [detect(text)];
   const quoted = text.includes('"');
-  if (quoted) for (const level of jsonStringLevelTexts(text)) reports.push(detect(level));
+  if (quoted)
+    for (const level of jsonStringLevelTextsWithSeparators(text))
+      reports.push(detect(level.text, level.separators));
   const raised: string[] = [];
   // And whatever the redactor locates (`credentialSpansAsRead`, `writ-redactor/4`: the text as
   // written and read through and, quoted, its strings as read), quote or no quote. `writ-signals/6`

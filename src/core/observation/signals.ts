@@ -67,6 +67,11 @@ export interface SignalReport {
 const RULES: readonly Rule[] = [...WORDING_RULES, ...SHAPE_RULES, ...GENERIC_SHAPE_RULES];
 /** The rules `credentialSpans` runs (every credential rule, in `RULES` order). */
 const CREDENTIAL_RULES: readonly Rule[] = RULES.filter((r) => r.signal === 'credential_like_text');
+/** Their patterns compiled once with the `g` and `d` flags (spans need every match's indices). */
+const CREDENTIAL_SPAN_RES: readonly RegExp[] = CREDENTIAL_RULES.map((rule) => {
+  const flags = rule.pattern.flags.includes('g') ? rule.pattern.flags : `${rule.pattern.flags}g`;
+  return new RegExp(rule.pattern.source, flags.includes('d') ? flags : `${flags}d`);
+});
 
 /** How a scan reads (a release's choices; the default is `writ-signals/2`'s rules). */
 export interface DetectOptions {
@@ -101,6 +106,12 @@ export interface DetectOptions {
    * `credential_like_text` under its rule, so whatever that redactor redacts is signalled.
    */
   readonly credentialsReadThrough?: boolean;
+  /**
+   * Offsets of line breaks in the text that separate texts rather than wrap one (the newlines
+   * joining a level's JSON strings, `jsonStringLevelTextsWithSeparators`): the read-through
+   * credential pass never joins them. Applies to the text itself, not to its decodings.
+   */
+  readonly readThroughBoundaries?: readonly number[];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -451,6 +462,7 @@ interface ScanState {
   readonly invisiblesAsBoundaries: boolean;
   readonly ignorablesWide: boolean;
   readonly credentialsReadThrough: boolean;
+  readonly readThroughBoundaries: readonly number[];
   readonly hits: Map<string, SignalHit>;
   readonly details: Map<string, SignalDetail>;
   readonly budget: Budget;
@@ -571,7 +583,8 @@ function scan(text: string, encoding: SignalEncoding, depth: number, state: Scan
   }
   // `writ-signals/6`: the credential rules over the text as `writ-redactor/4` reads it.
   if (state.credentialsReadThrough) {
-    for (const span of credentialSpansReadThrough(text, state.work)) {
+    const boundaries = depth === 0 ? state.readThroughBoundaries : [];
+    for (const span of credentialSpansReadThrough(text, state.work, boundaries)) {
       record(
         state,
         { signal: 'credential_like_text', rule: span.rule, encoding },
@@ -600,6 +613,7 @@ export function detectSignals(text: string, options: DetectOptions = {}): Signal
     invisiblesAsBoundaries: options.invisiblesAsBoundaries === true,
     ignorablesWide: options.ignorablesWide === true,
     credentialsReadThrough: options.credentialsReadThrough === true,
+    readThroughBoundaries: options.readThroughBoundaries ?? [],
     hits: new Map(),
     details: new Map(),
     budget: { chars: 0, segments: 0, exhausted: false },
@@ -685,21 +699,26 @@ export function credentialSpans(text: string): CredentialSpan[] {
   return mergeCredentialSpans(credentialSpansEach(text, { chars: 0 }));
 }
 
-/** Every span each credential rule locates in `text` (not merged: each keeps its rule). */
-function credentialSpansEach(text: string, work: SecretWork): CredentialSpan[] {
+/**
+ * Every span each credential rule locates in `text` (not merged: each keeps its rule). The value
+ * is the rule's first capture group (`writ-redactor/2` and `/3`), or with `allGroups`
+ * (`writ-redactor/4`) everything from its first to its last matched capture group: a rule that
+ * captures a value in parts (`credential.prefixed_token`: prefix, then the random tail) is
+ * redacted whole, where the first group alone left the tail in the clear. No group: the whole match.
+ */
+function credentialSpansEach(text: string, work: SecretWork, allGroups = false): CredentialSpan[] {
   const spans: CredentialSpan[] = [];
-  for (const rule of CREDENTIAL_RULES) {
-    const flags = rule.pattern.flags.includes('g') ? rule.pattern.flags : `${rule.pattern.flags}g`;
-    const re = new RegExp(rule.pattern.source, `${flags.includes('d') ? flags : `${flags}d`}`);
-    for (const m of text.matchAll(re)) {
+  CREDENTIAL_RULES.forEach((rule, r) => {
+    // `matchAll` copies the regex: the shared compiled one keeps no state between calls.
+    for (const m of text.matchAll(CREDENTIAL_SPAN_RES[r] as RegExp)) {
       if (rule.accept !== undefined && !rule.accept(m)) continue;
       const whole = m.indices?.[0];
       if (whole === undefined) continue;
       // Redact the secret value only when the rule captures it; otherwise the whole match.
-      const value = m.indices?.[1] ?? whole;
+      const value = (allGroups ? capturedExtent(m) : m.indices?.[1]) ?? whole;
       spans.push({ rule: rule.id, start: value[0], end: value[1] });
     }
-  }
+  });
   for (const m of scanSecrets(text, work, true)) spans.push(m);
   return spans;
 }
@@ -713,39 +732,94 @@ function credentialSpansEach(text: string, work: SecretWork): CredentialSpan[] {
  *   does). Every span found there counts, as every credential in the detector's normalized copy
  *   does: a key with a zero-width space, soft hyphen or tag character inside it, or written in
  *   fullwidth letters, is one key.
- * - that reading with each wrapped line joined (only where it has one): a single line break
- *   (LF, CR or CRLF) with a token character (`[A-Za-z0-9_+/=-]`) directly on both sides is
- *   removed. Only a span whose secret value contains a removed break counts (a key wrapped at
- *   any position), and only under a rule whose value has a shape of its own (a provider's
- *   prefix, length or alphabet: every rule but the label-led free-form ones in
- *   `LINE_ENDS_VALUE_RULES`, for which a value runs to the end of its line as `.env` files,
- *   YAML and HTTP headers define it: `KEY=12345` and a next line `OTHER=…` are two values, not
- *   one wrapped secret).
- * Not supported (not joined): a break with whitespace (indentation, a trailing space) beside it,
- * two breaks, or a break beside punctuation outside that alphabet (a JWT wrapped right at a dot).
- * A span covers the whole split (the invisible characters, the line break) from the first
- * character of the value to its last. Cost: at most two more runs of the credential rules over
- * texts at most four times the length of `text` (NFKC expansions are capped), only where `text`
- * is not plain ASCII or holds such a line break.
+ * - a wrapped line (in that reading): each line break (LF, CR or CRLF) with a token character
+ *   (`[A-Za-z0-9_+/=-]`) directly on both sides and at least `WRAP_MIN_RUN` token characters
+ *   around it, removed on its own in a window of the two lines it separates (every other line
+ *   break kept: the lines before and after the wrapped credential stay apart from it), each line
+ *   read at most `WRAP_WINDOW` characters from the break. A span
+ *   counts only if its secret value contains the removed break, lies inside the window, and its
+ *   rule has a value of its own shape (a provider's prefix, length or alphabet: every rule but
+ *   the label-led free-form ones in `LINE_ENDS_VALUE_RULES`, for which a value runs to the end of
+ *   its line as `.env` files, YAML and HTTP headers define it: `KEY=12345` and a next line
+ *   `OTHER=…` are two values, not one wrapped secret).
+ * A break listed in `boundaries` (a newline joining two JSON strings of a level) is never removed.
+ * Not supported: a break with whitespace (indentation, a trailing space) beside it, two breaks in
+ * one credential, a break beside punctuation outside that alphabet (a JWT wrapped right at a dot),
+ * a value reaching further than `WRAP_WINDOW` from its break, a label on another line than the
+ * value's first part. A span covers the whole split (the
+ * invisible characters, the line break) from the first character of the value to its last.
+ * Cost: one more run of the credential rules over a text at most four times the length of `text`
+ * (NFKC expansions are capped) where it is not plain ASCII, and windows in which each character
+ * of that reading appears at most twice (a line is in the window of the break before it and of
+ * the break after it): the rules read at most twice the text again, whatever its lines.
  */
 export function credentialSpansReadThrough(
   text: string,
   work: { secretWindowChars: number },
+  boundaries: readonly number[] = [],
 ): CredentialSpan[] {
   const out: CredentialSpan[] = [];
   const secretWork: SecretWork = { chars: 0 };
   const read = readThrough(text);
   if (read !== null) {
-    for (const s of credentialSpansEach(read.text, secretWork)) out.push(mapSpan(s, read));
+    for (const s of credentialSpansEach(read.text, secretWork, true)) out.push(mapSpan(s, read));
   }
-  if (WRAP_RE.test(read?.text ?? text)) {
-    const joined = joinWraps(read ?? identityReading(text));
-    for (const s of credentialSpansEach(joined.text, secretWork)) {
-      if (!LINE_ENDS_VALUE_RULES.has(s.rule) && crossesJoin(s, joined.joins)) out.push(mapSpan(s, joined));
+  const t = read?.text ?? text;
+  if (WRAP_RE.test(t)) {
+    const base = read ?? identityReading(text);
+    const hard = new Set(boundaries);
+    for (let k = 1; k < t.length - 1; k++) {
+      const c = t.charCodeAt(k);
+      if (c !== 0x0a && c !== 0x0d) continue;
+      const len = c === 0x0d && t.charCodeAt(k + 1) === 0x0a ? 2 : 1;
+      const next = k + len;
+      if (hard.has(base.starts[k] as number) || !isTokenAt(t, k - 1) || !isTokenAt(t, next)) {
+        k += len - 1;
+        continue;
+      }
+      // Enough token characters around the break to make a credential, counted up to the minimum.
+      let run = 0;
+      for (let i = k - 1; i >= 0 && run < WRAP_MIN_RUN && isTokenAt(t, i); i--) run++;
+      for (let i = next; i < t.length && run < WRAP_MIN_RUN && isTokenAt(t, i); i++) run++;
+      if (run < WRAP_MIN_RUN) {
+        k += len - 1;
+        continue;
+      }
+      // The two lines the break joins, each at most `WRAP_WINDOW` characters from it: every
+      // character is in at most two windows.
+      let ws = k;
+      while (ws > 0 && k - ws < WRAP_WINDOW && !isBreakAt(t, ws - 1)) ws--;
+      let we = next;
+      while (we < t.length && we - next < WRAP_WINDOW && !isBreakAt(t, we)) we++;
+      const cutBefore = ws > 0 && !isBreakAt(t, ws - 1);
+      const cutAfter = we < t.length && !isBreakAt(t, we);
+      const at = k - ws;
+      const window = t.slice(ws, k) + t.slice(next, we);
+      for (const s of credentialSpansEach(window, secretWork, true)) {
+        // The value holds the break, and is not cut by a window edge that is no line's end.
+        if (s.start >= at || s.end <= at || LINE_ENDS_VALUE_RULES.has(s.rule)) continue;
+        if ((s.start === 0 && cutBefore) || (s.end === window.length && cutAfter)) continue;
+        const start = ws + s.start;
+        const end = ws + s.end + len;
+        out.push({ rule: s.rule, start: base.starts[start] as number, end: base.ends[end - 1] as number });
+      }
+      k += len - 1;
     }
   }
   work.secretWindowChars += secretWork.chars;
   return out;
+}
+
+/** From the start of a match's first matched capture group to the end of its last; none: `undefined`. */
+function capturedExtent(m: RegExpMatchArray): [number, number] | undefined {
+  let extent: [number, number] | undefined;
+  const indices = m.indices ?? [];
+  for (let g = 1; g < indices.length; g++) {
+    const at = indices[g];
+    if (at === undefined) continue;
+    extent = extent === undefined ? [at[0], at[1]] : [Math.min(extent[0], at[0]), Math.max(extent[1], at[1])];
+  }
+  return extent;
 }
 
 /** A text as read, with where each of its code units came from in the original. */
@@ -754,8 +828,6 @@ interface Reading {
   /** `starts[k]`/`ends[k]`: the original offsets of the code point read as unit `k`. */
   readonly starts: readonly number[];
   readonly ends: readonly number[];
-  /** Offsets in `text` just after a removed line break (sorted). */
-  readonly joins: readonly number[];
 }
 
 const INVISIBLE_WIDE_ONE_RE = new RegExp(INVISIBLE_WIDE_RE.source, 'u');
@@ -772,9 +844,33 @@ export const LINE_ENDS_VALUE_RULES: ReadonlySet<string> = new Set([
   'credential.cli_userinfo',
   'credential.generic_api_key',
 ]);
-/** A line break with a token character directly on both sides (what `joinWraps` removes). */
+/** A line break with a token character directly on both sides (a wrap candidate). */
 const WRAP_RE = /[A-Za-z0-9_+/=-](?:\r\n|\r|\n)[A-Za-z0-9_+/=-]/;
-const TOKEN_CHAR_RE = /^[A-Za-z0-9_+/=-]$/;
+/** How far on each side of a removed line break the credential rules read. */
+export const WRAP_WINDOW = 256;
+/** Token characters around a break (both sides together) below which it wraps no credential. */
+const WRAP_MIN_RUN = 16;
+
+/** Whether `t[i]` is a line break (CR or LF). */
+function isBreakAt(t: string, i: number): boolean {
+  const c = t.charCodeAt(i);
+  return c === 0x0a || c === 0x0d;
+}
+
+/** Whether `t[i]` is a token character (`[A-Za-z0-9_+/=-]`). */
+function isTokenAt(t: string, i: number): boolean {
+  const c = t.charCodeAt(i);
+  return (
+    (c >= 0x30 && c <= 0x39) ||
+    (c >= 0x41 && c <= 0x5a) ||
+    (c >= 0x61 && c <= 0x7a) ||
+    c === 0x5f ||
+    c === 0x2b ||
+    c === 0x2f ||
+    c === 0x3d ||
+    c === 0x2d
+  );
+}
 
 /** `text` read through invisibles, tags and compatibility forms; `null` where that is `text` itself. */
 function readThrough(text: string): Reading | null {
@@ -802,54 +898,12 @@ function readThrough(text: string): Reading | null {
     i += w;
   }
   const joined = units.join('');
-  return joined === text ? null : { text: joined, starts, ends, joins: [] };
+  return joined === text ? null : { text: joined, starts, ends };
 }
 
 function identityReading(text: string): Reading {
   const starts = Array.from({ length: text.length }, (_, k) => k);
-  return { text, starts, ends: starts.map((k) => k + 1), joins: [] };
-}
-
-/** `r` with each line break between two token characters removed (see `credentialSpansReadThrough`). */
-function joinWraps(r: Reading): Reading {
-  const t = r.text;
-  const units: string[] = [];
-  const starts: number[] = [];
-  const ends: number[] = [];
-  const joins: number[] = [];
-  let from = 0;
-  const keep = (to: number) => {
-    if (to <= from) return;
-    units.push(t.slice(from, to));
-    for (let k = from; k < to; k++) {
-      starts.push(r.starts[k] as number);
-      ends.push(r.ends[k] as number);
-    }
-  };
-  for (let k = 1; k < t.length - 1; k++) {
-    const c = t.charCodeAt(k);
-    if (c !== 0x0a && c !== 0x0d) continue;
-    const len = c === 0x0d && t.charCodeAt(k + 1) === 0x0a ? 2 : 1;
-    if (!TOKEN_CHAR_RE.test(t.charAt(k - 1)) || !TOKEN_CHAR_RE.test(t.charAt(k + len))) {
-      k += len - 1;
-      continue;
-    }
-    keep(k);
-    from = k + len;
-    joins.push(starts.length);
-    k += len - 1;
-  }
-  keep(t.length);
-  return { text: units.join(''), starts, ends, joins };
-}
-
-/** Whether a removed break lies strictly inside the span. */
-function crossesJoin(s: CredentialSpan, joins: readonly number[]): boolean {
-  for (const j of joins) {
-    if (j >= s.end) return false;
-    if (j > s.start) return true;
-  }
-  return false;
+  return { text, starts, ends: starts.map((k) => k + 1) };
 }
 
 function mapSpan(s: CredentialSpan, r: Reading): CredentialSpan {
@@ -859,12 +913,12 @@ function mapSpan(s: CredentialSpan, r: Reading): CredentialSpan {
 
 /**
  * Credential spans as the `writ-redactor/4` redactor locates them in one text: `credentialSpans`
- * and `credentialSpansReadThrough`, merged.
+ * (each value from its first to its last capture group) and `credentialSpansReadThrough`, merged.
  */
-export function credentialSpansV4(text: string): CredentialSpan[] {
+export function credentialSpansV4(text: string, boundaries: readonly number[] = []): CredentialSpan[] {
   return mergeCredentialSpans([
-    ...credentialSpansEach(text, { chars: 0 }),
-    ...credentialSpansReadThrough(text, { secretWindowChars: 0 }),
+    ...credentialSpansEach(text, { chars: 0 }, true),
+    ...credentialSpansReadThrough(text, { secretWindowChars: 0 }, boundaries),
   ]);
 }
 

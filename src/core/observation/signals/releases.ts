@@ -41,10 +41,10 @@ import { credentialSpans as credentialSpansV1, detectSignals as detectSignalsV1 
 import { credentialSpans, type CredentialSpan, credentialSpansV4, mergeCredentialSpans } from '../signals.js';
 import {
   AS_READ_DEPTH,
-  jsonStringLevelTexts,
+  joinedWithSeparators,
+  jsonStringLevelTextsWithSeparators,
   jsonStringLevelsAsRead,
   jsonStringsAsRead,
-  levelText,
   mergeScans,
   type StringLiteralAsRead,
 } from './as-read.js';
@@ -83,18 +83,22 @@ export const WRIT_SIGNALS_6_READING: DetectOptions = {
 /** The reading of the release new receipts bind (`writ-signals/6`), for other screens (egress). */
 export const CURRENT_SIGNALS_READING: DetectOptions = WRIT_SIGNALS_6_READING;
 
-const DETECTORS: Readonly<Record<ObservationReceiptVersion, (text: string) => SignalScan>> = {
-  1: detectSignalsV1,
-  2: detectSignals,
+/** A version's detector over one text; `separators`: newlines joining strings (version 7 reads them). */
+type Detector = (text: string, separators?: readonly number[]) => SignalScan;
+
+const DETECTORS: Readonly<Record<ObservationReceiptVersion, Detector>> = {
+  1: (text) => detectSignalsV1(text),
+  2: (text) => detectSignals(text),
   // Version 3 changed what a receipt binds of the content, not the signal rules.
-  3: detectSignals,
+  3: (text) => detectSignals(text),
   // Versions 4 and 5 run the same rules over more text (`scanContentUnder`), not other rules.
-  4: detectSignals,
-  5: detectSignals,
+  4: (text) => detectSignals(text),
+  5: (text) => detectSignals(text),
   // Version 6: the same rules, read as `WRIT_SIGNALS_5_READING` says.
   6: (text) => detectSignals(text, WRIT_SIGNALS_5_READING),
   // Version 7: the same rules and one more, read as `WRIT_SIGNALS_6_READING` says.
-  7: (text) => detectSignals(text, WRIT_SIGNALS_6_READING),
+  7: (text, separators = []) =>
+    detectSignals(text, { ...WRIT_SIGNALS_6_READING, readThroughBoundaries: separators }),
 };
 
 /**
@@ -115,8 +119,12 @@ const JSON_LEVELS_READ: Readonly<Record<ObservationReceiptVersion, number>> = {
 };
 
 /** Scan `text` with the rule set that receipts of `version` bind (the text alone, as it is). */
-export function scanUnder(version: ObservationReceiptVersion, text: string): SignalScan {
-  const r = DETECTORS[version](text);
+export function scanUnder(
+  version: ObservationReceiptVersion,
+  text: string,
+  separators: readonly number[] = [],
+): SignalScan {
+  const r = DETECTORS[version](text, separators);
   // Only the bound fields: a report's extra detail (families, work counters) is not receipt data.
   return { signals: r.signals, hits: r.hits };
 }
@@ -141,8 +149,12 @@ export function scanContentUnder(
   if (depth === 0 || !isJsonMediaType(mediaType)) return plain;
   // Version 4 as issued: one scan of every string, one level deep.
   if (depth === 1) return mergeScans([plain, scanUnder(version, jsonStringsAsRead(text))]);
-  // The levels' texts only (no offset maps: a scan binds no offsets), one scan each.
-  return mergeScans([plain, ...jsonStringLevelTexts(text, depth).map((t) => scanUnder(version, t))]);
+  // The levels' texts only (no offset maps: a scan binds no offsets), one scan each; the newlines
+  // joining a level's strings are separators (only the version 7 read-through pass tells them apart).
+  return mergeScans([
+    plain,
+    ...jsonStringLevelTextsWithSeparators(text, depth).map((l) => scanUnder(version, l.text, l.separators)),
+  ]);
 }
 
 /** Credential spans as located by the release-1 rules (the `writ-redactor/1` redactor) or the current ones. */
@@ -176,7 +188,8 @@ export function credentialSpansAsRead(
   mediaType: string,
   redactor: AsReadRedactor = 'writ-redactor/4',
 ): CredentialSpan[] {
-  const spansOf = redactor === 'writ-redactor/3' ? credentialSpans : credentialSpansV4;
+  const spansOf: (t: string, separators?: readonly number[]) => CredentialSpan[] =
+    redactor === 'writ-redactor/3' ? (t) => credentialSpans(t) : credentialSpansV4;
   if (!isJsonMediaType(mediaType)) return spansOf(text);
   const plain = spansOf(text);
   if (!text.includes('"')) return plain;
@@ -189,7 +202,7 @@ export function credentialSpansAsRead(
   // the span is kept whole: never less than `writ-redactor/2`.
   const spans =
     plain.length > 0 && onlyStructureOutside(text, top)
-      ? plain.flatMap((s) => insideLiterals(s, top))
+      ? plain.flatMap((s) => insideLiterals(s, top, redactor === 'writ-redactor/4'))
       : [...plain];
   // Each level: the strings read at that depth, each with its map to offsets of `text`.
   for (const level of levels) {
@@ -199,7 +212,8 @@ export function credentialSpansAsRead(
       starts.push(at);
       at += l.text.length + 1;
     }
-    for (const s of spansOf(levelText(level))) {
+    const joined = joinedWithSeparators(level.map((l) => l.text));
+    for (const s of spansOf(joined.text, joined.separators)) {
       spans.push(...piecesIn(s, level, starts));
     }
   }
@@ -237,9 +251,14 @@ function piecesIn(
 /**
  * The parts of `s` inside string literals (between their quotes), each widened to whole escapes,
  * when `s` touches a literal (its quotes included); `s` itself when it touches none (text outside
- * any string, as in a string read from JSON that is itself no JSON).
+ * any string, as in a string read from JSON that is itself no JSON). With `endBeforeEscape`
+ * (`writ-redactor/4`) a part that ends inside an escape ends before it instead of after it.
  */
-function insideLiterals(s: CredentialSpan, literals: readonly StringLiteralAsRead[]): CredentialSpan[] {
+function insideLiterals(
+  s: CredentialSpan,
+  literals: readonly StringLiteralAsRead[],
+  endBeforeEscape = false,
+): CredentialSpan[] {
   // The first literal whose closing quote (the text's end, unterminated) is at or after the start.
   let lo = 0;
   let hi = literals.length;
@@ -258,7 +277,13 @@ function insideLiterals(s: CredentialSpan, literals: readonly StringLiteralAsRea
     touched = true;
     const from = Math.max(first, s.start);
     const to = Math.min(lastOf(raw), s.end);
-    if (from < to) out.push({ rule: s.rule, start: floorIn(raw, from), end: ceilIn(raw, to) });
+    // `writ-redactor/4`: a span that ends inside an escape (a rule whose value class takes `\`,
+    // gitleaks' `jwt`, ending on the backslash of `\"`) stops before it: widened, it swallowed the
+    // escaped quote that closes JSON text held in the string; whatever the escape decodes to is
+    // read, and redacted if it is part of a secret, by the level passes.
+    const end = endBeforeEscape ? floorIn(raw, to) : ceilIn(raw, to);
+    const start = floorIn(raw, from);
+    if (from < to && start < end) out.push({ rule: s.rule, start, end });
   }
   return touched ? out : [s];
 }
