@@ -683,9 +683,12 @@ export function longestEncodedRun(text: string): number {
 
 // ---------------------------------------------------------------------------------------------
 // Redaction spans (used by `derived.ts`): credential rules over the original text, so offsets
-// are offsets of the evidence itself. Evasive (zero-width-split) secrets are signalled by
-// `detectSignals` even where they cannot be located here; with `credentialsAsWritten` it also
-// signals every text in which they locate a span (the same rules over the same text).
+// are offsets of the evidence itself. `credentialSpans` reads the text as written (an invisible
+// character ends a key there, so a secret split by one is signalled by `detectSignals` from its
+// normalized copy yet not located); with `credentialsAsWritten` the detector also signals every
+// text in which it locates a span (the same rules over the same text). `credentialSpansReadThrough`
+// (`writ-redactor/4`) also locates credentials split by invisible characters, compatibility forms
+// or one wrapped line, and `credentialsReadThrough` (`writ-signals/6`) signals what it locates.
 
 export interface CredentialSpan {
   readonly rule: string;
