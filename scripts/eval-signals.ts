@@ -1,29 +1,40 @@
 /**
  * `npm run eval:signals`: measure the observation signal detector on the public benchmark at
- * `../shared/signals-benchmark/corpus.jsonl` (beside the repository; `--corpus <path>` overrides).
+ * `shared/signals-benchmark/corpus.jsonl` (beside the repository, or beside any directory above
+ * it; `--corpus <path>` overrides).
  *
  * The corpus is read at run time and never copied into the project: its credential items are fake
  * values in real formats that secret scanners would flag. Nothing here is part of `npm test`; the
  * numbers are a development aid. Improve families of rules, not items: the goals are judged on
  * data nobody tuned to.
  *
- * Prints detection per kind, language and placement, credential recall per provider, false alarms
- * per genre (ordinary output and security documentation apart), and throughput (KB/s and p50/p99
- * per-KB cost over items). `--baseline <git-rev>` also runs the detector as it was at that
- * revision (read with `git show` into a temporary directory) on the same items in the same run, so
- * the cost ratio is measured under the same load. `--as-written` measures the current release's
- * reading (`writ-signals/5`: the credential rules also over the text as written, every rule also
- * with invisible characters as spaces) against the detector's default rules (those of
- * `writ-signals/2` to `/4`) the same way. `--misses <label>`
+ * Each text is scanned alone, as the current signals release reads it (`scanUnder` at
+ * `OBSERVATION_RECEIPT_VERSION`: what a new receipt binds for text content). Prints detection per
+ * kind, language and placement, credential recall per provider, false alarms per genre (ordinary
+ * output and security documentation apart), and throughput (KB/s and p50/p99 per-KB cost over
+ * items). `--baseline <git-rev>` also runs the release that was current at that revision: its
+ * `src/` tree is read with `git archive` into a temporary directory (with this checkout's
+ * `node_modules` linked beside it) and its `scanUnder` at its own current receipt version is used
+ * (its `detectSignals` with default options at revisions before `signals/releases.ts` existed).
+ * `--baseline writ-signals/<n>` compares against release `<n>` of this checkout instead (the
+ * receipt version that binds it), and `--as-written` is `--baseline writ-signals/2` (the
+ * detector's default rules). Both run on the same items in the same run, so the cost ratio is
+ * measured under the same load. `--rounds <n>` sets the timing rounds (5); `--misses <label>`
  * lists missed items' ids.
  */
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { detectSignals } from '../src/core/observation/signals.js';
-import { WRIT_SIGNALS_5_READING } from '../src/core/observation/signals/releases.js';
+import {
+  OBSERVATION_RECEIPT_VERSION,
+  OBSERVATION_RECEIPT_VERSIONS,
+  type ObservationReceiptVersion,
+  SIGNALS_RELEASE,
+  SIGNALS_RELEASES,
+} from '../src/core/observation/schema.js';
+import { scanUnder } from '../src/core/observation/signals/releases.js';
 
 interface Item {
   readonly id: string;
@@ -64,15 +75,58 @@ function loadCorpus(path: string): Item[] {
     });
 }
 
-async function loadBaseline(rev: string): Promise<Detector> {
+/** Directories made for `--baseline <git-rev>`, removed when the run ends. */
+const tempDirs: string[] = [];
+
+/**
+ * The release that was current at `rev`: its whole `src/` tree (the detector imports its rules,
+ * its schema and zod), extracted from git into a temporary directory whose `node_modules` is this
+ * checkout's. Earlier versions of this script copied `signals.ts` alone with a stub schema, which
+ * stopped loading once the rules moved to `signals/*.ts` and the detector imported values from
+ * its schema.
+ */
+async function loadBaseline(rev: string): Promise<{ name: string; detect: Detector }> {
   const dir = mkdtempSync(join(tmpdir(), 'writ-eval-signals-'));
-  const show = (path: string) =>
-    execFileSync('git', ['show', `${rev}:${path}`], { cwd: repoRoot, encoding: 'utf8' });
-  // The old detector imports only types from its schema; a stub keeps the module loadable.
-  writeFileSync(join(dir, 'signals.ts'), show('src/core/observation/signals.ts'));
-  writeFileSync(join(dir, 'schema.ts'), 'export {};\n');
-  const mod = (await import(pathToFileURL(join(dir, 'signals.ts')).href)) as { detectSignals: Detector };
-  return mod.detectSignals;
+  tempDirs.push(dir);
+  const commit = execFileSync('git', ['rev-parse', '--verify', `${rev}^{commit}`], {
+    cwd: repoRoot,
+    encoding: 'utf8',
+  }).trim();
+  const tar = execFileSync('git', ['archive', '--format=tar', commit, 'src'], {
+    cwd: repoRoot,
+    maxBuffer: 512 * 1024 * 1024,
+  });
+  execFileSync('tar', ['-x', '-C', dir], { input: tar });
+  symlinkSync(join(repoRoot, 'node_modules'), join(dir, 'node_modules'), 'dir');
+  const observation = join(dir, 'src', 'core', 'observation');
+  const short = commit.slice(0, 7);
+  const releases = join(observation, 'signals', 'releases.ts');
+  if (existsSync(releases)) {
+    const schema = (await import(pathToFileURL(join(observation, 'schema.ts')).href)) as {
+      OBSERVATION_RECEIPT_VERSION: number;
+      SIGNALS_RELEASE?: string;
+    };
+    const mod = (await import(pathToFileURL(releases).href)) as {
+      scanUnder: (version: number, text: string) => Report;
+    };
+    const version = schema.OBSERVATION_RECEIPT_VERSION;
+    return {
+      name: `baseline ${rev} (${short}: ${schema.SIGNALS_RELEASE ?? `receipt version ${version}`})`,
+      detect: (t) => mod.scanUnder(version, t),
+    };
+  }
+  const mod = (await import(pathToFileURL(join(observation, 'signals.ts')).href)) as {
+    detectSignals: Detector;
+  };
+  return { name: `baseline ${rev} (${short}: detectSignals)`, detect: mod.detectSignals };
+}
+
+/** Release `writ-signals/<n>` of this checkout, as the newest receipt version binding it reads. */
+function releaseBaseline(release: string): { name: string; detect: Detector } {
+  const versions = OBSERVATION_RECEIPT_VERSIONS.filter((v) => SIGNALS_RELEASES[v] === release);
+  const version = versions[versions.length - 1] as ObservationReceiptVersion | undefined;
+  if (version === undefined) throw new Error(`no receipt version binds ${release}`);
+  return { name: `baseline ${release} (receipt version ${version})`, detect: (t) => scanUnder(version, t) };
 }
 
 const INJECTION_SIGNALS = new Set(['instruction_like_text', 'authority_claim']);
@@ -248,13 +302,18 @@ function evaluate(name: string, detector: Detector, items: readonly Item[]): str
 }
 
 /**
- * `shared/` sits beside the repository. From a git worktree elsewhere, it sits beside the main
- * checkout, which owns the common git directory.
+ * `shared/` sits beside the repository or one of the directories above it. From a git worktree
+ * elsewhere, it sits beside the main checkout, which owns the common git directory.
  */
 function defaultCorpus(): string {
   const rel = join('shared', 'signals-benchmark', 'corpus.jsonl');
+  // Beside the repository or beside any directory above it (a clone under `wt/<name>/`).
+  for (let dir = resolve(repoRoot, '..'); ; dir = dirname(dir)) {
+    const candidate = join(dir, rel);
+    if (existsSync(candidate)) return candidate;
+    if (dirname(dir) === dir) break;
+  }
   const beside = resolve(repoRoot, '..', rel);
-  if (existsSync(beside)) return beside;
   try {
     const common = execFileSync('git', ['rev-parse', '--path-format=absolute', '--git-common-dir'], {
       cwd: repoRoot,
@@ -278,21 +337,24 @@ async function main(): Promise<number> {
     return 2;
   }
   const rounds = Number(arg('--rounds') ?? '5');
-  const asWritten = process.argv.includes('--as-written');
-  const baselineRev = arg('--baseline');
-  const baselineName = asWritten ? 'default rules (writ-signals/2)' : `baseline (${baselineRev})`;
-  const baseline: Detector | null = asWritten
-    ? (t) => detectSignals(t)
-    : baselineRev === undefined
-      ? null
-      : await loadBaseline(baselineRev);
-  const current: Detector = asWritten
-    ? (t) => detectSignals(t, WRIT_SIGNALS_5_READING)
-    : (t) => detectSignals(t);
+  const baselineArg = process.argv.includes('--as-written') ? SIGNALS_RELEASES[2] : arg('--baseline');
+  let baselineRun: { name: string; detect: Detector } | null = null;
+  try {
+    if (baselineArg !== undefined)
+      baselineRun = /^writ-signals\/[0-9]+$/.test(baselineArg)
+        ? releaseBaseline(baselineArg)
+        : await loadBaseline(baselineArg);
+  } catch (e) {
+    console.error(`cannot load the baseline ${baselineArg ?? ''}: ${(e as Error).message}`);
+    return 2;
+  }
+  const baseline = baselineRun?.detect ?? null;
+  const current: Detector = (t) => scanUnder(OBSERVATION_RECEIPT_VERSION, t);
+  const currentName = `current (${SIGNALS_RELEASE}, receipt version ${OBSERVATION_RECEIPT_VERSION})`;
 
   const lines: string[] = [`benchmark: ${corpusPath} (${items.length} items)`, ''];
-  if (baseline !== null) lines.push(...evaluate(baselineName, baseline, items), '');
-  lines.push(...evaluate(asWritten ? 'current (writ-signals/5 reading)' : 'current', current, items), '');
+  if (baselineRun !== null) lines.push(...evaluate(baselineRun.name, baselineRun.detect, items), '');
+  lines.push(...evaluate(currentName, current, items), '');
 
   // Warm up both, then time them interleaved per round so load affects both alike.
   for (const d of [baseline, current]) if (d !== null) for (const it of items) d(it.text);
@@ -312,4 +374,8 @@ async function main(): Promise<number> {
   return 0;
 }
 
-process.exitCode = await main();
+try {
+  process.exitCode = await main();
+} finally {
+  for (const dir of tempDirs) rmSync(dir, { recursive: true, force: true });
+}

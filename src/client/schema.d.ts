@@ -7973,6 +7973,49 @@ export interface operations {
                                 receipt_version: 6;
                                 /** @constant */
                                 signals_release: "writ-signals/5";
+                            } | {
+                                /** @constant */
+                                receipt_kind: "observation";
+                                observation_id: string;
+                                tenant_id: string;
+                                policy_sha256: string;
+                                observation_policy_sha256: string;
+                                trusted_context_sha256: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                execution_receipt_sha256: string;
+                                invocation_sha256: string;
+                                raw_observation_sha256: string;
+                                source_release: string;
+                                source_generation: number | null;
+                                source_as_of_unix_ms: number;
+                                media_type: string;
+                                /** @enum {string} */
+                                content_kind: "inline" | "artifact";
+                                payload_sha256: string;
+                                payload_bytes: number;
+                                locators_sha256: string;
+                                locator_count: number;
+                                observed_at_unix_ms: number;
+                                evaluated_at_unix_ms: number;
+                                /** @enum {string} */
+                                decision: "accepted_untrusted_evidence" | "rejected";
+                                authority: "untrusted_evidence_only" | null;
+                                signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                                signal_hits: {
+                                    /** @enum {string} */
+                                    signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                    rule: string;
+                                    /** @enum {string} */
+                                    encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                                }[];
+                                violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
+                                actual_sha256: string | null;
+                                actual_bytes: number | null;
+                                /** @constant */
+                                receipt_version: 7;
+                                /** @constant */
+                                signals_release: "writ-signals/6";
                             };
                         };
                         /** @description an output observation’s evidence candidate; null when rejected or withheld */
@@ -8368,6 +8411,49 @@ export interface operations {
                                 receipt_version: 6;
                                 /** @constant */
                                 signals_release: "writ-signals/5";
+                            } | {
+                                /** @constant */
+                                receipt_kind: "observation";
+                                observation_id: string;
+                                tenant_id: string;
+                                policy_sha256: string;
+                                observation_policy_sha256: string;
+                                trusted_context_sha256: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                execution_receipt_sha256: string;
+                                invocation_sha256: string;
+                                raw_observation_sha256: string;
+                                source_release: string;
+                                source_generation: number | null;
+                                source_as_of_unix_ms: number;
+                                media_type: string;
+                                /** @enum {string} */
+                                content_kind: "inline" | "artifact";
+                                payload_sha256: string;
+                                payload_bytes: number;
+                                locators_sha256: string;
+                                locator_count: number;
+                                observed_at_unix_ms: number;
+                                evaluated_at_unix_ms: number;
+                                /** @enum {string} */
+                                decision: "accepted_untrusted_evidence" | "rejected";
+                                authority: "untrusted_evidence_only" | null;
+                                signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                                signal_hits: {
+                                    /** @enum {string} */
+                                    signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                    rule: string;
+                                    /** @enum {string} */
+                                    encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                                }[];
+                                violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
+                                actual_sha256: string | null;
+                                actual_bytes: number | null;
+                                /** @constant */
+                                receipt_version: 7;
+                                /** @constant */
+                                signals_release: "writ-signals/6";
                             };
                         };
                         /** @description an output observation’s evidence candidate; null when rejected or withheld */
@@ -8781,6 +8867,49 @@ export interface operations {
                                 receipt_version: 6;
                                 /** @constant */
                                 signals_release: "writ-signals/5";
+                            } | {
+                                /** @constant */
+                                receipt_kind: "observation";
+                                observation_id: string;
+                                tenant_id: string;
+                                policy_sha256: string;
+                                observation_policy_sha256: string;
+                                trusted_context_sha256: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                execution_receipt_sha256: string;
+                                invocation_sha256: string;
+                                raw_observation_sha256: string;
+                                source_release: string;
+                                source_generation: number | null;
+                                source_as_of_unix_ms: number;
+                                media_type: string;
+                                /** @enum {string} */
+                                content_kind: "inline" | "artifact";
+                                payload_sha256: string;
+                                payload_bytes: number;
+                                locators_sha256: string;
+                                locator_count: number;
+                                observed_at_unix_ms: number;
+                                evaluated_at_unix_ms: number;
+                                /** @enum {string} */
+                                decision: "accepted_untrusted_evidence" | "rejected";
+                                authority: "untrusted_evidence_only" | null;
+                                signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                                signal_hits: {
+                                    /** @enum {string} */
+                                    signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                    rule: string;
+                                    /** @enum {string} */
+                                    encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                                }[];
+                                violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
+                                actual_sha256: string | null;
+                                actual_bytes: number | null;
+                                /** @constant */
+                                receipt_version: 7;
+                                /** @constant */
+                                signals_release: "writ-signals/6";
                             };
                         };
                         /** @description an output observation’s evidence candidate; null when rejected or withheld */
@@ -9831,6 +9960,49 @@ export interface operations {
                                 receipt_version: 6;
                                 /** @constant */
                                 signals_release: "writ-signals/5";
+                            } | {
+                                /** @constant */
+                                receipt_kind: "observation";
+                                observation_id: string;
+                                tenant_id: string;
+                                policy_sha256: string;
+                                observation_policy_sha256: string;
+                                trusted_context_sha256: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                execution_receipt_sha256: string;
+                                invocation_sha256: string;
+                                raw_observation_sha256: string;
+                                source_release: string;
+                                source_generation: number | null;
+                                source_as_of_unix_ms: number;
+                                media_type: string;
+                                /** @enum {string} */
+                                content_kind: "inline" | "artifact";
+                                payload_sha256: string;
+                                payload_bytes: number;
+                                locators_sha256: string;
+                                locator_count: number;
+                                observed_at_unix_ms: number;
+                                evaluated_at_unix_ms: number;
+                                /** @enum {string} */
+                                decision: "accepted_untrusted_evidence" | "rejected";
+                                authority: "untrusted_evidence_only" | null;
+                                signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                                signal_hits: {
+                                    /** @enum {string} */
+                                    signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                    rule: string;
+                                    /** @enum {string} */
+                                    encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                                }[];
+                                violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
+                                actual_sha256: string | null;
+                                actual_bytes: number | null;
+                                /** @constant */
+                                receipt_version: 7;
+                                /** @constant */
+                                signals_release: "writ-signals/6";
                             };
                         };
                         /** @description an output observation’s evidence candidate; null when rejected or withheld */
@@ -10226,6 +10398,49 @@ export interface operations {
                                 receipt_version: 6;
                                 /** @constant */
                                 signals_release: "writ-signals/5";
+                            } | {
+                                /** @constant */
+                                receipt_kind: "observation";
+                                observation_id: string;
+                                tenant_id: string;
+                                policy_sha256: string;
+                                observation_policy_sha256: string;
+                                trusted_context_sha256: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                execution_receipt_sha256: string;
+                                invocation_sha256: string;
+                                raw_observation_sha256: string;
+                                source_release: string;
+                                source_generation: number | null;
+                                source_as_of_unix_ms: number;
+                                media_type: string;
+                                /** @enum {string} */
+                                content_kind: "inline" | "artifact";
+                                payload_sha256: string;
+                                payload_bytes: number;
+                                locators_sha256: string;
+                                locator_count: number;
+                                observed_at_unix_ms: number;
+                                evaluated_at_unix_ms: number;
+                                /** @enum {string} */
+                                decision: "accepted_untrusted_evidence" | "rejected";
+                                authority: "untrusted_evidence_only" | null;
+                                signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                                signal_hits: {
+                                    /** @enum {string} */
+                                    signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                    rule: string;
+                                    /** @enum {string} */
+                                    encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                                }[];
+                                violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
+                                actual_sha256: string | null;
+                                actual_bytes: number | null;
+                                /** @constant */
+                                receipt_version: 7;
+                                /** @constant */
+                                signals_release: "writ-signals/6";
                             };
                         };
                         /** @description an output observation’s evidence candidate; null when rejected or withheld */
@@ -10639,6 +10854,49 @@ export interface operations {
                                 receipt_version: 6;
                                 /** @constant */
                                 signals_release: "writ-signals/5";
+                            } | {
+                                /** @constant */
+                                receipt_kind: "observation";
+                                observation_id: string;
+                                tenant_id: string;
+                                policy_sha256: string;
+                                observation_policy_sha256: string;
+                                trusted_context_sha256: string;
+                                tool_contract_sha256: string;
+                                authorization_receipt_sha256: string;
+                                execution_receipt_sha256: string;
+                                invocation_sha256: string;
+                                raw_observation_sha256: string;
+                                source_release: string;
+                                source_generation: number | null;
+                                source_as_of_unix_ms: number;
+                                media_type: string;
+                                /** @enum {string} */
+                                content_kind: "inline" | "artifact";
+                                payload_sha256: string;
+                                payload_bytes: number;
+                                locators_sha256: string;
+                                locator_count: number;
+                                observed_at_unix_ms: number;
+                                evaluated_at_unix_ms: number;
+                                /** @enum {string} */
+                                decision: "accepted_untrusted_evidence" | "rejected";
+                                authority: "untrusted_evidence_only" | null;
+                                signals: ("authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content")[];
+                                signal_hits: {
+                                    /** @enum {string} */
+                                    signal: "authority_claim" | "credential_like_text" | "hidden_characters" | "instruction_like_text" | "unscanned_content";
+                                    rule: string;
+                                    /** @enum {string} */
+                                    encoding: "base64" | "escape" | "hex" | "html_entity" | "percent" | "plain";
+                                }[];
+                                violations: ("artifact_cross_tenant" | "artifact_media_type_mismatch" | "artifact_not_found" | "artifact_record_mismatch" | "contract_mismatch" | "duplicate_locator" | "execution_not_failed_no_effect" | "execution_not_succeeded" | "execution_receipt_mismatch" | "execution_receipt_replay_failed" | "inline_encoded_blob" | "inline_media_type_not_text" | "invocation_mismatch" | "locator_kind_mismatch" | "locator_missing" | "locator_out_of_range" | "locator_too_large" | "locator_unresolved" | "media_type_not_allowed" | "observation_id_conflict" | "observation_stale" | "observed_after_evaluation" | "observed_before_completion" | "payload_bytes_mismatch" | "payload_digest_mismatch" | "payload_malformed" | "payload_too_large" | "policy_mismatch" | "source_generation_missing" | "source_generation_stale" | "source_time_after_observation" | "tenant_mismatch" | "too_many_locators")[];
+                                actual_sha256: string | null;
+                                actual_bytes: number | null;
+                                /** @constant */
+                                receipt_version: 7;
+                                /** @constant */
+                                signals_release: "writ-signals/6";
                             };
                         };
                         /** @description an output observation’s evidence candidate; null when rejected or withheld */

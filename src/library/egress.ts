@@ -23,8 +23,8 @@
 import { z } from 'zod';
 import { fromZodError, type CoreError } from '../core/errors.js';
 import { detectSignals } from '../core/observation/signals.js';
-import { jsonStringLevelTexts } from '../core/observation/signals/as-read.js';
-import { credentialSpansAsRead, WRIT_SIGNALS_5_READING } from '../core/observation/signals/releases.js';
+import { jsonStringLevelTextsWithSeparators } from '../core/observation/signals/as-read.js';
+import { credentialSpansAsRead, CURRENT_SIGNALS_READING } from '../core/observation/signals/releases.js';
 import { err, ok, type Result } from '../core/result.js';
 import { Identifier, Sha256, strict } from '../core/schema.js';
 
@@ -50,17 +50,22 @@ export function classifyReadOutput(text: string, declared: DataClass): OutputCla
   // strings, as the redactor and `writ-signals/5` read them (`jsonStringLevelTexts`, four
   // levels): a secret quoted inside a JSON string (`"{\"client_secret\": \"…\"}"`) shows only
   // there, and so does content too large to scan at a deeper level. Output that is no JSON only
-  // gains scans of its quoted parts: a class is only ever raised by them. Each read as
-  // `writ-signals/5` reads: the credential rules also over the text as written, where an invisible
-  // character ends a key as it does for the redactor, and over the text with invisibles as spaces.
-  const detect = (t: string) => detectSignals(t, WRIT_SIGNALS_5_READING);
+  // gains scans of its quoted parts: a class is only ever raised by them. Each read as the current
+  // release (`writ-signals/6`) reads: the credential rules also over the text as written, where an
+  // invisible character ends a key as it does for the redactor, over the text with invisibles as
+  // spaces, and over the text read through invisibles and across a line break inside a token.
+  // The newlines joining a level's strings are separators, never a wrapped line.
+  const detect = (t: string, separators: readonly number[] = []) =>
+    detectSignals(t, { ...CURRENT_SIGNALS_READING, readThroughBoundaries: separators });
   const reports = [detect(text)];
   const quoted = text.includes('"');
-  if (quoted) for (const level of jsonStringLevelTexts(text)) reports.push(detect(level));
+  if (quoted)
+    for (const level of jsonStringLevelTextsWithSeparators(text))
+      reports.push(detect(level.text, level.separators));
   const raised: string[] = [];
-  // And whatever the redactor locates (`credentialSpansAsRead`: the text as written and, quoted,
-  // its strings as read), quote or no quote. `writ-signals/5` signals all of it (property-tested
-  // in signals-as-written.test.ts); the redactor's own reading is kept so that output the
+  // And whatever the redactor locates (`credentialSpansAsRead`, `writ-redactor/4`: the text as
+  // written and read through and, quoted, its strings as read), quote or no quote. `writ-signals/6`
+  // signals all of it (property-tested in signals-split-credentials.test.ts); the redactor's own reading is kept so that output the
   // redactor would redact is never classified below `secret`, whatever a later release reads.
   if (
     reports.some((r) => r.signals.includes('credential_like_text')) ||

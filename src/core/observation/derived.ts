@@ -316,16 +316,22 @@ export function verifyDerivedObservationReceipt(stored: unknown, input: Derivati
  * Release of the built-in redactor; a change to its rules is a new release. `writ-redactor/1`
  * located credentials with the `writ-signals/1` rules (kept, frozen, for that release name);
  * `writ-redactor/2` uses the current credential rules over the content's text; `writ-redactor/3`
- * (current) also over every string of JSON content as a model reads it, and into JSON text held
- * in those strings `AS_READ_DEPTH` levels deep, the levels observation receipts of versions 5 and
- * 6 scan (`credentialSpansAsRead`): a secret quoted inside a JSON string is redacted there, and
- * the result is still JSON. Whatever it locates raises `credential_like_text` in a version 6 scan
- * of the same content (`writ-signals/5` also runs the credential rules over the text as written,
- * as this redactor reads it); a version 5 scan could miss a key ended by an invisible character.
+ * also over every string of JSON content as a model reads it, and into JSON text held in those
+ * strings `AS_READ_DEPTH` levels deep, the levels observation receipts of versions 5 to 7 scan
+ * (`credentialSpansAsRead`): a secret quoted inside a JSON string is redacted there, and the
+ * result is still JSON. `writ-redactor/4` (current) reads each of those texts also through
+ * invisible characters, tag characters and compatibility forms, and across a line break inside a
+ * token (`credentialSpansReadThrough`): a key with a zero-width space or a soft hyphen inside it,
+ * written in fullwidth letters, or wrapped by a newline is redacted whole, where
+ * `writ-redactor/3` left it in the clear although the detector signalled it. Whatever
+ * `writ-redactor/4` locates raises `credential_like_text` in a version 7 scan of the same content
+ * (`writ-signals/6` runs the same readings), and whatever `writ-redactor/3` locates in a version 6
+ * scan.
  */
-export const REDACTOR_RELEASE = 'writ-redactor/3';
+export const REDACTOR_RELEASE = 'writ-redactor/4';
 const LEGACY_REDACTOR_RELEASE = 'writ-redactor/1';
 const TEXT_REDACTOR_RELEASE = 'writ-redactor/2';
+const AS_WRITTEN_REDACTOR_RELEASE = 'writ-redactor/3';
 
 export interface Redaction {
   readonly rule: string;
@@ -366,8 +372,8 @@ export function redactEvidence(
   let spans;
   if (release === LEGACY_REDACTOR_RELEASE || release === TEXT_REDACTOR_RELEASE) {
     spans = credentialSpansUnder(release === LEGACY_REDACTOR_RELEASE, text);
-  } else if (release === REDACTOR_RELEASE) {
-    spans = credentialSpansAsRead(text, item.media_type);
+  } else if (release === REDACTOR_RELEASE || release === AS_WRITTEN_REDACTOR_RELEASE) {
+    spans = credentialSpansAsRead(text, item.media_type, release);
   } else {
     return err(coreError('invalid_request', `unknown redactor release ${safeText(JSON.stringify(release))}`));
   }

@@ -6,7 +6,7 @@
  * not match its body, fails replay. A receipt is recomputed under the version written in its own
  * stored body, with that version's signal rule set (version 1: `writ-signals/1`, versions 2 and 3:
  * `writ-signals/2`, version 4: `writ-signals/3`, version 5: `writ-signals/4`, version 6:
- * `writ-signals/5`), so a detector
+ * `writ-signals/5`, version 7: `writ-signals/6`), so a detector
  * change never fails an honest old receipt, and an edited version recomputes under other rules
  * and fails. Strict replay passes the original `now`; passing a newer one is a deliberate fork and
  * is expected to differ. A refused observation is stored without its payload (never more than was

@@ -411,11 +411,17 @@ export type ObservationViolation = z.infer<typeof ObservationViolation>;
  * as written (invisible characters kept, so they are boundaries, as to the redactor) and every
  * rule also over each text with invisible characters read as spaces; before it, a key ended by a
  * soft hyphen and a letter was redacted yet raised no signal, and words separated by soft hyphens
- * ran together into one token. A change to
+ * ran together into one token. Version 7 binds what version 6 did, its signals from release
+ * `writ-signals/6`: `writ-signals/5`, with every Default_Ignorable_Code_Point and format character
+ * read as invisible and flagged (`hidden.format_character`: the soft hyphen among them), and the
+ * credential rules also run over each text as the `writ-redactor/4` redactor reads it (through
+ * invisible characters, tag characters and compatibility forms, and across a line break inside a
+ * token); before it, a soft hyphen raised no `hidden_characters`, and a key split by a zero-width
+ * space was signalled yet not redacted, and one wrapped by a newline neither. A change to
  * what a receipt binds, or to the detector's output for any text, is a new receipt version; replay
  * recomputes a stored receipt under the version written in its own body (docs/observations.md).
  */
-export const OBSERVATION_RECEIPT_VERSIONS = [1, 2, 3, 4, 5, 6] as const;
+export const OBSERVATION_RECEIPT_VERSIONS = [1, 2, 3, 4, 5, 6, 7] as const;
 export const ObservationReceiptVersion = z.union([
   z.literal(1),
   z.literal(2),
@@ -423,18 +429,20 @@ export const ObservationReceiptVersion = z.union([
   z.literal(4),
   z.literal(5),
   z.literal(6),
+  z.literal(7),
 ]);
 export type ObservationReceiptVersion = z.infer<typeof ObservationReceiptVersion>;
 
 /** The version new observation, error-observation and derived-observation receipts are issued under. */
-export const OBSERVATION_RECEIPT_VERSION = 6 satisfies ObservationReceiptVersion;
+export const OBSERVATION_RECEIPT_VERSION = 7 satisfies ObservationReceiptVersion;
 
 /**
  * The signal rule-set release each receipt version binds (version 1 implicitly, the others by
  * name): `writ-signals/3` is `writ-signals/2`'s rules over a JSON content's text and its strings
  * as read one level deep, `writ-signals/4` the same rules over the text and its strings read
  * `AS_READ_DEPTH` levels deep, `writ-signals/5` that with each text also read as
- * `WRIT_SIGNALS_5_READING` says (`signals/releases.ts`, `scanContentUnder`).
+ * `WRIT_SIGNALS_5_READING` says, `writ-signals/6` as `WRIT_SIGNALS_6_READING` says
+ * (`signals/releases.ts`, `scanContentUnder`).
  */
 export const SIGNALS_RELEASES = {
   1: 'writ-signals/1',
@@ -443,6 +451,7 @@ export const SIGNALS_RELEASES = {
   4: 'writ-signals/3',
   5: 'writ-signals/4',
   6: 'writ-signals/5',
+  7: 'writ-signals/6',
 } as const satisfies Readonly<Record<ObservationReceiptVersion, string>>;
 
 /** The release new receipts are issued with (`signals.ts`, as `scanContentUnder` runs it). */
@@ -473,10 +482,14 @@ const RECEIPT_V6_FIELDS = {
   receipt_version: z.literal(6),
   signals_release: z.literal(SIGNALS_RELEASES[6]),
 } as const;
+const RECEIPT_V7_FIELDS = {
+  receipt_version: z.literal(7),
+  signals_release: z.literal(SIGNALS_RELEASES[7]),
+} as const;
 
 /**
  * Build a discriminated union of one body per receipt version, each strict; `v3` holds the fields
- * versions 3 to 6 bind and earlier ones do not (none for a derived observation).
+ * versions 3 to 7 bind and earlier ones do not (none for a derived observation).
  */
 export function versionedReceiptBody<
   const F extends z.ZodRawShape,
@@ -489,6 +502,7 @@ export function versionedReceiptBody<
     strict({ ...fields, ...((v3 ?? {}) as G), ...RECEIPT_V4_FIELDS }),
     strict({ ...fields, ...((v3 ?? {}) as G), ...RECEIPT_V5_FIELDS }),
     strict({ ...fields, ...((v3 ?? {}) as G), ...RECEIPT_V6_FIELDS }),
+    strict({ ...fields, ...((v3 ?? {}) as G), ...RECEIPT_V7_FIELDS }),
   ]);
 }
 
@@ -507,6 +521,8 @@ export function receiptVersionFields(version: ObservationReceiptVersion) {
       return { receipt_version: 5 as const, signals_release: SIGNALS_RELEASES[5] };
     case 6:
       return { receipt_version: 6 as const, signals_release: SIGNALS_RELEASES[6] };
+    case 7:
+      return { receipt_version: 7 as const, signals_release: SIGNALS_RELEASES[7] };
   }
 }
 
@@ -517,7 +533,7 @@ export type VersionlessBody<B extends { receipt_version: number }> = Omit<
 >;
 
 /**
- * A body under `version`: the fields every version binds, plus `v3` (what versions 3 to 6 bind)
+ * A body under `version`: the fields every version binds, plus `v3` (what versions 3 to 7 bind)
  * when it is version 3 or later. Never lets an older version carry a newer field: its digest would change.
  */
 export function versionedBody<const B extends object, const E extends object>(
@@ -538,11 +554,13 @@ export function versionedBody<const B extends object, const E extends object>(
       return { ...common, ...v3, receipt_version: 5 as const, signals_release: SIGNALS_RELEASES[5] };
     case 6:
       return { ...common, ...v3, receipt_version: 6 as const, signals_release: SIGNALS_RELEASES[6] };
+    case 7:
+      return { ...common, ...v3, receipt_version: 7 as const, signals_release: SIGNALS_RELEASES[7] };
   }
 }
 
 /**
- * What versions 3 to 6 bind of the content itself: the SHA-256 and UTF-8 length of the inline bytes
+ * What versions 3 to 7 bind of the content itself: the SHA-256 and UTF-8 length of the inline bytes
  * received (the findings a refusal keeps instead of the bytes). `actual_sha256` is null when the
  * bytes were over the bound and never hashed; both are null for an artifact (its digest and size
  * are the declared ones, already bound).

@@ -11,7 +11,13 @@
  * differs from its normalized copy: an invisible character is then a boundary, as it is to the
  * redactor (`credentialSpans`), so whatever the redactor locates is signalled; with
  * `invisiblesAsBoundaries` (same release) every rule also runs over views of a text with invisible
- * characters read as spaces, where it has any. Work is linear in the input:
+ * characters read as spaces, where it has any. Release `writ-signals/6` adds `ignorablesWide`
+ * (every Default_Ignorable_Code_Point and format character is invisible: extra views where the
+ * text has one the earlier set keeps, and `hidden.format_character`, which flags the soft hyphen
+ * and the rest of that set) and `credentialsReadThrough` (the credential rules over each text read
+ * as the `writ-redactor/4` redactor reads it: invisible characters removed, tag characters
+ * revealed, compatibility forms folded, and a line break inside a token joined; see
+ * `credentialSpansReadThrough`). Work is linear in the input:
  * every pattern is a literal-led alternation whose quantifiers are fixed or bounded by a small
  * constant, tokens are capped before word rules see them, and decoding has a total budget.
  * A hit names its rule and encoding, never the matched text.
@@ -20,7 +26,7 @@
  */
 import { SIGNAL_ENCODINGS, type ObservationSignal, type SignalEncoding, type SignalHit } from './schema.js';
 import { GENERIC_SHAPE_RULES, scanSecrets, SHAPE_RULES, type SecretWork } from './signals/credentials.js';
-import { SCRIPT_GATES, STOPWORDS, WORDING_RULES } from './signals/injection.js';
+import { FORMAT_CHARACTER_RULE, SCRIPT_GATES, STOPWORDS, WORDING_RULES } from './signals/injection.js';
 import { CONFUSABLE_RE, CONFUSABLES, type Rule } from './signals/rule.js';
 
 export const SIGNAL_LIMITS = {
@@ -61,6 +67,11 @@ export interface SignalReport {
 const RULES: readonly Rule[] = [...WORDING_RULES, ...SHAPE_RULES, ...GENERIC_SHAPE_RULES];
 /** The rules `credentialSpans` runs (every credential rule, in `RULES` order). */
 const CREDENTIAL_RULES: readonly Rule[] = RULES.filter((r) => r.signal === 'credential_like_text');
+/** Their patterns compiled once with the `g` and `d` flags (spans need every match's indices). */
+const CREDENTIAL_SPAN_RES: readonly RegExp[] = CREDENTIAL_RULES.map((rule) => {
+  const flags = rule.pattern.flags.includes('g') ? rule.pattern.flags : `${rule.pattern.flags}g`;
+  return new RegExp(rule.pattern.source, flags.includes('d') ? flags : `${flags}d`);
+});
 
 /** How a scan reads (a release's choices; the default is `writ-signals/2`'s rules). */
 export interface DetectOptions {
@@ -80,6 +91,27 @@ export interface DetectOptions {
    * rules (no boundary) and a key to the redactor: redacted, yet not signalled.
    */
   readonly credentialsAsWritten?: boolean;
+  /**
+   * Every Default_Ignorable_Code_Point and format character counts as invisible
+   * (`INVISIBLE_WIDE_RE`; `writ-signals/6`): where a text holds one the default set keeps (a
+   * variation selector past U+FE0F, U+17B4, U+2065, an unassigned tag-block code point ...), its
+   * views with the wider set removed, and read as spaces, are scanned too (extra views: what the
+   * default views find is still found); and `hidden.format_character` runs over each text as
+   * written, so the soft hyphen and the rest of that set raise `hidden_characters`.
+   */
+  readonly ignorablesWide?: boolean;
+  /**
+   * Also run the credential rules over each text as the `writ-redactor/4` redactor reads it
+   * (`credentialSpansReadThrough`; `writ-signals/6`): every span it locates raises
+   * `credential_like_text` under its rule, so whatever that redactor redacts is signalled.
+   */
+  readonly credentialsReadThrough?: boolean;
+  /**
+   * Offsets of line breaks in the text that separate texts rather than wrap one (the newlines
+   * joining a level's JSON strings, `jsonStringLevelTextsWithSeparators`): the read-through
+   * credential pass never joins them. Applies to the text itself, not to its decodings.
+   */
+  readonly readThroughBoundaries?: readonly number[];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -127,6 +159,16 @@ function tokenize(text: string): string[] {
 // so no character class mixes them with base characters.
 const INVISIBLE_RE = /[\p{Cf}\u115F\u1160\u3164\uFFA0]|\u034F|[\u180B-\u180D]|[\uFE00-\uFE0F]/gu;
 const TAG_RE = /[\u{E0020}-\u{E007E}]/gu;
+/**
+ * `writ-signals/6` and `writ-redactor/4`: every Default_Ignorable_Code_Point and every format
+ * character. A superset of `INVISIBLE_RE` (property-tested over the code space), and the set
+ * `hidden.format_character` flags, less what other hidden rules name and what renders visibly.
+ */
+export const INVISIBLE_WIDE_RE = /[\p{Cf}\p{Default_Ignorable_Code_Point}]/gu;
+/** Invisible to `writ-signals/6` but kept by `INVISIBLE_RE`: where a text has one, extra views. */
+// Combining invisibles are alternatives, not class members, as in `INVISIBLE_RE`.
+const WIDE_ONLY_RE =
+  /(?![\p{Cf}\u115F\u1160\u3164\uFFA0]|\u034F|[\u180B-\u180D]|[\uFE00-\uFE0F])\p{Default_Ignorable_Code_Point}/u;
 
 /**
  * NFKC with a bounded expansion. A few compatibility characters expand to 18 characters; a
@@ -203,11 +245,18 @@ const HAS_INVISIBLE_RE = new RegExp(INVISIBLE_RE.source, 'u');
  * words an invisible character separates (`ignore<soft hyphen>all<soft hyphen>previous`), which
  * removal runs together into one token.
  */
-function makeViews(text: string, boundaries: boolean): [View, View | null] {
+function makeViews(text: string, boundaries: boolean, wide = false): View[] {
   const n = revealedNfkc(text);
   const removed = viewOf(text, n.replace(INVISIBLE_RE, ''));
-  if (!boundaries || !HAS_INVISIBLE_RE.test(n)) return [removed, null];
-  return [removed, viewOf(text, n.replace(INVISIBLE_RE, ' '))];
+  const views = [removed];
+  if (boundaries && HAS_INVISIBLE_RE.test(n)) views.push(viewOf(text, n.replace(INVISIBLE_RE, ' ')));
+  // `writ-signals/6`: the wider set, as extra views, only where the text holds one of the characters
+  // it adds (so the views above, and what they find, are unchanged).
+  if (wide && WIDE_ONLY_RE.test(n)) {
+    views.push(viewOf(text, n.replace(INVISIBLE_WIDE_RE, '')));
+    if (boundaries) views.push(viewOf(text, n.replace(INVISIBLE_WIDE_RE, ' ')));
+  }
+  return views;
 }
 
 function viewOf(text: string, cased: string): View {
@@ -411,6 +460,9 @@ export interface SignalWork {
 interface ScanState {
   readonly credentialsAsWritten: boolean;
   readonly invisiblesAsBoundaries: boolean;
+  readonly ignorablesWide: boolean;
+  readonly credentialsReadThrough: boolean;
+  readonly readThroughBoundaries: readonly number[];
   readonly hits: Map<string, SignalHit>;
   readonly details: Map<string, SignalDetail>;
   readonly budget: Budget;
@@ -428,7 +480,7 @@ function record(state: ScanState, hit: SignalHit, family: string, lang: string |
 
 /** Map keys of each rule's hits, per encoding, computed once (a scan must not build strings per rule). */
 const RULE_KEYS: ReadonlyMap<Rule, Readonly<Record<SignalEncoding, string>>> = new Map(
-  RULES.map((r) => [
+  [...RULES, FORMAT_CHARACTER_RULE].map((r) => [
     r,
     Object.fromEntries(SIGNAL_ENCODINGS.map((e) => [e, `${r.signal}\u0000${r.id}\u0000${e}`])) as Record<
       SignalEncoding,
@@ -466,6 +518,17 @@ function runRules(view: View, encoding: SignalEncoding, state: ScanState, asWrit
       record(state, { signal: rule.signal, rule: rule.id, encoding }, rule.family, rule.lang);
     }
     runSecrets(view.raw, encoding, state, secretWork);
+  }
+  // `writ-signals/6`: the soft hyphen and the rest of the wide invisible set, over the text as written.
+  if (asWritten && state.ignorablesWide) {
+    const key = (RULE_KEYS.get(FORMAT_CHARACTER_RULE) as Record<SignalEncoding, string>)[encoding];
+    if (!state.hits.has(key) && FORMAT_CHARACTER_RULE.pattern.test(view.raw))
+      record(
+        state,
+        { signal: FORMAT_CHARACTER_RULE.signal, rule: FORMAT_CHARACTER_RULE.id, encoding },
+        FORMAT_CHARACTER_RULE.family,
+        undefined,
+      );
   }
   state.work.secretWindowChars += secretWork.chars;
 }
@@ -511,12 +574,24 @@ function discussesAttacks(words: string): boolean {
 
 function scan(text: string, encoding: SignalEncoding, depth: number, state: ScanState): void {
   state.work.scannedChars += text.length;
-  const [view, spaced] = makeViews(text, state.invisiblesAsBoundaries);
-  runRules(view, encoding, state);
-  // The same text as written has been read once: the spaced views add the rules' normalized reading.
-  if (spaced !== null) {
+  const views = makeViews(text, state.invisiblesAsBoundaries, state.ignorablesWide);
+  runRules(views[0] as View, encoding, state);
+  // The same text as written has been read once: the other views add the rules' normalized readings.
+  for (const view of views.slice(1)) {
     state.work.scannedChars += text.length;
-    runRules(spaced, encoding, state, false);
+    runRules(view, encoding, state, false);
+  }
+  // `writ-signals/6`: the credential rules over the text as `writ-redactor/4` reads it.
+  if (state.credentialsReadThrough) {
+    const boundaries = depth === 0 ? state.readThroughBoundaries : [];
+    for (const span of credentialSpansReadThrough(text, state.work, boundaries)) {
+      record(
+        state,
+        { signal: 'credential_like_text', rule: span.rule, encoding },
+        span.rule.slice('credential.'.length),
+        undefined,
+      );
+    }
   }
   if (depth >= SIGNAL_LIMITS.maxDecodeDepth) return;
   for (const d of decodings(text, depth, state.budget)) {
@@ -536,6 +611,9 @@ export function detectSignals(text: string, options: DetectOptions = {}): Signal
   const state: ScanState = {
     credentialsAsWritten: options.credentialsAsWritten === true,
     invisiblesAsBoundaries: options.invisiblesAsBoundaries === true,
+    ignorablesWide: options.ignorablesWide === true,
+    credentialsReadThrough: options.credentialsReadThrough === true,
+    readThroughBoundaries: options.readThroughBoundaries ?? [],
     hits: new Map(),
     details: new Map(),
     budget: { chars: 0, segments: 0, exhausted: false },
@@ -605,9 +683,12 @@ export function longestEncodedRun(text: string): number {
 
 // ---------------------------------------------------------------------------------------------
 // Redaction spans (used by `derived.ts`): credential rules over the original text, so offsets
-// are offsets of the evidence itself. Evasive (zero-width-split) secrets are signalled by
-// `detectSignals` even where they cannot be located here; with `credentialsAsWritten` it also
-// signals every text in which they locate a span (the same rules over the same text).
+// are offsets of the evidence itself. `credentialSpans` reads the text as written (an invisible
+// character ends a key there, so a secret split by one is signalled by `detectSignals` from its
+// normalized copy yet not located); with `credentialsAsWritten` the detector also signals every
+// text in which it locates a span (the same rules over the same text). `credentialSpansReadThrough`
+// (`writ-redactor/4`) also locates credentials split by invisible characters, compatibility forms
+// or one wrapped line, and `credentialsReadThrough` (`writ-signals/6`) signals what it locates.
 
 export interface CredentialSpan {
   readonly rule: string;
@@ -618,21 +699,230 @@ export interface CredentialSpan {
 
 /** Locate credential-like spans in `text`, sorted and merged where they overlap. */
 export function credentialSpans(text: string): CredentialSpan[] {
+  return mergeCredentialSpans(credentialSpansEach(text, { chars: 0 }));
+}
+
+/**
+ * Every span each credential rule locates in `text` (not merged: each keeps its rule). The value
+ * is the rule's first capture group (`writ-redactor/2` and `/3`), or with `allGroups`
+ * (`writ-redactor/4`) everything from its first to its last matched capture group: a rule that
+ * captures a value in parts (`credential.prefixed_token`: prefix, then the random tail) is
+ * redacted whole, where the first group alone left the tail in the clear. No group: the whole match.
+ */
+function credentialSpansEach(text: string, work: SecretWork, allGroups = false): CredentialSpan[] {
   const spans: CredentialSpan[] = [];
-  for (const rule of CREDENTIAL_RULES) {
-    const flags = rule.pattern.flags.includes('g') ? rule.pattern.flags : `${rule.pattern.flags}g`;
-    const re = new RegExp(rule.pattern.source, `${flags.includes('d') ? flags : `${flags}d`}`);
-    for (const m of text.matchAll(re)) {
+  CREDENTIAL_RULES.forEach((rule, r) => {
+    // `matchAll` copies the regex: the shared compiled one keeps no state between calls.
+    for (const m of text.matchAll(CREDENTIAL_SPAN_RES[r] as RegExp)) {
       if (rule.accept !== undefined && !rule.accept(m)) continue;
       const whole = m.indices?.[0];
       if (whole === undefined) continue;
       // Redact the secret value only when the rule captures it; otherwise the whole match.
-      const value = m.indices?.[1] ?? whole;
+      const value = (allGroups ? capturedExtent(m) : m.indices?.[1]) ?? whole;
       spans.push({ rule: rule.id, start: value[0], end: value[1] });
     }
+  });
+  for (const m of scanSecrets(text, work, true)) spans.push(m);
+  return spans;
+}
+
+/**
+ * The credential spans `writ-redactor/4` adds to `credentialSpans`, located in `text`: credentials
+ * split by a supported split. Two readings of `text`, each mapped back to offsets of `text`:
+ * - read through (only where it differs from `text`): invisible characters (`INVISIBLE_WIDE_RE`)
+ *   removed, tag characters revealed as the ASCII they smuggle, every other code point folded by
+ *   NFKC on its own (an expansion longer than four characters read as a space, as `boundedNfkc`
+ *   does). Every span found there counts, as every credential in the detector's normalized copy
+ *   does: a key with a zero-width space, soft hyphen or tag character inside it, or written in
+ *   fullwidth letters, is one key.
+ * - a wrapped line (in that reading): each line break (LF, CR or CRLF) with a token character
+ *   (`[A-Za-z0-9_+/=-]`) directly on both sides and at least `WRAP_MIN_RUN` token characters
+ *   around it, removed on its own in a window of the two lines it separates (every other line
+ *   break kept: the lines before and after the wrapped credential stay apart from it), each line
+ *   read at most `WRAP_WINDOW` characters from the break. A span
+ *   counts only if its secret value contains the removed break, lies inside the window, and its
+ *   rule has a value of its own shape (a provider's prefix, length or alphabet: every rule but
+ *   the label-led free-form ones in `LINE_ENDS_VALUE_RULES`, for which a value runs to the end of
+ *   its line as `.env` files, YAML and HTTP headers define it: `KEY=12345` and a next line
+ *   `OTHER=…` are two values, not one wrapped secret).
+ * A break listed in `boundaries` (a newline joining two JSON strings of a level) is never removed.
+ * Not supported: a break with whitespace (indentation, a trailing space) beside it, two breaks in
+ * one credential, a break beside punctuation outside that alphabet (a JWT wrapped right at a dot),
+ * a value reaching further than `WRAP_WINDOW` from its break, a label on another line than the
+ * value's first part. A span covers the whole split (the
+ * invisible characters, the line break) from the first character of the value to its last.
+ * Cost: one more run of the credential rules over a text at most four times the length of `text`
+ * (NFKC expansions are capped) where it is not plain ASCII, and windows in which each character
+ * of that reading appears at most twice (a line is in the window of the break before it and of
+ * the break after it): the rules read at most twice the text again, whatever its lines.
+ */
+export function credentialSpansReadThrough(
+  text: string,
+  work: { secretWindowChars: number },
+  boundaries: readonly number[] = [],
+): CredentialSpan[] {
+  const out: CredentialSpan[] = [];
+  const secretWork: SecretWork = { chars: 0 };
+  const read = readThrough(text);
+  if (read !== null) {
+    for (const s of credentialSpansEach(read.text, secretWork, true)) out.push(mapSpan(s, read));
   }
-  for (const m of scanSecrets(text, { chars: 0 }, true)) spans.push(m);
-  return mergeCredentialSpans(spans);
+  const t = read?.text ?? text;
+  if (WRAP_RE.test(t)) {
+    const base = read ?? identityReading(text);
+    const hard = new Set(boundaries);
+    for (let k = 1; k < t.length - 1; k++) {
+      const c = t.charCodeAt(k);
+      if (c !== 0x0a && c !== 0x0d) continue;
+      const len = c === 0x0d && t.charCodeAt(k + 1) === 0x0a ? 2 : 1;
+      const next = k + len;
+      if (hard.has(base.starts[k] as number) || !isTokenAt(t, k - 1) || !isTokenAt(t, next)) {
+        k += len - 1;
+        continue;
+      }
+      // Enough token characters around the break to make a credential, counted up to the minimum.
+      let run = 0;
+      for (let i = k - 1; i >= 0 && run < WRAP_MIN_RUN && isTokenAt(t, i); i--) run++;
+      for (let i = next; i < t.length && run < WRAP_MIN_RUN && isTokenAt(t, i); i++) run++;
+      if (run < WRAP_MIN_RUN) {
+        k += len - 1;
+        continue;
+      }
+      // The two lines the break joins, each at most `WRAP_WINDOW` characters from it: every
+      // character is in at most two windows.
+      let ws = k;
+      while (ws > 0 && k - ws < WRAP_WINDOW && !isBreakAt(t, ws - 1)) ws--;
+      let we = next;
+      while (we < t.length && we - next < WRAP_WINDOW && !isBreakAt(t, we)) we++;
+      const cutBefore = ws > 0 && !isBreakAt(t, ws - 1);
+      const cutAfter = we < t.length && !isBreakAt(t, we);
+      const at = k - ws;
+      const window = t.slice(ws, k) + t.slice(next, we);
+      for (const s of credentialSpansEach(window, secretWork, true)) {
+        // The value holds the break, and is not cut by a window edge that is no line's end.
+        if (s.start >= at || s.end <= at || LINE_ENDS_VALUE_RULES.has(s.rule)) continue;
+        if ((s.start === 0 && cutBefore) || (s.end === window.length && cutAfter)) continue;
+        const start = ws + s.start;
+        const end = ws + s.end + len;
+        out.push({ rule: s.rule, start: base.starts[start] as number, end: base.ends[end - 1] as number });
+      }
+      k += len - 1;
+    }
+  }
+  work.secretWindowChars += secretWork.chars;
+  return out;
+}
+
+/** From the start of a match's first matched capture group to the end of its last; none: `undefined`. */
+function capturedExtent(m: RegExpMatchArray): [number, number] | undefined {
+  let extent: [number, number] | undefined;
+  const indices = m.indices ?? [];
+  for (let g = 1; g < indices.length; g++) {
+    const at = indices[g];
+    if (at === undefined) continue;
+    extent = extent === undefined ? [at[0], at[1]] : [Math.min(extent[0], at[0]), Math.max(extent[1], at[1])];
+  }
+  return extent;
+}
+
+/** A text as read, with where each of its code units came from in the original. */
+interface Reading {
+  readonly text: string;
+  /** `starts[k]`/`ends[k]`: the original offsets of the code point read as unit `k`. */
+  readonly starts: readonly number[];
+  readonly ends: readonly number[];
+}
+
+const INVISIBLE_WIDE_ONE_RE = new RegExp(INVISIBLE_WIDE_RE.source, 'u');
+/**
+ * Rules whose value is whatever follows a label, of free length: a line break ends such a value,
+ * so a joined line never extends one (`credentialSpansReadThrough`).
+ */
+export const LINE_ENDS_VALUE_RULES: ReadonlySet<string> = new Set([
+  'credential.assignment',
+  'credential.labelled_secret',
+  'credential.xml_element',
+  'credential.bearer_token',
+  'credential.url_userinfo',
+  'credential.cli_userinfo',
+  'credential.generic_api_key',
+]);
+/** A line break with a token character directly on both sides (a wrap candidate). */
+const WRAP_RE = /[A-Za-z0-9_+/=-](?:\r\n|\r|\n)[A-Za-z0-9_+/=-]/;
+/** How far on each side of a removed line break the credential rules read. */
+export const WRAP_WINDOW = 256;
+/** Token characters around a break (both sides together) below which it wraps no credential. */
+const WRAP_MIN_RUN = 16;
+
+/** Whether `t[i]` is a line break (CR or LF). */
+function isBreakAt(t: string, i: number): boolean {
+  const c = t.charCodeAt(i);
+  return c === 0x0a || c === 0x0d;
+}
+
+/** Whether `t[i]` is a token character (`[A-Za-z0-9_+/=-]`). */
+function isTokenAt(t: string, i: number): boolean {
+  const c = t.charCodeAt(i);
+  return (
+    (c >= 0x30 && c <= 0x39) ||
+    (c >= 0x41 && c <= 0x5a) ||
+    (c >= 0x61 && c <= 0x7a) ||
+    c === 0x5f ||
+    c === 0x2b ||
+    c === 0x2f ||
+    c === 0x3d ||
+    c === 0x2d
+  );
+}
+
+/** `text` read through invisibles, tags and compatibility forms; `null` where that is `text` itself. */
+function readThrough(text: string): Reading | null {
+  if (!NON_ASCII_RE.test(text)) return null;
+  const units: string[] = [];
+  const starts: number[] = [];
+  const ends: number[] = [];
+  for (let i = 0; i < text.length;) {
+    const cp = text.codePointAt(i) as number;
+    const w = cp > 0xffff ? 2 : 1;
+    const ch = text.slice(i, i + w);
+    let read: string;
+    if (cp >= 0xe0020 && cp <= 0xe007e) read = String.fromCharCode(cp - 0xe0000);
+    else if (cp < 0x80) read = ch;
+    else if (INVISIBLE_WIDE_ONE_RE.test(ch)) read = '';
+    else {
+      const n = ch.normalize('NFKC');
+      read = n.length <= 4 ? n : ' ';
+    }
+    for (let k = 0; k < read.length; k++) {
+      units.push(read.charAt(k));
+      starts.push(i);
+      ends.push(i + w);
+    }
+    i += w;
+  }
+  const joined = units.join('');
+  return joined === text ? null : { text: joined, starts, ends };
+}
+
+function identityReading(text: string): Reading {
+  const starts = Array.from({ length: text.length }, (_, k) => k);
+  return { text, starts, ends: starts.map((k) => k + 1) };
+}
+
+function mapSpan(s: CredentialSpan, r: Reading): CredentialSpan {
+  const start = r.starts[s.start] as number;
+  return { rule: s.rule, start, end: s.end > s.start ? (r.ends[s.end - 1] as number) : start };
+}
+
+/**
+ * Credential spans as the `writ-redactor/4` redactor locates them in one text: `credentialSpans`
+ * (each value from its first to its last capture group) and `credentialSpansReadThrough`, merged.
+ */
+export function credentialSpansV4(text: string, boundaries: readonly number[] = []): CredentialSpan[] {
+  return mergeCredentialSpans([
+    ...credentialSpansEach(text, { chars: 0 }, true),
+    ...credentialSpansReadThrough(text, { secretWindowChars: 0 }, boundaries),
+  ]);
 }
 
 /** Spans sorted by position and merged where they overlap (the first one's rule names a merge). */

@@ -204,7 +204,9 @@ export function inlineContentFindings(
   // The signal rule set of the receipt version being computed (signals/releases.ts); from
   // version 4, JSON content is also scanned as a model reads its strings (version 5: at each
   // level of JSON text held in strings, as the redactor reads them; version 6: the credential
-  // rules also over each of those texts as written, every rule also with invisibles as spaces).
+  // rules also over each of those texts as written, every rule also with invisibles as spaces;
+  // version 7: every default-ignorable character invisible and flagged, the credential rules also
+  // over each text read through invisibles and across a line break inside a token).
   const signals = scanContentUnder(version, payload, o.media_type);
   return {
     ...base,

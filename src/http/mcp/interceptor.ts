@@ -23,7 +23,8 @@
  * (`outputText`) exactly as that text's observation receipt scans it (`scanContentUnder` at the
  * current receipt version, as JSON: the text and its strings as a model reads them, level by
  * level into JSON text held in strings, the union of the scans; from version 6 the credential
- * rules also read each of those texts as written, so a key the redactor would redact is flagged);
+ * rules also read each of those texts as written, so a key the redactor would redact is flagged;
+ * from version 7 also as `writ-redactor/4` reads them, and the soft hyphen is a hidden character);
  * only a result without a signal is an empty `after` answer, and an annotation keeps
  * every content item, `_meta`, `isError` and the tool's own `structuredContent` as they were.
  * Never: reads a credential, tenant or principal from the payload or the URL; rewrites, redacts or

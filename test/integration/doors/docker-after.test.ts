@@ -183,6 +183,19 @@ describe('Docker MCP Gateway after interceptor → /docker-mcp/v1/after', { time
       }),
       'instruction_like_text',
     ],
+    // An AWS key id wrapped by a newline: located by writ-redactor/4, flagged from observation
+    // receipt version 7 (writ-signals/6 reads credentials across a line break inside a token).
+    [
+      'a key wrapped by a newline in a text item',
+      () => ({ content: [{ type: 'text', text: 'rolled back by AKIAZ7Q4WJ2M\n5NXR8K3T at 12:00' }] }),
+      'credential_like_text',
+    ],
+    // A soft hyphen inside a word: hidden_characters from version 7.
+    [
+      'a soft hyphen inside a word',
+      () => ({ content: [{ type: 'text', text: 'roll\u00adback done' }] }),
+      'hidden_characters',
+    ],
   ];
   it.each(sameText)(
     'names the digest and the signals /mcp/v1/after-call reports and observes for the same result (%s)',
@@ -219,8 +232,8 @@ describe('Docker MCP Gateway after interceptor → /docker-mcp/v1/after', { time
       expect(writ.output_bytes).toBe(execution.output_bytes);
       // The observation of the same text raised the same signals (one scan, one text).
       const observed = reported.body.observation.receipt.body;
-      expect(observed).toMatchObject({ receipt_version: 6, signals_release: writ.signals_release });
-      expect(writ.signals_release).toBe('writ-signals/5');
+      expect(observed).toMatchObject({ receipt_version: 7, signals_release: writ.signals_release });
+      expect(writ.signals_release).toBe('writ-signals/6');
       expect(observed.signals).toContain(signal);
       expect(observed.signal_hits).toEqual(writ.signal_hits);
     },

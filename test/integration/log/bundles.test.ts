@@ -224,7 +224,7 @@ describe('offline bundles of reconciliation receipts and withheld observations',
     expect(v.code).toBe(0);
     // Version 3 (and later) binds the findings' digest and size: every byte of what was kept is bound.
     expect(bundle.receipt.body).toMatchObject({
-      receipt_version: 6,
+      receipt_version: 7,
       actual_sha256: sha256HexOfText(swapped),
       actual_bytes: new TextEncoder().encode(swapped).byteLength,
     });
@@ -265,7 +265,7 @@ describe('offline bundles of reconciliation receipts and withheld observations',
     const v = await cliVerify(text, keys);
     expect(v.out).toMatch(/^VALID error_observation receipt/);
     expect(v.code).toBe(0);
-    expect(bundle.receipt.body).toMatchObject({ receipt_version: 6, actual_bytes: 17 });
+    expect(bundle.receipt.body).toMatchObject({ receipt_version: 7, actual_bytes: 17 });
     const [from, to] = section(text, 'withheld');
     expect(undetected(text, keys, from, to)).toEqual([]);
   });

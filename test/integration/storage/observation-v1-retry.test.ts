@@ -104,7 +104,7 @@ describe('retry of an observation recorded under receipt version 1', () => {
     // A new observation is still issued under the current version.
     const fresh = await postObservation(s, rawOutput(s, e));
     expect(fresh.status).toBe(201);
-    expect(fresh.body.receipt.body.receipt_version).toBe(6);
+    expect(fresh.body.receipt.body.receipt_version).toBe(7);
   });
 });
 
@@ -114,7 +114,7 @@ const QUOTED_SECRET = JSON.stringify({
 });
 
 describe('retry of an observation recorded under receipt version 3', () => {
-  it('replays the stored version 3 receipt; the same bytes observed anew are version 6 and flagged', async () => {
+  it('replays the stored version 3 receipt; the same bytes observed anew are version 7 and flagged', async () => {
     const s = await seedTenant('obs-v3');
     const e = await executed(s, 'succeeded', QUOTED_SECRET);
     const raw = rawOutput(s, e, QUOTED_SECRET);
@@ -124,13 +124,13 @@ describe('retry of an observation recorded under receipt version 3', () => {
     expect(again.status).toBe(200);
     expect(again.body.receipt).toEqual(v3);
 
-    // Another execution returning the same bytes: observed under version 6, which reads the string.
+    // Another execution returning the same bytes: observed under version 7, which reads the string.
     const e2 = await executed(s, 'succeeded', QUOTED_SECRET);
     const fresh = await postObservation(s, rawOutput(s, e2, QUOTED_SECRET));
     expect(fresh.status).toBe(201);
     expect(fresh.body.receipt.body).toMatchObject({
-      receipt_version: 6,
-      signals_release: 'writ-signals/5',
+      receipt_version: 7,
+      signals_release: 'writ-signals/6',
       signals: ['credential_like_text'],
     });
     expect(fresh.body.candidate.signals).toEqual(['credential_like_text']);
@@ -145,7 +145,7 @@ const SECRET_TWO_DEEP = JSON.stringify({
 });
 
 describe('retry of an observation recorded under receipt version 4', () => {
-  it('replays the stored version 4 receipt; the same bytes observed anew are version 6 and flagged', async () => {
+  it('replays the stored version 4 receipt; the same bytes observed anew are version 7 and flagged', async () => {
     const s = await seedTenant('obs-v4');
     const e = await executed(s, 'succeeded', SECRET_TWO_DEEP);
     const raw = rawOutput(s, e, SECRET_TWO_DEEP);
@@ -159,13 +159,13 @@ describe('retry of an observation recorded under receipt version 4', () => {
     expect(again.status).toBe(200);
     expect(again.body.receipt).toEqual(v4);
 
-    // Another execution returning the same bytes: version 6 (as 5) reads JSON text held in the strings.
+    // Another execution returning the same bytes: version 7 (as 5 and 6) reads JSON text held in the strings.
     const e2 = await executed(s, 'succeeded', SECRET_TWO_DEEP);
     const fresh = await postObservation(s, rawOutput(s, e2, SECRET_TWO_DEEP));
     expect(fresh.status).toBe(201);
     expect(fresh.body.receipt.body).toMatchObject({
-      receipt_version: 6,
-      signals_release: 'writ-signals/5',
+      receipt_version: 7,
+      signals_release: 'writ-signals/6',
       signals: ['credential_like_text'],
     });
     expect(fresh.body.candidate.signals).toEqual(['credential_like_text']);
@@ -178,7 +178,7 @@ const KEY_ENDED_BY_SOFT_HYPHEN = JSON.stringify({
 });
 
 describe('retry of an observation recorded under receipt version 5', () => {
-  it('replays the stored version 5 receipt; the same bytes observed anew are version 6 and flagged', async () => {
+  it('replays the stored version 5 receipt; the same bytes observed anew are version 7 and flagged', async () => {
     const s = await seedTenant('obs-v5');
     const e = await executed(s, 'succeeded', KEY_ENDED_BY_SOFT_HYPHEN);
     const raw = rawOutput(s, e, KEY_ENDED_BY_SOFT_HYPHEN);
@@ -192,15 +192,16 @@ describe('retry of an observation recorded under receipt version 5', () => {
     expect(again.status).toBe(200);
     expect(again.body.receipt).toEqual(v5);
 
-    // Another execution returning the same bytes: version 6 reads the credentials as written.
+    // Another execution returning the same bytes: version 6 (and 7) reads the credentials as
+    // written; version 7 also flags the soft hyphen itself.
     const e2 = await executed(s, 'succeeded', KEY_ENDED_BY_SOFT_HYPHEN);
     const fresh = await postObservation(s, rawOutput(s, e2, KEY_ENDED_BY_SOFT_HYPHEN));
     expect(fresh.status).toBe(201);
     expect(fresh.body.receipt.body).toMatchObject({
-      receipt_version: 6,
-      signals_release: 'writ-signals/5',
-      signals: ['credential_like_text'],
+      receipt_version: 7,
+      signals_release: 'writ-signals/6',
+      signals: ['credential_like_text', 'hidden_characters'],
     });
-    expect(fresh.body.candidate.signals).toEqual(['credential_like_text']);
+    expect(fresh.body.candidate.signals).toEqual(['credential_like_text', 'hidden_characters']);
   });
 });

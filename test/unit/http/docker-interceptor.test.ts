@@ -8,7 +8,12 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { sha256HexOfText } from '../../../src/core/canonical/canonical.js';
-import { jsonStringLevelsAsRead, levelText, scanUnder } from '../../../src/core/observation/index.js';
+import {
+  jsonStringLevelsAsRead,
+  levelText,
+  OBSERVATION_RECEIPT_VERSION,
+  scanUnder,
+} from '../../../src/core/observation/index.js';
 import {
   AFTER_SIGNAL_POLICIES,
   afterSignalPolicyOf,
@@ -215,7 +220,7 @@ describe('screenAfter', () => {
       authority: 'untrusted_evidence_only',
       on_signal: 'withhold_credentials',
       signals: ['instruction_like_text'],
-      signals_release: 'writ-signals/5',
+      signals_release: 'writ-signals/6',
       output_sha256: sha256HexOfText(outputText(r)),
     });
     // A result that raised nothing is not isError after annotation either.
@@ -315,7 +320,7 @@ describe('screenAfter properties', () => {
         // level into JSON text held in strings.
         const output = outputText(r);
         const texts = [output, ...jsonStringLevelsAsRead(output).map(levelText)];
-        const hits = texts.flatMap((t) => scanUnder(5, t).hits);
+        const hits = texts.flatMap((t) => scanUnder(OBSERVATION_RECEIPT_VERSION, t).hits);
         const a = screenAfter(r, policy);
         expect(a.kind === 'pass').toBe(hits.length === 0);
         if (a.kind !== 'refused') {

@@ -11,11 +11,11 @@ const PINNED = {
   policy_sha256: '528633eee64774c23dd4aeaf65bfcbc16216349888d9eb6c2b6c00964016286b',
   observation_policy_sha256: '42c1319ecaa0decb981fc58b715aa4723c74e0373f2efdcba94b8648ab06da5f',
   execution_receipt_sha256: '288e3084ec6fb8ce58c420eb6c219482a15c1d9e26603c8af02fd4d6dc961f07',
-  // Observation receipt version 6 (`writ-signals/5`): the baseline's signals are unchanged, the
+  // Observation receipt version 7 (`writ-signals/6`): the baseline's signals are unchanged, the
   // receipt's version and release (so its digest, and the report's bytes) are not.
-  observation_receipt_sha256: '241e5f2cf7fc59638e37c293d326fb6a0fd483dc2df186fc837e44374360fc08',
+  observation_receipt_sha256: '1dfff088c7b42a8026bf091c69f1320ac91abf70e0f8b56b36c0d4b1511a0c69',
   report_bytes: 5288,
-  report_sha256: '8e273095a4169ad41dfe13aa64351d4760a49ec4b6406341cc8c6cba03603047',
+  report_sha256: 'da7bfa6a6d683146b7a2472cb2fcf456410c475c58cb393d314541bfa3a9f1af',
 } as const;
 
 describe('observation lab', () => {

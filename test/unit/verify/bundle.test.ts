@@ -32,6 +32,7 @@ import {
 import legacyV3 from '../core/observation/legacy-v3-receipts.json';
 import legacyV4 from '../core/observation/legacy-v4-receipts.json';
 import legacyV5 from '../core/observation/legacy-v5-receipts.json';
+import legacyV6 from '../core/observation/legacy-v6-receipts.json';
 
 const pinned = { trustedKeys: keys(), logVerifier: fakeLogVerifier } as const;
 const reason = (v: BundleVerdict) => (v.valid ? 'valid' : v.failure?.reason);
@@ -157,7 +158,9 @@ describe('observation bundles verify under the receipt version they carry', () =
   // (legacy-v4-receipts.json): they bound no signal for a secret two strings deep; version 5 does.
   // Version 5 receipts issued at d6a5628, before version 6 read credentials in the text as written
   // (legacy-v5-receipts.json): they bound no signal for a key ended by a soft hyphen and a letter;
-  // version 6 does.
+  // version 6 does. Version 6 receipts issued at ce58b77, before version 7 flagged every invisible
+  // character and read credentials across a wrapped line (legacy-v6-receipts.json): they bound no
+  // signal for a soft hyphen and a newline-wrapped key; version 7 does.
   type Fixtures = Record<
     'observation' | 'error_observation',
     { inputs: Record<string, unknown>; receipt: SignableReceipt & { body: Record<string, unknown> } }
@@ -165,6 +168,7 @@ describe('observation bundles verify under the receipt version they carry', () =
   const V3 = legacyV3 as unknown as Fixtures;
   const V4 = legacyV4 as unknown as Fixtures;
   const V5 = legacyV5 as unknown as Fixtures;
+  const V6 = legacyV6 as unknown as Fixtures;
 
   function bundleOf(receipt: SignableReceipt, inputs: unknown, at: number) {
     const signature = sign(receipt, ring(), at);
@@ -182,6 +186,7 @@ describe('observation bundles verify under the receipt version they carry', () =
     [3, 4, 'writ-signals/3', V3],
     [4, 5, 'writ-signals/4', V4],
     [5, 6, 'writ-signals/5', V5],
+    [6, 7, 'writ-signals/6', V6],
   ] as const)(
     'a version %i bundle and a version %i bundle of the same observation both verify offline',
     (old, next, release, fixtures) => {

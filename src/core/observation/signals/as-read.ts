@@ -179,10 +179,15 @@ export function jsonStringLevelsAsRead(text: string, depth: number = AS_READ_DEP
  * the same order (property-tested), holding only strings, each level at most the text's length.
  */
 export function jsonStringLevelTexts(text: string, depth: number = AS_READ_DEPTH): string[] {
-  const out: string[] = [];
+  return jsonStringLevelStrings(text, depth).map((level) => level.join('\n'));
+}
+
+/** The strings of each level `jsonStringLevelTexts` joins, before the join. */
+export function jsonStringLevelStrings(text: string, depth: number = AS_READ_DEPTH): string[][] {
+  const out: string[][] = [];
   let level = depth >= 1 && text.includes('"') ? jsonStringLiteralTexts(text) : [];
   while (level.length > 0) {
-    out.push(level.join('\n'));
+    out.push(level);
     if (out.length >= depth) break;
     const next: string[] = [];
     for (const l of level) {
@@ -192,6 +197,29 @@ export function jsonStringLevelTexts(text: string, depth: number = AS_READ_DEPTH
     level = next;
   }
   return out;
+}
+
+/** A level's text as `jsonStringLevelTexts` joins it, with the offsets of the newlines that join its strings. */
+export interface LevelText {
+  readonly text: string;
+  /** Offsets of the separating newlines: boundaries between strings, never a wrapped line. */
+  readonly separators: number[];
+}
+
+/** The levels of `jsonStringLevelTexts`, each with where its strings were joined. */
+export function jsonStringLevelTextsWithSeparators(text: string, depth: number = AS_READ_DEPTH): LevelText[] {
+  return jsonStringLevelStrings(text, depth).map(joinedWithSeparators);
+}
+
+/** Strings joined by newlines, and where the newlines are. */
+export function joinedWithSeparators(strings: readonly string[]): LevelText {
+  const separators: number[] = [];
+  let at = 0;
+  strings.forEach((s, i) => {
+    if (i > 0) separators.push(at - 1);
+    at += s.length + 1;
+  });
+  return { text: strings.join('\n'), separators };
 }
 
 /** A level's strings as one text to scan: joined by newlines, as `jsonStringsAsRead` joins them. */

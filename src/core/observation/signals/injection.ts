@@ -635,6 +635,37 @@ const HIDDEN: readonly Omit<Rule, 'signal'>[] = [
   },
 ];
 
+/**
+ * Invisible characters a word or key can be written with that none of the `HIDDEN` rules names,
+ * as one set with the detector's widest reading of invisibles (`INVISIBLE_WIDE_RE` in
+ * `signals.ts`): every Default_Ignorable_Code_Point and every format character (Cf), less those
+ * another rule names (tag characters, bidi overrides and isolates, the `zero_width` characters, a
+ * BOM), less the format characters that render visibly (the prepended concatenation marks:
+ * Arabic number signs, U+06DD, U+070F, U+0890-0891, U+08E2, U+110BD, U+110CD), less those with
+ * ordinary uses in other scripts (joiners, variation selectors, the bidi marks LRM, RLM and ALM),
+ * which count only in a run between two ASCII letters or digits (`ig<VS1>nore`), never after an
+ * emoji, in a Persian word or a Mongolian one. The soft hyphen (U+00AD) renders as nothing inside
+ * a line; text with it hides words from a filter that reads it as written.
+ * Only release `writ-signals/6` runs this rule (`formatCharacters`): earlier releases' receipts
+ * must replay as they were issued.
+ */
+const FORMAT_CONTEXTUAL = '[\\p{Join_Control}\\p{Variation_Selector}\\u061C\\u200E\\u200F]';
+const FORMAT_CONTEXT_RUN = '[\\p{Variation_Selector}\\u061C\\u200E\\u200F]';
+const FORMAT_ELSEWHERE =
+  '[\\u{E0000}-\\u{E007F}\\u202A-\\u202E\\u2066-\\u2069\\u200B\\u2060-\\u2064\\u180E\\uFEFF\\u0600-\\u0605\\u06DD\\u070F\\u0890\\u0891\\u08E2\\u{110BD}\\u{110CD}]';
+export const FORMAT_CHARACTER_RULE: Rule = {
+  id: 'hidden.format_character',
+  signal: 'hidden_characters',
+  family: 'format_character',
+  view: 'raw',
+  // One pass: the first alternative is one class; the second starts only at an ASCII letter or
+  // digit followed by a run of contextual characters, so each run is read once.
+  pattern: new RegExp(
+    `[[\\p{Default_Ignorable_Code_Point}\\p{Cf}]--${FORMAT_CONTEXTUAL}--${FORMAT_ELSEWHERE}]|[A-Za-z0-9]${FORMAT_CONTEXT_RUN}+[A-Za-z0-9]`,
+    'v',
+  ),
+};
+
 const withSignal = (signal: Rule['signal'], rules: readonly Omit<Rule, 'signal'>[]): Rule[] =>
   rules.map((r) => ({ ...r, signal }));
 

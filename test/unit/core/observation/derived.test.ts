@@ -217,7 +217,7 @@ describe('redaction', () => {
     }).replace('"ignored"', '"\\u0041KIA2E0A8F3B244C9986"');
     const original = { ...candidateWith(text), media_type: 'application/json' };
     const v2 = redactEvidence(original, 'writ-redactor/2');
-    const v3 = redactEvidence(original);
+    const v3 = redactEvidence(original, 'writ-redactor/3');
     if (!v2.ok || !v3.ok) throw new Error('redaction failed');
     expect(v2.value.redactions).toEqual([]);
     const view = v3.value.evidence.content;
