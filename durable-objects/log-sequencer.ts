@@ -445,7 +445,7 @@ export class LogSequencerObject extends DurableObject<Env> {
         await this.#keepPromise();
         // Witnesses after the drain, and only once no backlog remains: a backlog's next alarm
         // drains first. Never fails the alarm; a witness's failure is recorded on its row.
-        await this.#submitWitnesses(tenant_id);
+        if (this.witnessAutoSubmit) await this.#submitWitnesses(tenant_id);
       }
       await this.#armWitnessRetry();
     } catch (e) {
@@ -464,6 +464,11 @@ export class LogSequencerObject extends DurableObject<Env> {
 
   /** Tests replace it with a fake witness (see `WitnessFetcher`); not reachable over RPC. */
   witnessFetcher: WitnessFetcher = (url, init) => fetch(url, init);
+  /**
+   * Whether the alarm submits to witnesses after its drain. Tests that drive submissions
+   * explicitly (`submitWitnesses`) turn it off, so an alarm firing meanwhile cannot interleave.
+   */
+  witnessAutoSubmit = true;
   /** The submission round running now, if any: rounds never overlap. */
   #submitting: Promise<void> | null = null;
 
@@ -738,6 +743,8 @@ export class LogSequencerObject extends DurableObject<Env> {
    * never delays a drain; it may make one sooner.
    */
   async #armWitnessRetry(): Promise<void> {
+    // Off (tests drive submissions), or a round is running: its end arms what it leaves due.
+    if (!this.witnessAutoSubmit || this.#submitting !== null) return;
     const m = this.#meta();
     if (m === null || m.checkpoint === null) return;
     const next = this.#sql
