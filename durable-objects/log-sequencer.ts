@@ -108,6 +108,8 @@ export type WitnessFetcher = (
     readonly headers: Record<string, string>;
     readonly body: string;
     readonly signal: AbortSignal;
+    /** Never followed: a redirect would leave the validated https URL (an answer 3xx, refused). */
+    readonly redirect: 'manual';
   },
 ) => Promise<Response>;
 /** How long one `add-checkpoint` request may take before it counts as a network failure. */
@@ -602,6 +604,7 @@ export class LogSequencerObject extends DurableObject<Env> {
           headers: { 'content-type': 'text/plain; charset=utf-8' },
           body: body.value,
           signal: AbortSignal.timeout(WITNESS_TIMEOUT_MS),
+          redirect: 'manual',
         });
         res = { status: r.status, type: r.headers.get('content-type'), text: await boundedText(r) };
       } catch (e) {

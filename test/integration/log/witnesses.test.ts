@@ -21,6 +21,7 @@ import { decodeBase64 } from '../../../src/core/log/encoding.js';
 import { verifyConsistency } from '../../../src/core/log/merkle.js';
 import { parsePublicKeySet } from '../../../src/core/receipts/keys.js';
 import { app } from '../../../src/http/app.js';
+import { runVerify } from '../../../src/cli/verify.js';
 import { tenantStore } from '../../../src/platform/bindings.js';
 import { verifyBundle } from '../../../src/verify/bundle.js';
 import { logOrigin, logVerifiers, witnessedLogVerifier } from '../../../src/verify/log.js';
@@ -209,6 +210,19 @@ describe('log witnesses (C2SP tlog-witness, the log side)', () => {
       valid: true,
       log: { status: 'included', inclusion: { index: 0, tree_size: 1, witnesses: { quorum: 2 } } },
     });
+    // `writ verify --witness` accepts it too, and names who cosigned.
+    const files: Record<string, string> = {
+      'b.json': JSON.stringify(cosigned.bundle),
+      'k.json': JSON.stringify((await call('GET', '/.well-known/writ-keys')).body),
+    };
+    const out: string[] = [];
+    const code = await runVerify(['b.json', '--keys', 'k.json', '--witness', W1.vkey, '--witness', W2.vkey], {
+      readFile: async (p) => new TextEncoder().encode(files[p] ?? ''),
+      stdout: (t) => out.push(t),
+      stderr: (t) => out.push(t),
+    });
+    expect(out.join('')).toContain('witnesses: 2 of 2 cosigned');
+    expect(code).toBe(0);
     // The served checkpoint and the R2 copy carry the same verified lines.
     const served = await checkpointText(s);
     expect(served).toBe(cosigned.bundle.log.checkpoint);
