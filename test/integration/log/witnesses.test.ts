@@ -247,6 +247,25 @@ describe('log witnesses (C2SP tlog-witness, the log side)', () => {
       valid: true,
       log: { inclusion: { index: 0, tree_size: 3 } },
     });
+
+    // W2 goes down and W1 alone cosigns size 4: the latest checkpoint is served with W1's line,
+    // and the bundle keeps the checkpoint both cosigned (the most cosignatures covering it).
+    fakes[1]!.misbehave = () => new Response('down', { status: 503 });
+    await append(s, 2, 1);
+    await stub.submitWitnesses(s.tenant_id);
+    const latest = await checkpointText(s);
+    expect(latest.split('\n')[1]).toBe('4');
+    expect(latest).toContain(`\u2014 ${W1.name} `);
+    expect(latest).not.toContain(W2.name);
+    expect((await verify(a.sha256, [W1, W2])).verdict).toMatchObject({
+      valid: true,
+      log: { inclusion: { tree_size: 3 } },
+    });
+    // Size 1 was dropped: both its witnesses cosigned size 3, which covers all it covers.
+    const kept = await runInDurableObject(stub, (_o: LogSequencerObject, st) =>
+      st.storage.sql.exec<{ size: number }>('SELECT size FROM cosigned_checkpoint ORDER BY size').toArray(),
+    );
+    expect(kept.map((r) => r.size)).toEqual([3, 4]);
   });
 
   it('a cosignature by the wrong key, over another checkpoint, or malformed is never stored', async () => {
