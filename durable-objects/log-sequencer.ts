@@ -21,8 +21,11 @@
  *
  * RPC surface: `kick` (schedule a drain: the Worker's `waitUntil` after a commit), `drain` (drain
  * now, bounded), `checkpoint`, `inclusion`, `consistency`, `publication` and `setPublication` (the
- * opt-in public read path: the object writes the R2 marker the public routes read). The alarm
- * drains and re-arms itself while a backlog remains or after a failure.
+ * opt-in public read path: the object writes the R2 marker the public routes read), `witnesses`,
+ * `setWitnesses` and `submitWitnesses` (C2SP tlog-witness: the tenant's witnesses, kept here; the
+ * alarm submits each new checkpoint to them after its drain and stores only cosignatures verified
+ * against the witness's key; checkpoints, proofs and bundles carry them). The alarm drains and
+ * re-arms itself while a backlog remains, after a failure, or for a witness submission due.
  */
 import { DurableObject } from 'cloudflare:workers';
 import { digestOf } from '../src/core/canonical/canonical.js';
