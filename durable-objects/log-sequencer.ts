@@ -21,8 +21,11 @@
  *
  * RPC surface: `kick` (schedule a drain: the Worker's `waitUntil` after a commit), `drain` (drain
  * now, bounded), `checkpoint`, `inclusion`, `consistency`, `publication` and `setPublication` (the
- * opt-in public read path: the object writes the R2 marker the public routes read). The alarm
- * drains and re-arms itself while a backlog remains or after a failure.
+ * opt-in public read path: the object writes the R2 marker the public routes read), `witnesses`,
+ * `setWitnesses` and `submitWitnesses` (C2SP tlog-witness: the tenant's witnesses, kept here; the
+ * alarm submits each new checkpoint to them after its drain and stores only cosignatures verified
+ * against the witness's key; checkpoints, proofs and bundles carry them). The alarm drains and
+ * re-arms itself while a backlog remains, after a failure, or for a witness submission due.
  */
 import { DurableObject } from 'cloudflare:workers';
 import { digestOf } from '../src/core/canonical/canonical.js';
@@ -48,6 +51,16 @@ import {
   sealBatch,
 } from '../src/core/log/sequencer.js';
 import { attachCheckpointSignature } from '../src/core/log/checkpoint.js';
+import {
+  type WitnessConfigInput,
+  MAX_WITNESS_RESPONSE,
+  addCheckpointBody,
+  parseLogWitnesses,
+  readAddCheckpointAnswer,
+  verifyWitnessAnswer,
+  withCosignatures,
+} from '../src/core/log/witness.js';
+import { parseWitnessKey } from '../src/core/log/cosignature.js';
 import { Identifier } from '../src/core/schema.js';
 import { errorForLog } from '../src/services/errors.js';
 import { type LogKey, logKey } from '../src/platform/receipt-keys.js';
@@ -55,6 +68,8 @@ import { tenantShard, tenantStore } from '../src/platform/bindings.js';
 import type {
   ConsistencyAnswer,
   InclusionAnswer,
+  LogWitnessView,
+  LogWitnessesState,
   PublicationChange,
   PublicationState,
 } from '../src/services/ports.js';
@@ -84,6 +99,29 @@ const PROMISED_KEY = 'promised_drain_at';
 const R2_CHECKPOINT_KEY = 'r2_checkpoint_size';
 /** Delay before the alarm retries a drain that failed (D1, R2 or the key ring unavailable). */
 export const RETRY_MS = 5_000;
+
+/**
+ * How the object reaches witnesses (C2SP tlog-witness `add-checkpoint`): `fetch` in production; a
+ * test sets `witnessFetcher` on the instance to a fake witness. Called with the full URL.
+ */
+export type WitnessFetcher = (
+  url: string,
+  init: {
+    readonly method: 'POST';
+    readonly headers: Record<string, string>;
+    readonly body: string;
+    readonly signal: AbortSignal;
+    /** Never followed: a redirect would leave the validated https URL (an answer 3xx, refused). */
+    readonly redirect: 'manual';
+  },
+) => Promise<Response>;
+/** How long one `add-checkpoint` request may take before it counts as a network failure. */
+export const WITNESS_TIMEOUT_MS = 5_000;
+/** The first retry delay after a witness failed; doubled per failure in a row, up to the max. */
+export const WITNESS_RETRY_BASE_MS = 30_000;
+export const WITNESS_RETRY_MAX_MS = 60 * 60_000;
+/** Cosigned checkpoints kept for bundles of older receipts (the newest; dominated ones go first). */
+export const MAX_COSIGNED_CHECKPOINTS = 32;
 
 /** The R2 key prefix of a tenant's log: `log/<tenant_id>/` (docs/transparency-log.md). */
 export function logPrefix(tenant_id: string): string {
@@ -117,8 +155,22 @@ export interface DrainReport {
  * version 1 wrote, which the next drain treats as another shard's cursor (a rescan of the current
  * shard: safe, and it repairs a log whose cursor a move had carried past unread rows).
  * 3: `publication` (the public read path's opt-in and its history).
+ * 4: `witness`, `witness_change`, `cosigned_checkpoint`, `cosignature` (C2SP tlog-witness).
  */
-const SCHEMA_VERSION = 3;
+const SCHEMA_VERSION = 4;
+
+/** A row of `witness`. */
+type WitnessRow = {
+  readonly position: number;
+  readonly vkey: string;
+  readonly url: string;
+  readonly known_size: number | null;
+  readonly failures: number;
+  readonly next_attempt_unix_ms: number;
+  readonly last_attempt_unix_ms: number | null;
+  readonly last_outcome: string | null;
+  readonly last_error: string | null;
+};
 
 /** Where the drain is: the last `seq` it took on `shard` (null: not known, version 1's rows). */
 interface Position {
@@ -165,9 +217,49 @@ export class LogSequencerObject extends DurableObject<Env> {
           at_unix_ms INTEGER NOT NULL
         )`);
       }
+      if (v < 4) this.#createWitnessTables();
       this.#sql.exec('DELETE FROM schema_version');
       this.#sql.exec('INSERT INTO schema_version (v) VALUES (?)', SCHEMA_VERSION);
     });
+  }
+
+  /**
+   * The log's witnesses and what they cosigned. Here, not in D1: only this object submits to them
+   * and keeps their answers, the list and each witness's known size change together with the
+   * cosignatures, and the object is the tenant's by construction (`#checkTenant`).
+   */
+  #createWitnessTables(): void {
+    // One row per configured witness, in the order given; `known_size` is the size it last
+    // cosigned (or told in a 409), from which the next consistency proof starts.
+    this.#sql.exec(`CREATE TABLE IF NOT EXISTS witness (
+      position INTEGER NOT NULL,
+      vkey TEXT PRIMARY KEY,
+      url TEXT NOT NULL,
+      known_size INTEGER,
+      failures INTEGER NOT NULL DEFAULT 0,
+      next_attempt_unix_ms INTEGER NOT NULL DEFAULT 0,
+      last_attempt_unix_ms INTEGER,
+      last_outcome TEXT,
+      last_error TEXT
+    )`);
+    this.#sql.exec(`CREATE TABLE IF NOT EXISTS witness_change (
+      seq INTEGER PRIMARY KEY AUTOINCREMENT,
+      principal_id TEXT NOT NULL,
+      at_unix_ms INTEGER NOT NULL,
+      vkeys TEXT NOT NULL
+    )`);
+    // Checkpoints (log-signed) that at least one witness cosigned, and the verified lines.
+    this.#sql.exec(`CREATE TABLE IF NOT EXISTS cosigned_checkpoint (
+      size INTEGER PRIMARY KEY,
+      checkpoint TEXT NOT NULL
+    )`);
+    this.#sql.exec(`CREATE TABLE IF NOT EXISTS cosignature (
+      size INTEGER NOT NULL,
+      vkey TEXT NOT NULL,
+      line TEXT NOT NULL,
+      timestamp_unix_s INTEGER NOT NULL,
+      PRIMARY KEY (size, vkey)
+    )`);
   }
 
   #hasColumn(table: string, column: string): boolean {
@@ -240,12 +332,23 @@ export class LogSequencerObject extends DurableObject<Env> {
     const r = await this.#serialized(tenant_id, batch, batches);
     if (r.more) await this.ctx.storage.setAlarm(Date.now());
     else await this.#keepPromise();
+    // The alarm submits a new checkpoint to the witnesses: never this call (a proof request).
+    await this.#armWitnessRetry();
     return r;
   }
 
   /** The latest signed checkpoint (the empty log's, signed now, before the first receipt). */
   async checkpoint(tenant_id: string): Promise<{ readonly size: number; readonly checkpoint: string }> {
     this.#checkTenant(tenant_id);
+    const { size, checkpoint } = await this.#signedCheckpoint(tenant_id);
+    // With the verified cosignatures stored for exactly this checkpoint (none yet: the log's alone).
+    return { size, checkpoint: this.#cosignedNote(size, checkpoint) };
+  }
+
+  /** The latest checkpoint with the log's signature alone. */
+  async #signedCheckpoint(
+    tenant_id: string,
+  ): Promise<{ readonly size: number; readonly checkpoint: string }> {
     const m = this.#meta();
     if (m !== null && m.checkpoint !== null) return { size: m.state.size, checkpoint: m.checkpoint };
     const key = logKey(this.env, tenant_id);
@@ -294,7 +397,7 @@ export class LogSequencerObject extends DurableObject<Env> {
       const marker = publicationMarkerKey(tenant_id);
       if (published) {
         // Signed first (the empty log's needs the key ring): a refusal here records nothing.
-        const { size, checkpoint } = await this.checkpoint(tenant_id);
+        const { size, checkpoint } = await this.#signedCheckpoint(tenant_id);
         record();
         await this.#writeR2Checkpoint(tenant_id, size, checkpoint);
         await this.env.LOG_TILES.put(
@@ -320,9 +423,10 @@ export class LogSequencerObject extends DurableObject<Env> {
       .exec<{ idx: number }>('SELECT idx FROM leaf WHERE receipt_sha256 = ?', receipt_sha256)
       .toArray()[0];
     if (m === null || m.checkpoint === null || row === undefined) return { status: 'not_logged' };
-    const proof = proveInclusion(m.state, row.idx, m.checkpoint, (refs) => this.#fullTiles(refs));
+    const at = this.#proofCheckpoint(row.idx, m.state.size, m.checkpoint);
+    const proof = proveInclusion(m.state, row.idx, at.checkpoint, (refs) => this.#fullTiles(refs), at.size);
     if (!proof.ok) throw new Error(`inclusion proof: ${proof.error.message}`);
-    return { status: 'included', index: row.idx, size: m.state.size, proof: proof.value };
+    return { status: 'included', index: row.idx, size: at.size, proof: proof.value };
   }
 
   /** The consistency proof between two sizes of the log (base64 hashes). */
@@ -342,7 +446,13 @@ export class LogSequencerObject extends DurableObject<Env> {
     try {
       const r = await this.#serialized(tenant_id, DRAIN_BATCH, DRAIN_MAX_BATCHES);
       if (r.more) await this.ctx.storage.setAlarm(Date.now());
-      else await this.#keepPromise();
+      else {
+        await this.#keepPromise();
+        // Witnesses after the drain, and only once no backlog remains: a backlog's next alarm
+        // drains first. Never fails the alarm; a witness's failure is recorded on its row.
+        if (this.witnessAutoSubmit) await this.#submitWitnesses(tenant_id);
+      }
+      await this.#armWitnessRetry();
     } catch (e) {
       console.error(
         JSON.stringify({
@@ -353,6 +463,375 @@ export class LogSequencerObject extends DurableObject<Env> {
       );
       await this.ctx.storage.setAlarm(Date.now() + RETRY_MS);
     }
+  }
+
+  // -- Witnesses (C2SP tlog-witness) ---------------------------------------------------------
+
+  /** Tests replace it with a fake witness (see `WitnessFetcher`); not reachable over RPC. */
+  witnessFetcher: WitnessFetcher = (url, init) => fetch(url, init);
+  /**
+   * Whether the alarm submits to witnesses after its drain. Tests that drive submissions
+   * explicitly (`submitWitnesses`) turn it off, so an alarm firing meanwhile cannot interleave.
+   */
+  witnessAutoSubmit = true;
+  /** The submission round running now, if any: rounds never overlap. */
+  #submitting: Promise<void> | null = null;
+
+  /** The log's witnesses and their submission state. */
+  async witnesses(tenant_id: string): Promise<LogWitnessesState> {
+    this.#checkTenant(tenant_id);
+    return this.#witnessesState();
+  }
+
+  /**
+   * Replace the log's witness list (a tenant admin's request; the route checked the role and the
+   * list). Validated again here: nothing reaches storage that `parseLogWitnesses` refuses. A
+   * witness kept (same vkey) keeps its known size and backoff; a removed one's cosignatures are
+   * deleted (its key may be why it was removed), so no checkpoint is served with them again.
+   */
+  async setWitnesses(
+    tenant_id: string,
+    inputs: readonly WitnessConfigInput[],
+    allowLoopbackHttp: boolean,
+    principal_id: string,
+    at_unix_ms: number,
+  ): Promise<LogWitnessesState> {
+    this.#checkTenant(tenant_id);
+    if (!Identifier.safeParse(principal_id).success) throw new Error('invalid principal id');
+    if (!Number.isSafeInteger(at_unix_ms) || at_unix_ms < 0) throw new Error('invalid time');
+    const parsed = parseLogWitnesses(inputs, { allowLoopbackHttp });
+    if (!parsed.ok) throw new Error(`invalid witness list: ${parsed.error.message}`);
+    const list = parsed.value;
+    const run = this.#drainChain.then(async () => {
+      this.ctx.storage.transactionSync(() => {
+        const keep = JSON.stringify(list.map((w) => w.key.vkey));
+        this.#sql.exec('DELETE FROM witness WHERE vkey NOT IN (SELECT value FROM json_each(?))', keep);
+        this.#sql.exec('DELETE FROM cosignature WHERE vkey NOT IN (SELECT value FROM json_each(?))', keep);
+        this.#sql.exec('DELETE FROM cosigned_checkpoint WHERE size NOT IN (SELECT size FROM cosignature)');
+        for (const [position, w] of list.entries()) {
+          this.#sql.exec(
+            `INSERT INTO witness (position, vkey, url) VALUES (?, ?, ?)
+             ON CONFLICT (vkey) DO UPDATE SET position = excluded.position, url = excluded.url`,
+            position,
+            w.key.vkey,
+            w.url,
+          );
+        }
+        this.#sql.exec(
+          'INSERT INTO witness_change (principal_id, at_unix_ms, vkeys) VALUES (?, ?, ?)',
+          principal_id,
+          at_unix_ms,
+          keep,
+        );
+      });
+      // The served copy loses a removed witness's line at once.
+      const m = this.#meta();
+      if (m !== null && m.checkpoint !== null)
+        await this.#writeR2Checkpoint(tenant_id, m.state.size, m.checkpoint);
+    });
+    this.#drainChain = run.catch(() => undefined);
+    await run;
+    await this.#armWitnessRetry();
+    return this.#witnessesState();
+  }
+
+  /**
+   * Submit the latest checkpoint to every witness that has not cosigned it and whose backoff has
+   * passed (the alarm calls it after a drain; tests call it to drive submissions explicitly).
+   * Never throws for a witness's failure: it is recorded on the witness's row and retried later.
+   */
+  async submitWitnesses(tenant_id: string): Promise<LogWitnessesState> {
+    this.#checkTenant(tenant_id);
+    await this.#submitWitnesses(tenant_id);
+    await this.#armWitnessRetry();
+    return this.#witnessesState();
+  }
+
+  #submitWitnesses(tenant_id: string): Promise<void> {
+    // A round already running covers this call's witnesses (it reads the latest checkpoint);
+    // overlapping rounds would race on a witness's known size.
+    if (this.#submitting !== null) return this.#submitting;
+    const round = this.#submitRound(tenant_id).finally(() => {
+      this.#submitting = null;
+    });
+    this.#submitting = round;
+    return round;
+  }
+
+  async #submitRound(tenant_id: string): Promise<void> {
+    const m = this.#meta();
+    if (m === null || m.checkpoint === null) return;
+    const now = Date.now();
+    const due = this.#witnessRows().filter(
+      (w) => (w.known_size === null || w.known_size < m.state.size) && w.next_attempt_unix_ms <= now,
+    );
+    // In parallel, each bounded by WITNESS_TIMEOUT_MS: no witness waits on another.
+    await Promise.allSettled(
+      due.map((w) =>
+        this.#submitOne(tenant_id, w, m.state, m.checkpoint!).catch((e) =>
+          this.#witnessFailed(w.vkey, 'error', e),
+        ),
+      ),
+    );
+  }
+
+  /**
+   * One witness: `add-checkpoint` from the size it is known to have (0 when unknown), and after a
+   * 409 with the witness's size, once more with the proof from that size. A 200 answer is verified
+   * against the witness's key before anything of it is stored.
+   */
+  async #submitOne(tenant_id: string, w: WitnessRow, state: LogState, checkpoint: string): Promise<void> {
+    const key = parseWitnessKey(w.vkey);
+    if (!key.ok) return this.#witnessFailed(w.vkey, 'invalid_config', key.error.message);
+    const size = state.size;
+    let old = w.known_size ?? 0;
+    for (let attempt = 0; attempt < 2; attempt++) {
+      if (old > size) {
+        // The witness cosigned a larger tree of this origin than this log has: a rollback of
+        // this object's storage or a fork. Never resubmitted blindly: recorded for an operator.
+        return this.#witnessFailed(
+          w.vkey,
+          'witness_ahead',
+          `the witness has cosigned size ${old}, beyond ${size}`,
+        );
+      }
+      const proof =
+        old === 0 ? { ok: true as const, proof: [] as readonly string[] } : this.#proofFrom(state, old);
+      if (!proof.ok) return this.#witnessFailed(w.vkey, 'error', proof.message);
+      const body = addCheckpointBody(old, proof.proof, checkpoint);
+      if (!body.ok) return this.#witnessFailed(w.vkey, 'error', body.error.message);
+      let res: { status: number; type: string | null; text: string };
+      try {
+        const r = await this.witnessFetcher(`${w.url}/add-checkpoint`, {
+          method: 'POST',
+          headers: { 'content-type': 'text/plain; charset=utf-8' },
+          body: body.value,
+          signal: AbortSignal.timeout(WITNESS_TIMEOUT_MS),
+          redirect: 'manual',
+        });
+        res = { status: r.status, type: r.headers.get('content-type'), text: await boundedText(r) };
+      } catch (e) {
+        return this.#witnessFailed(w.vkey, 'network', e instanceof Error ? e.name : 'fetch failed');
+      }
+      const answer = readAddCheckpointAnswer(res.status, res.type, res.text);
+      if (answer.kind === 'cosigned') {
+        const v = verifyWitnessAnswer(checkpoint, answer.body, key.value);
+        if (!v.ok) return this.#witnessFailed(w.vkey, 'invalid_answer', v.error.message);
+        return this.#storeCosignature(
+          tenant_id,
+          w.vkey,
+          size,
+          checkpoint,
+          v.value.line,
+          v.value.cosigned.timestamp_unix_s,
+        );
+      }
+      if (answer.kind === 'conflict' && attempt === 0 && answer.size !== old) {
+        this.#sql.exec('UPDATE witness SET known_size = ? WHERE vkey = ?', answer.size, w.vkey);
+        old = answer.size;
+        continue;
+      }
+      const message = answer.kind === 'conflict' ? `conflict again at size ${answer.size}` : answer.message;
+      return this.#witnessFailed(w.vkey, String(res.status), message);
+    }
+  }
+
+  #proofFrom(
+    state: LogState,
+    from: number,
+  ): { ok: true; proof: readonly string[] } | { ok: false; message: string } {
+    const p = proveConsistency(state, from, state.size, (refs) => this.#fullTiles(refs));
+    return p.ok
+      ? { ok: true, proof: p.value }
+      : { ok: false, message: `consistency proof: ${p.error.message}` };
+  }
+
+  /** A verified cosignature: kept only while its witness is still configured with that key. */
+  async #storeCosignature(
+    tenant_id: string,
+    vkey: string,
+    size: number,
+    checkpoint: string,
+    line: string,
+    timestamp: number,
+  ): Promise<void> {
+    const now = Date.now();
+    const stored = this.ctx.storage.transactionSync(() => {
+      const still = this.#sql
+        .exec<{ n: number }>('SELECT count(*) AS n FROM witness WHERE vkey = ?', vkey)
+        .one().n;
+      if (still === 0) return false;
+      this.#sql.exec(
+        `UPDATE witness SET known_size = max(coalesce(known_size, 0), ?), failures = 0, next_attempt_unix_ms = 0,
+           last_attempt_unix_ms = ?, last_outcome = 'cosigned', last_error = NULL WHERE vkey = ?`,
+        size,
+        now,
+        vkey,
+      );
+      this.#sql.exec(
+        'INSERT OR IGNORE INTO cosigned_checkpoint (size, checkpoint) VALUES (?, ?)',
+        size,
+        checkpoint,
+      );
+      this.#sql.exec(
+        'INSERT OR REPLACE INTO cosignature (size, vkey, line, timestamp_unix_s) VALUES (?, ?, ?, ?)',
+        size,
+        vkey,
+        line,
+        timestamp,
+      );
+      this.#pruneCosigned();
+      return true;
+    });
+    if (!stored) return;
+    // The R2 copy (public readers) of the latest checkpoint gains the line; in the drain chain, so
+    // a drain's newer checkpoint is never overwritten by this older one.
+    const run = this.#drainChain.then(async () => {
+      const m = this.#meta();
+      if (m !== null && m.checkpoint !== null && m.state.size === size) {
+        await this.#writeR2Checkpoint(tenant_id, size, m.checkpoint);
+      }
+    });
+    this.#drainChain = run.catch(() => undefined);
+    await run.catch(() => undefined);
+  }
+
+  /**
+   * Keep the cosigned checkpoints a bundle could want: an older one whose witnesses all cosigned a
+   * newer one too is never better (the newer covers every receipt it covers), and beyond
+   * MAX_COSIGNED_CHECKPOINTS the oldest go.
+   */
+  #pruneCosigned(): void {
+    const rows = this.#sql
+      .exec<{ size: number; vkeys: string }>(
+        `SELECT size, json_group_array(vkey) AS vkeys FROM cosignature GROUP BY size ORDER BY size DESC`,
+      )
+      .toArray()
+      .map((r) => ({ size: r.size, vkeys: new Set(JSON.parse(r.vkeys) as string[]) }));
+    const drop: number[] = [];
+    const kept: (typeof rows)[number][] = [];
+    for (const r of rows) {
+      const dominated = kept.some((k) => [...r.vkeys].every((v) => k.vkeys.has(v)));
+      if (dominated || kept.length >= MAX_COSIGNED_CHECKPOINTS) drop.push(r.size);
+      else kept.push(r);
+    }
+    if (drop.length === 0) return;
+    const sizes = JSON.stringify(drop);
+    this.#sql.exec('DELETE FROM cosignature WHERE size IN (SELECT value FROM json_each(?))', sizes);
+    this.#sql.exec('DELETE FROM cosigned_checkpoint WHERE size IN (SELECT value FROM json_each(?))', sizes);
+  }
+
+  /** Record a failed submission and back off: 30 s, doubled per failure in a row, at most an hour. */
+  #witnessFailed(vkey: string, outcome: string, error: unknown): void {
+    const message = (
+      typeof error === 'string' ? error : error instanceof Error ? error.name : 'failed'
+    ).slice(0, 300);
+    const now = Date.now();
+    const row = this.#sql
+      .exec<{ failures: number }>('SELECT failures FROM witness WHERE vkey = ?', vkey)
+      .toArray()[0];
+    if (row === undefined) return;
+    const delay = Math.min(WITNESS_RETRY_BASE_MS * 2 ** Math.min(row.failures, 20), WITNESS_RETRY_MAX_MS);
+    this.#sql.exec(
+      `UPDATE witness SET failures = failures + 1, next_attempt_unix_ms = ?, last_attempt_unix_ms = ?,
+         last_outcome = ?, last_error = ? WHERE vkey = ?`,
+      now + delay,
+      now,
+      outcome,
+      message,
+      vkey,
+    );
+  }
+
+  /**
+   * Arm the alarm for the earliest witness submission due (a new checkpoint some witness has not
+   * cosigned, after its backoff), unless an earlier alarm is set. The alarm drains first, so this
+   * never delays a drain; it may make one sooner.
+   */
+  async #armWitnessRetry(): Promise<void> {
+    // Off (tests drive submissions), or a round is running: its end arms what it leaves due.
+    if (!this.witnessAutoSubmit || this.#submitting !== null) return;
+    const m = this.#meta();
+    if (m === null || m.checkpoint === null) return;
+    const next = this.#sql
+      .exec<{ t: number | null }>(
+        'SELECT min(next_attempt_unix_ms) AS t FROM witness WHERE known_size IS NULL OR known_size < ?',
+        m.state.size,
+      )
+      .one().t;
+    if (next === null) return;
+    const at = Math.max(next, Date.now());
+    const due = await this.ctx.storage.getAlarm();
+    if (due === null || due > at) await this.ctx.storage.setAlarm(at);
+  }
+
+  #witnessRows(): WitnessRow[] {
+    return this.#sql.exec<WitnessRow>('SELECT * FROM witness ORDER BY position').toArray();
+  }
+
+  #witnessesState(): LogWitnessesState {
+    const views: LogWitnessView[] = this.#witnessRows().map((w) => {
+      const k = parseWitnessKey(w.vkey);
+      return {
+        name: k.ok ? k.value.name : '',
+        key_id: k.ok ? k.value.keyId.toString(16).padStart(8, '0') : '',
+        vkey: w.vkey,
+        url: w.url,
+        cosigned_size: w.known_size,
+        failures: w.failures,
+        last_attempt_unix_ms: w.last_attempt_unix_ms,
+        last_outcome: w.last_outcome,
+        last_error: w.last_error,
+        retry_after_unix_ms: w.failures > 0 ? w.next_attempt_unix_ms : null,
+      };
+    });
+    const change = this.#sql
+      .exec<{ principal_id: string; at_unix_ms: number }>(
+        'SELECT principal_id, at_unix_ms FROM witness_change ORDER BY seq DESC LIMIT 1',
+      )
+      .toArray()[0];
+    return {
+      witnesses: views,
+      changed_by: change?.principal_id ?? null,
+      changed_at_unix_ms: change?.at_unix_ms ?? null,
+    };
+  }
+
+  /** The stored verified cosignature lines of the checkpoint of `size`, by witness order. */
+  #cosignatureLines(size: number): string[] {
+    return this.#sql
+      .exec<{ line: string }>(
+        `SELECT c.line FROM cosignature c JOIN witness w ON w.vkey = c.vkey WHERE c.size = ? ORDER BY w.position`,
+        size,
+      )
+      .toArray()
+      .map((r) => r.line);
+  }
+
+  /** A log-signed checkpoint of `size` with its stored verified cosignatures appended. */
+  #cosignedNote(size: number, checkpoint: string): string {
+    return withCosignatures(checkpoint, this.#cosignatureLines(size));
+  }
+
+  /**
+   * The checkpoint a receipt's proof is made against: the cosigned checkpoint covering the leaf
+   * with the most witnesses' cosignatures, the newest of equals; the latest checkpoint when no
+   * cosigned one has more (so without witnesses, or before any cosigned, always the latest).
+   */
+  #proofCheckpoint(idx: number, size: number, latest: string): { size: number; checkpoint: string } {
+    const current = this.#cosignatureLines(size).length;
+    const best = this.#sql
+      .exec<{ size: number; checkpoint: string; n: number }>(
+        `SELECT k.size, k.checkpoint, count(*) AS n FROM cosigned_checkpoint k
+           JOIN cosignature c ON c.size = k.size JOIN witness w ON w.vkey = c.vkey
+         WHERE k.size > ? AND k.size < ? GROUP BY k.size ORDER BY n DESC, k.size DESC LIMIT 1`,
+        idx,
+        size,
+      )
+      .toArray()[0];
+    if (best === undefined || best.n <= current)
+      return { size, checkpoint: this.#cosignedNote(size, latest) };
+    return { size: best.size, checkpoint: this.#cosignedNote(best.size, best.checkpoint) };
   }
 
   // -- The drain time promised to kickers ----------------------------------------------------
@@ -464,7 +943,7 @@ export class LogSequencerObject extends DurableObject<Env> {
 
   /** Write R2's copy of the checkpoint, then remember its size (`R2_CHECKPOINT_KEY`). */
   async #writeR2Checkpoint(tenant_id: string, size: number, checkpoint: string): Promise<void> {
-    await this.env.LOG_TILES.put(`${logPrefix(tenant_id)}checkpoint`, checkpoint);
+    await this.env.LOG_TILES.put(`${logPrefix(tenant_id)}checkpoint`, this.#cosignedNote(size, checkpoint));
     await this.ctx.storage.put(R2_CHECKPOINT_KEY, size);
   }
 
@@ -680,6 +1159,32 @@ async function publishedSize(bucket: R2Bucket, prefix: string): Promise<number |
   if (o === null) return 0;
   const size = (await o.text()).split('\n')[1] ?? '';
   return /^(0|[1-9][0-9]{0,15})$/.test(size) && Number.isSafeInteger(Number(size)) ? Number(size) : null;
+}
+
+/** A witness's answer as text, read no further than MAX_WITNESS_RESPONSE bytes. */
+async function boundedText(r: Response): Promise<string> {
+  if (r.body === null) return '';
+  const reader = r.body.getReader();
+  const chunks: Uint8Array[] = [];
+  let n = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    n += value.byteLength;
+    if (n > MAX_WITNESS_RESPONSE) {
+      await reader.cancel();
+      // Longer than any answer: returned as such, and refused by the answer's check.
+      return 'x'.repeat(MAX_WITNESS_RESPONSE + 1);
+    }
+    chunks.push(value);
+  }
+  const all = new Uint8Array(n);
+  let at = 0;
+  for (const c of chunks) {
+    all.set(c, at);
+    at += c.byteLength;
+  }
+  return new TextDecoder().decode(all);
 }
 
 function sameBytes(a: Uint8Array, b: Uint8Array): boolean {

@@ -636,6 +636,24 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/log/witnesses": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** the C2SP tlog-witness witnesses the tenant’s log submits checkpoints to, and their state */
+        get: operations["getV1LogWitnesses"];
+        /** replace the tenant log’s witnesses (cosignature/v1 vkey and https submission prefix each) */
+        put: operations["putV1LogWitnesses"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/log/consistency": {
         parameters: {
             query?: never;
@@ -6560,6 +6578,181 @@ export interface operations {
             };
             /** @description error: signing_unavailable */
             503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    getV1LogWitnesses: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description the witnesses */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        witnesses: {
+                            name: string;
+                            key_id: string;
+                            /** @description C2SP cosignature/v1 verifier key: <name>+<key ID>+<base64(0x04 || key)> */
+                            vkey: string;
+                            /** @description the submission prefix; checkpoints are posted to <url>/add-checkpoint */
+                            url: string;
+                            /** @description the largest tree size it is known to have cosigned */
+                            cosigned_size: number | null;
+                            /** @description failed submissions in a row */
+                            failures: number;
+                            last_attempt_unix_ms: number | null;
+                            /** @description cosigned, an HTTP status, network, invalid_answer, witness_ahead, or null before any */
+                            last_outcome: string | null;
+                            last_error: string | null;
+                            /** @description after failures: when the next submission may be made */
+                            retry_after_unix_ms: number | null;
+                        }[];
+                        changed_by: string | null;
+                        changed_at_unix_ms: number | null;
+                    };
+                };
+            };
+            /** @description error: unauthenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: internal */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    putV1LogWitnesses: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description at most 8 */
+                    witnesses: {
+                        /** @description the witness’s C2SP cosignature/v1 verifier key */
+                        vkey: string;
+                        /** @description its tlog-witness submission prefix (https) */
+                        url: string;
+                    }[];
+                };
+            };
+        };
+        responses: {
+            /** @description the witnesses after the change */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        witnesses: {
+                            name: string;
+                            key_id: string;
+                            /** @description C2SP cosignature/v1 verifier key: <name>+<key ID>+<base64(0x04 || key)> */
+                            vkey: string;
+                            /** @description the submission prefix; checkpoints are posted to <url>/add-checkpoint */
+                            url: string;
+                            /** @description the largest tree size it is known to have cosigned */
+                            cosigned_size: number | null;
+                            /** @description failed submissions in a row */
+                            failures: number;
+                            last_attempt_unix_ms: number | null;
+                            /** @description cosigned, an HTTP status, network, invalid_answer, witness_ahead, or null before any */
+                            last_outcome: string | null;
+                            last_error: string | null;
+                            /** @description after failures: when the next submission may be made */
+                            retry_after_unix_ms: number | null;
+                        }[];
+                        changed_by: string | null;
+                        changed_at_unix_ms: number | null;
+                    };
+                };
+            };
+            /** @description error: invalid_request, malformed_json */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: unauthenticated */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: forbidden_role */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: unsupported_media_type */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: quota_exceeded, rate_limited */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description error: internal */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -57,7 +57,7 @@ import { ClaimBody, OperationListQuery, ReconcileBody, ReportBody } from '../ser
 import { ObservationBody } from '../services/observations.js';
 import { CreateRunRequest } from '../services/runs.js';
 import { RotateWebhookSecretRequest } from '../services/webhooks.js';
-import { SetPublicationRequest } from '../services/log.js';
+import { SetPublicationRequest, SetWitnessesRequest } from '../services/log.js';
 import { MetricsQuery } from '../services/metrics.js';
 import { ReceiptBundle } from '../verify/bundle.js';
 import { wireError } from './errors.js';
@@ -101,6 +101,32 @@ const PublicationView = z.strictObject({
   events: z
     .array(z.strictObject({ published: z.boolean(), principal_id: Identifier, at_unix_ms: UnixMs }))
     .describe('the latest publication changes, newest first'),
+});
+
+const WitnessesView = z.strictObject({
+  witnesses: z.array(
+    z.strictObject({
+      name: z.string(),
+      key_id: z.string(),
+      vkey: z.string().describe('C2SP cosignature/v1 verifier key: <name>+<key ID>+<base64(0x04 || key)>'),
+      url: z.string().describe('the submission prefix; checkpoints are posted to <url>/add-checkpoint'),
+      cosigned_size: z
+        .number()
+        .int()
+        .nullable()
+        .describe('the largest tree size it is known to have cosigned'),
+      failures: z.number().int().describe('failed submissions in a row'),
+      last_attempt_unix_ms: UnixMs.nullable(),
+      last_outcome: z
+        .string()
+        .nullable()
+        .describe('cosigned, an HTTP status, network, invalid_answer, witness_ahead, or null before any'),
+      last_error: z.string().nullable(),
+      retry_after_unix_ms: UnixMs.nullable().describe('after failures: when the next submission may be made'),
+    }),
+  ),
+  changed_by: Identifier.nullable(),
+  changed_at_unix_ms: UnixMs.nullable(),
 });
 
 const Json = z.unknown().describe('any JSON value');
@@ -956,6 +982,21 @@ export const ROUTES: readonly RouteDoc[] = [
       },
     },
     errors: ['signing_unavailable'],
+  },
+  {
+    method: 'get',
+    path: '/v1/log/witnesses',
+    summary: 'the C2SP tlog-witness witnesses the tenant’s log submits checkpoints to, and their state',
+    auth: 'any_principal',
+    responses: { 200: { description: 'the witnesses', schema: WitnessesView } },
+  },
+  {
+    method: 'put',
+    path: '/v1/log/witnesses',
+    summary: 'replace the tenant log’s witnesses (cosignature/v1 vkey and https submission prefix each)',
+    auth: ROLES_FOR.admin,
+    body: SetWitnessesRequest,
+    responses: { 200: { description: 'the witnesses after the change', schema: WitnessesView } },
   },
   {
     method: 'get',

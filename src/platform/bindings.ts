@@ -383,6 +383,9 @@ export function receiptLogPort(env: Env, tenant_id: string): ReceiptLogPort {
     publication: () => stub().publication(tenant_id),
     setPublication: (published, principal_id, now) =>
       stub().setPublication(tenant_id, published, principal_id, now),
+    witnesses: () => stub().witnesses(tenant_id),
+    setWitnesses: (witnesses, allowLoopbackHttp, principal_id, now) =>
+      stub().setWitnesses(tenant_id, [...witnesses], allowLoopbackHttp, principal_id, now),
   };
 }
 

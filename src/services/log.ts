@@ -22,6 +22,7 @@ import { SignatureEnvelope } from '../core/receipts/signing.js';
 import { Sha256 } from '../core/schema.js';
 import { parsePublicLogPath } from '../core/log/public-path.js';
 import { parseTilePath } from '../core/log/tiles.js';
+import { MAX_LOG_WITNESSES, MAX_WITNESS_URL_LENGTH, parseLogWitnesses } from '../core/log/witness.js';
 import { BUNDLE_VERSION, BundleInputs, type ReceiptBundle } from '../verify/bundle.js';
 import { logOrigin, logVerifierKeys } from '../verify/log.js';
 import { ROLES_FOR, type TenantContext, requireRole } from './context.js';
@@ -92,6 +93,56 @@ export async function setLogPublication(
   const r = await log.setPublication(body.published, ctx.caller.principal_id, ctx.now);
   ctx.log({ log_published: r.state.published, log_publication_changed: r.changed });
   return { changed: r.changed, published: r.state.published, ...where, events: r.state.events };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Witnesses (C2SP tlog-witness; docs/transparency-log.md, "Witnesses")
+
+/** `PUT /v1/log/witnesses`: the whole list, replacing the one configured (empty: none). */
+export const SetWitnessesRequest = z.strictObject({
+  witnesses: z
+    .array(
+      z.strictObject({
+        vkey: z.string().max(1024).describe('the witness’s C2SP cosignature/v1 verifier key'),
+        url: z.string().max(MAX_WITNESS_URL_LENGTH).describe('its tlog-witness submission prefix (https)'),
+      }),
+    )
+    // The rule (and its typed message) is parseLogWitnesses'; this only bounds the parse.
+    .max(64)
+    .describe(`at most ${MAX_LOG_WITNESSES}`),
+});
+export type SetWitnessesRequest = z.infer<typeof SetWitnessesRequest>;
+
+/** `GET /v1/log/witnesses`: the log's witnesses and what each has cosigned. */
+export async function logWitnesses(_ctx: TenantContext, log: ReceiptLogPort) {
+  return log.witnesses();
+}
+
+/**
+ * `PUT /v1/log/witnesses` (tenant admin): validate the list strictly (parseLogWitnesses: each vkey
+ * a cosignature/v1 key, each URL https, plain http only to loopback when `allowLoopbackHttp`, no
+ * duplicates, at most MAX_LOG_WITNESSES), then hand it to the tenant's sequencer, which keeps it.
+ * A refused list changes nothing.
+ */
+export async function setLogWitnesses(
+  ctx: TenantContext,
+  log: ReceiptLogPort,
+  body: SetWitnessesRequest,
+  allowLoopbackHttp: boolean,
+) {
+  requireRole(ctx.caller, ROLES_FOR.admin);
+  const parsed = parseLogWitnesses(body.witnesses, { allowLoopbackHttp });
+  if (!parsed.ok) {
+    const e = parsed.error;
+    const at =
+      e.index === undefined
+        ? 'witnesses'
+        : `witnesses.${e.index}.${e.reason === 'invalid_witness_url' ? 'url' : 'vkey'}`;
+    throw new ServiceError('invalid_request', e.message, [{ path: at, message: e.reason }]);
+  }
+  const state = await log.setWitnesses(body.witnesses, allowLoopbackHttp, ctx.caller.principal_id, ctx.now);
+  ctx.log({ log_witnesses: state.witnesses.length });
+  return state;
 }
 
 /** The log's origin, its public prefix on this host, and its note verifier keys. */

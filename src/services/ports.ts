@@ -722,6 +722,32 @@ export interface PublicationChange {
   readonly state: PublicationState;
 }
 
+/** One configured witness of a tenant's log and what the sequencer knows of it. */
+export interface LogWitnessView {
+  readonly name: string;
+  readonly key_id: string;
+  readonly vkey: string;
+  /** The submission prefix (`<url>/add-checkpoint` is posted to). */
+  readonly url: string;
+  /** The largest tree size this witness is known to have cosigned (null: none yet). */
+  readonly cosigned_size: number | null;
+  /** Failed submissions in a row (0 after a cosignature). */
+  readonly failures: number;
+  readonly last_attempt_unix_ms: number | null;
+  /** `cosigned`, an HTTP status, `network`, `invalid_answer` or `witness_ahead`; null before any. */
+  readonly last_outcome: string | null;
+  readonly last_error: string | null;
+  /** When the next submission may be made after failures (null: as soon as a checkpoint is new). */
+  readonly retry_after_unix_ms: number | null;
+}
+
+export interface LogWitnessesState {
+  readonly witnesses: readonly LogWitnessView[];
+  /** Who last replaced the list and when (null: never configured). */
+  readonly changed_by: string | null;
+  readonly changed_at_unix_ms: number | null;
+}
+
 export interface ReceiptLogPort {
   /** The latest signed checkpoint of the tenant's log and its size. */
   checkpoint(): Promise<{ readonly size: number; readonly checkpoint: string }>;
@@ -736,6 +762,15 @@ export interface ReceiptLogPort {
   publication(): Promise<PublicationState>;
   /** Publish or unpublish the log; idempotent, and only a change is recorded. */
   setPublication(published: boolean, principal_id: string, now: number): Promise<PublicationChange>;
+  /** The log's witnesses (C2SP tlog-witness) and their submission state. */
+  witnesses(): Promise<LogWitnessesState>;
+  /** Replace the log's witness list (validated by the caller and again by the sequencer). */
+  setWitnesses(
+    witnesses: readonly { readonly vkey: string; readonly url: string }[],
+    allowLoopbackHttp: boolean,
+    principal_id: string,
+    now: number,
+  ): Promise<LogWitnessesState>;
 }
 
 /** One object of a public log: its bytes (null when only its size was asked, for HEAD). */

@@ -316,7 +316,8 @@ export function parseNote(note: string | Uint8Array): Result<ParsedNote, NoteErr
   return ok({ text, signatures });
 }
 
-const signatureLine = (s: NoteSignature): string => {
+/** One signature line of a note, `— <name> <base64(key ID || signature)>` and its newline. */
+export const signatureLine = (s: NoteSignature): string => {
   const id = Uint8Array.of(s.keyId >>> 24, (s.keyId >>> 16) & 0xff, (s.keyId >>> 8) & 0xff, s.keyId & 0xff);
   return `${SIGNATURE_PREFIX}${s.name} ${encodeBase64(concatBytes(id, s.signature))}\n`;
 };

@@ -177,17 +177,24 @@ function loadWith(state: LogState, load: TileLoader, refs: readonly TileRef[]): 
   return [...load(refs), ...partialTiles(state)];
 }
 
-/** A C2SP tlog-proof for leaf `index` against `checkpoint` (of `state.size`). */
+/**
+ * A C2SP tlog-proof for leaf `index` against `checkpoint`, a checkpoint of `size` (by default the
+ * state's; an earlier size's, e.g. a checkpoint witnesses cosigned, is proven from the same tiles:
+ * every node of an earlier tree is a node of this one).
+ */
 export function proveInclusion(
   state: LogState,
   index: number,
   checkpoint: string,
   load: TileLoader,
+  size: number = state.size,
 ): Result<string, ProofError> {
-  if (!Number.isSafeInteger(index) || index < 0 || index >= state.size)
+  if (!Number.isSafeInteger(size) || size < 1 || size > state.size)
+    return err({ reason: 'out_of_range', message: 'the checkpoint size is not a size of the tree' });
+  if (!Number.isSafeInteger(index) || index < 0 || index >= size)
     return err({ reason: 'out_of_range', message: 'leaf is not in the tree' });
-  const tiles = loadWith(state, load, tilesForInclusionProof(index, state.size));
-  const hashes = inclusionProof(index, state.size, hashReaderFromTiles(tiles));
+  const tiles = loadWith(state, load, tilesForInclusionProof(index, size));
+  const hashes = inclusionProof(index, size, hashReaderFromTiles(tiles));
   if (!hashes.ok) return err({ reason: 'missing_node', message: hashes.error.message });
   const text = serializeTlogProof({ index, hashes: hashes.value, checkpoint });
   return text.ok ? ok(text.value) : err({ reason: 'invalid_proof', message: text.error.message });

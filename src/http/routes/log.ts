@@ -8,12 +8,16 @@
  *
  * `GET /v1/log/publication` (any principal) and `PUT /v1/log/publication` (tenant admin): whether
  * the log is also served without a key at `/log/<tenant_id>/` (src/http/routes/public-log.ts).
+ *
+ * `GET /v1/log/witnesses` (any principal) and `PUT /v1/log/witnesses` (tenant admin): the C2SP
+ * tlog-witness witnesses the log submits its checkpoints to (docs/transparency-log.md, "Witnesses").
  */
 import { Hono } from 'hono';
 import { keysPort, receiptLogPort } from '../../platform/bindings.js';
 import { ROLES_FOR } from '../../services/context.js';
 import {
   SetPublicationRequest,
+  SetWitnessesRequest,
   logCheckpoint,
   logConsistency,
   logPublication,
@@ -21,6 +25,8 @@ import {
   receiptBundle,
   receiptProof,
   setLogPublication,
+  setLogWitnesses,
+  logWitnesses,
 } from '../../services/log.js';
 import { requireRole } from '../auth.js';
 import { readJson } from '../body.js';
@@ -90,6 +96,25 @@ logRoutes.put('/log/publication', requireRole(ROLES_FOR.admin), async (c) =>
       receiptLogPort(c.env, c.var.tenant.caller.tenant_id),
       keysPort(c.env),
       await readJson(c, SetPublicationRequest),
+    ),
+  ),
+);
+
+logRoutes.get('/log/witnesses', async (c) =>
+  c.json(await logWitnesses(c.var.tenant, receiptLogPort(c.env, c.var.tenant.caller.tenant_id))),
+);
+
+/** Development only (`.dev.vars`): a witness may be plain http on a loopback host. */
+const allowLoopbackHttp = (env: unknown): boolean =>
+  (env as { WRIT_WITNESS_HTTP_LOOPBACK?: string }).WRIT_WITNESS_HTTP_LOOPBACK === 'true';
+
+logRoutes.put('/log/witnesses', requireRole(ROLES_FOR.admin), async (c) =>
+  c.json(
+    await setLogWitnesses(
+      c.var.tenant,
+      receiptLogPort(c.env, c.var.tenant.caller.tenant_id),
+      await readJson(c, SetWitnessesRequest),
+      allowLoopbackHttp(c.env),
     ),
   ),
 );

@@ -454,6 +454,15 @@ describe('OpenAPI contract: every answer is one the document declares', { timeou
       { key: s.agent.api_key, body: { published: false } },
       'forbidden_role',
     );
+    await expectAnswer(200, 'PUT', '/v1/log/witnesses', { key: s.admin.api_key, body: { witnesses: [] } });
+    await expectAnswer(200, 'GET', '/v1/log/witnesses', { key: s.agent.api_key });
+    await expectAnswer(
+      400,
+      'PUT',
+      '/v1/log/witnesses',
+      { key: s.admin.api_key, body: { witnesses: [{ vkey: 'x', url: 'http://w.example' }] } },
+      'invalid_request',
+    );
   });
 
   const approvalsFlow = once(async () => {

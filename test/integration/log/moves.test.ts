@@ -223,7 +223,7 @@ describe('the log cursor names the shard it counts on', () => {
         .exec<{ shard: number | null; cursor: number }>('SELECT shard, cursor FROM meta')
         .one(),
     }));
-    expect(meta).toEqual({ v: 3, meta: { shard, cursor: past } });
+    expect(meta).toEqual({ v: 4, meta: { shard, cursor: past } });
     expect((await log.drain(s.tenant_id)).appended).toBe(0);
   });
   it('a drain cut short after its R2 writes, then a move that leaves the row it read behind: the objects at that size are replaced by the logged leaves', async () => {

@@ -370,20 +370,40 @@ describe('the public log path', () => {
       log,
       (_o, state) => state.storage.sql.exec<{ v: number }>('SELECT v FROM schema_version').one().v,
     );
-    expect(v).toBe(3);
+    expect(v).toBe(4);
+    // The upgrade also creates version 4's witness tables (C2SP tlog-witness), empty.
+    expect(await log.witnesses(s.tenant_id)).toEqual({
+      witnesses: [],
+      changed_by: null,
+      changed_at_unix_ms: null,
+    });
   });
 
-  it('a brand-new sequencer is at schema version 3 with every table and column', async () => {
+  it('a brand-new sequencer is at schema version 4 with every table and column', async () => {
     const s = await seedTenant('pub-schema-new');
     const log = logSequencerStub(env, s.tenant_id);
     expect(await log.publication(s.tenant_id)).toEqual({ published: false, events: [] });
     const layout = await runInDurableObject(log, (_o, state) => schemaOf(state.storage.sql));
     expect(layout).toEqual({
-      v: 3,
+      v: 4,
       meta: ['singleton', 'tenant_id', 'cursor', 'state', 'checkpoint', 'shard'],
       leaf: ['idx', 'receipt_sha256', 'seq', 'entry'],
       tile: ['level', 'idx', 'hashes'],
       publication: ['seq', 'published', 'principal_id', 'at_unix_ms'],
+      witness: [
+        'position',
+        'vkey',
+        'url',
+        'known_size',
+        'failures',
+        'next_attempt_unix_ms',
+        'last_attempt_unix_ms',
+        'last_outcome',
+        'last_error',
+      ],
+      witness_change: ['seq', 'principal_id', 'at_unix_ms', 'vkeys'],
+      cosigned_checkpoint: ['size', 'checkpoint'],
+      cosignature: ['size', 'vkey', 'line', 'timestamp_unix_s'],
     });
   });
 
@@ -401,7 +421,7 @@ describe('the public log path', () => {
     await logReceipts(s, 2, 3);
     expect((await log.checkpoint(s.tenant_id)).size).toBe(3);
     const layout = await runInDurableObject(log, (_o, state) => schemaOf(state.storage.sql));
-    expect(layout.v).toBe(3);
+    expect(layout.v).toBe(4);
     expect(layout.meta).toContain('shard');
   });
 
@@ -478,6 +498,10 @@ function schemaOf(sql: SqlStorage) {
     leaf: columns('leaf'),
     tile: columns('tile'),
     publication: columns('publication'),
+    witness: columns('witness'),
+    witness_change: columns('witness_change'),
+    cosigned_checkpoint: columns('cosigned_checkpoint'),
+    cosignature: columns('cosignature'),
   };
 }
 
