@@ -167,6 +167,7 @@ describe('tools/call → /mcp/v1/authorize', { timeout: SLOW_MS }, () => {
     expect(r.body.decision).toBe('deny');
     expect(r.body.jsonrpc_error).toMatchObject({ id: 3, error: { code: -32602 } });
     expect(r.body.deny_result.isError).toBe(true);
+    expect(r.body.deny_result.content).toEqual([{ type: 'text', text: 'Denied by Writ: tool not found' }]);
     expect(r.body.receipt).toBeUndefined();
   });
 
@@ -242,6 +243,13 @@ describe('tools/call → /mcp/v1/authorize', { timeout: SLOW_MS }, () => {
     // The alternative MCP prefers: an isError tool result naming the same facts.
     expect(denied.body.deny_result.isError).toBe(true);
     expect(denied.body.deny_result.structuredContent.writ.receipt_sha256).toBe(denied.body.receipt.sha256);
+    // Its text says "Denied by Writ" once (it once read "Denied by Writ: denied by Writ: ...").
+    expect(denied.body.deny_result.content).toEqual([
+      {
+        type: 'text',
+        text: `Denied by Writ: approval_missing (receipt ${denied.body.receipt.sha256}); an approver can lift it: see structuredContent.writ.access_request`,
+      },
+    ]);
     const ar = err.error.data.access_request;
     expect(ar.endpoint).toMatch(/\/v1\/approval-requests$/);
     expect(ar.evaluation_id).toBe(err.error.data.receipt_sha256);
@@ -263,6 +271,10 @@ describe('tools/call → /mcp/v1/authorize', { timeout: SLOW_MS }, () => {
     const again = await post(s, '/mcp/v1/authorize', retry);
     expect(again.body.decision).toBe('deny');
     expect(again.body.jsonrpc_error.error.data.violations).toContain('approval_unusable');
+    // Not requestable: the text names the violations and the receipt, and no approval route.
+    expect(again.body.deny_result.content[0].text).toBe(
+      `Denied by Writ: ${again.body.jsonrpc_error.error.data.violations.join(', ')} (receipt ${again.body.receipt.sha256})`,
+    );
   });
 
   it('a digest named in _meta that is not one of the tool contracts is denied', async () => {
