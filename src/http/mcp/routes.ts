@@ -68,7 +68,7 @@ mcpRoutes.post('/mcp/v1/authorize', async (c) => {
   });
   if (!t.ok) {
     await door.authenticate();
-    return c.json(deny(t.error), t.status);
+    return c.json(deny(t.error, undefined, t.revision), t.status);
   }
   try {
     const { decision, authorized, access_request } = await authorizeNamedToolByKey(door, key, t);
@@ -88,7 +88,7 @@ mcpRoutes.post('/mcp/v1/authorize', async (c) => {
       `Denied by Writ: ${violations.join(', ')} (receipt ${receipt.sha256})` +
       (access_request === null ? '' : '; an approver can lift it: see structuredContent.writ.access_request');
     return c.json({
-      ...deny(rpcError(t.id, RPC.denied, `denied by Writ: ${violations.join(', ')}`, data), text),
+      ...deny(rpcError(t.id, RPC.denied, `denied by Writ: ${violations.join(', ')}`, data), text, t.revision),
       receipt,
     });
   } catch (err) {
@@ -101,7 +101,11 @@ mcpRoutes.post('/mcp/v1/authorize', async (c) => {
     const rpc =
       err.reason === 'not_found' || err.reason === 'invalid_request' ? RPC.invalidParams : RPC.denied;
     return c.json(
-      deny(rpcError(t.id, rpc, err.message, { writ_error: { status, code, message: err.message } })),
+      deny(
+        rpcError(t.id, rpc, err.message, { writ_error: { status, code, message: err.message } }),
+        undefined,
+        t.revision,
+      ),
     );
   }
 });
@@ -113,15 +117,14 @@ mcpRoutes.use('/mcp/*', rateLimitWrites);
 /**
  * The denial in both forms: the JSON-RPC error (issue 12) and an `isError` tool result (MCP's
  * preference). `text` is the result's text; by default the error's message after "Denied by Writ:".
+ * `revision`: the request's, when known (a 2026-07-28 result carries `resultType`).
  */
-function deny(error: JsonRpcError, text = `Denied by Writ: ${error.error.message}`) {
+function deny(error: JsonRpcError, text = `Denied by Writ: ${error.error.message}`, revision?: string) {
   const data = (error.error.data ?? {}) as Record<string, unknown>;
   return {
     decision: 'deny' as const,
     jsonrpc_error: error,
-    deny_result: denyResult(text, {
-      writ: { code: error.error.code, ...data },
-    }),
+    deny_result: denyResult(text, { writ: { code: error.error.code, ...data } }, revision),
   };
 }
 

@@ -186,6 +186,38 @@ describe('tools/call → /mcp/v1/authorize', { timeout: SLOW_MS }, () => {
     );
     expect(r.body.decision).toBe('deny');
     expect(r.body.jsonrpc_error.error.code).toBe(-32601);
+    // A 2026-07-28 result carries resultType; a 2025 one has no such member.
+    expect(r.body.deny_result.resultType).toBe('complete');
+    const r2025 = await post(s, '/mcp/v1/authorize', {
+      jsonrpc: '2.0',
+      id: 3,
+      method: 'prompts/get',
+      params: {},
+    });
+    expect(r2025.body.deny_result).not.toHaveProperty('resultType');
+  });
+
+  it('2026-07-28: a policy denial deny_result is a complete result (resultType), ready to wrap', async () => {
+    const s = await seedTenant('mcp');
+    const runId = await createRun(s);
+    const body = toolsCall(
+      'execute_rollback',
+      ROLLBACK_INPUT,
+      meta2026({ 'dev.writ/run_id': runId, 'dev.writ/idempotency_key': `rollback-${uniqueName('k')}` }),
+    );
+    const r = await post(s, '/mcp/v1/authorize', body, headers2026('tools/call', 'execute_rollback'));
+    expect(r.status).toBe(200);
+    expect(r.body.decision).toBe('deny');
+    expect(r.body.jsonrpc_error.error.data.violations).toEqual(['approval_missing']);
+    expect(r.body.deny_result).toMatchObject({ resultType: 'complete', isError: true });
+    const unknown = await post(
+      s,
+      '/mcp/v1/authorize',
+      toolsCall('no_such_tool', {}, meta2026({ 'dev.writ/run_id': runId })),
+      headers2026('tools/call', 'no_such_tool'),
+    );
+    expect(unknown.body.jsonrpc_error.error.code).toBe(-32602);
+    expect(unknown.body.deny_result.resultType).toBe('complete');
   });
 
   it('a malformed JSON-RPC request is 400 -32600; a missing Writ run id is denied -32602', async () => {
