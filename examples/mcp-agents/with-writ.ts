@@ -90,11 +90,12 @@ async function post(
   key: string,
   path: string,
   body: unknown,
+  headers: Record<string, string> = {},
 ): Promise<{ status: number; body: Record<string, unknown> | null }> {
   const f = o.fetch ?? ((url, init) => fetch(url, init));
   const res = await f(`${o.baseUrl}${path}`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+    headers: { ...headers, authorization: `Bearer ${key}`, 'content-type': 'application/json' },
     body: JSON.stringify(body),
   });
   const text = await res.text();
@@ -105,6 +106,28 @@ async function post(
 
 const isRecord = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
+
+const PROTOCOL_VERSION_META = 'io.modelcontextprotocol/protocolVersion';
+
+/**
+ * The MCP request headers a call that states its revision in `_meta` (2026-07-28) must carry
+ * to `/mcp/v1/authorize`: the version, the method and the tool name, as the client's own request
+ * carried them (streamable HTTP "Request Metadata"). Without them Writ answers 400 HeaderMismatch
+ * and every such call would be refused. A call without the `_meta` version needs none.
+ */
+function mcpHeaders(meta: Record<string, unknown>, name: string): Record<string, string> {
+  const version = meta[PROTOCOL_VERSION_META];
+  if (typeof version !== 'string') return {};
+  return { 'mcp-protocol-version': version, 'mcp-method': 'tools/call', 'mcp-name': headerValue(name) };
+}
+
+/** A header value as MCP encodes it: plain when it is safe visible ASCII, else the base64 sentinel. */
+function headerValue(v: string): string {
+  const plain = /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(v) && !/^=\?base64\?.*\?=$/.test(v);
+  if (plain) return v;
+  const bytes = new TextEncoder().encode(v);
+  return `=?base64?${btoa(String.fromCharCode(...bytes))}?=`;
+}
 
 /** Wrap `server` so that every tool registered on it afterwards is decided by Writ first. */
 export function withWrit<S extends ToolRegistrar>(server: S, options: WritOptions): S {
@@ -194,12 +217,18 @@ async function guard(
       'dev.writ/run_id': runId,
       ...(key === undefined ? {} : { 'dev.writ/idempotency_key': key }),
     };
-    const decided = await post(o, agentKey, '/mcp/v1/authorize', {
-      jsonrpc: '2.0',
-      id: request.id,
-      method: 'tools/call',
-      params: { name, arguments: args, _meta: meta },
-    });
+    const decided = await post(
+      o,
+      agentKey,
+      '/mcp/v1/authorize',
+      {
+        jsonrpc: '2.0',
+        id: request.id,
+        method: 'tools/call',
+        params: { name, arguments: args, _meta: meta },
+      },
+      mcpHeaders(request.meta, name),
+    );
     const body = decided.body;
     if (decided.status !== 200 || body?.decision !== 'allow') {
       if (body?.decision === 'deny' && isRecord(body.deny_result)) return body.deny_result;

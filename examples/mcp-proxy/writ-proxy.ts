@@ -71,14 +71,32 @@ function failClosed(why: string): CallToolResult {
   };
 }
 
-async function postWrit(writ: WritConnection, path: string, body: unknown): Promise<unknown> {
+async function postWrit(
+  writ: WritConnection,
+  path: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<unknown> {
   const res = await writ.fetch(`${writ.baseUrl}${path}`, {
     method: 'POST',
-    headers: { authorization: `Bearer ${writ.agentKey}`, 'content-type': 'application/json' },
+    headers: { ...headers, authorization: `Bearer ${writ.agentKey}`, 'content-type': 'application/json' },
     body: JSON.stringify(body),
   });
   const text = await res.text();
   return { status: res.status, body: text.length > 0 ? (JSON.parse(text) as unknown) : null };
+}
+
+/**
+ * The MCP request headers a call that states its revision in `_meta` (2026-07-28) must carry to
+ * `/mcp/v1/authorize` (the version, method and tool name, as streamable HTTP mirrors them);
+ * without them Writ answers 400 HeaderMismatch. A call without the `_meta` version needs none.
+ */
+function mcpHeaders(meta: Record<string, unknown> | undefined, name: string): Record<string, string> {
+  const version = meta?.['io.modelcontextprotocol/protocolVersion'];
+  if (typeof version !== 'string') return {};
+  const plain = /^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(name) && !/^=\?base64\?.*\?=$/.test(name);
+  const encoded = plain ? name : `=?base64?${btoa(String.fromCharCode(...new TextEncoder().encode(name)))}?=`;
+  return { 'mcp-protocol-version': version, 'mcp-method': 'tools/call', 'mcp-name': encoded };
 }
 
 export function createWritGuardedProxy(upstream: Client, writ: WritConnection): Server {
@@ -146,12 +164,12 @@ export function createWritGuardedProxy(upstream: Client, writ: WritConnection): 
     };
     let decided: { status: number; body: Record<string, unknown> | null };
     try {
-      decided = (await postWrit(writ, '/mcp/v1/authorize', {
-        jsonrpc: '2.0',
-        id: extra.requestId,
-        method: 'tools/call',
-        params,
-      })) as typeof decided;
+      decided = (await postWrit(
+        writ,
+        '/mcp/v1/authorize',
+        { jsonrpc: '2.0', id: extra.requestId, method: 'tools/call', params },
+        mcpHeaders(req.params._meta, req.params.name),
+      )) as typeof decided;
     } catch (e) {
       return failClosed(e instanceof Error ? e.message : 'unreachable');
     }

@@ -393,13 +393,20 @@ export async function runConformance(argv: readonly string[], io: CliIo): Promis
     io.stdout(table(rows));
     if (validRefused) {
       io.stdout(
-        'the valid request was refused: nothing else can be judged. Does the executor trust the kit’s key set and run --release?\n',
+        'the valid request was refused: nothing else can be judged. Does the executor trust the kit’s key set, run --release and, with --principal, hold that principal?\n',
       );
     }
+    // Say what failed: a refused valid request is not "wrongly accepted: none".
+    const failures = [
+      ...(validRefused ? ['the valid request was refused'] : []),
+      ...(wronglyAccepted.length > 0
+        ? [`wrongly accepted: ${wronglyAccepted.map((r) => r.case).join(', ')}`]
+        : []),
+    ];
     io.stdout(
       ok
         ? `PASS: the executor refused all ${results.length - 1} requests it must refuse\n`
-        : `FAIL: wrongly accepted: ${wronglyAccepted.map((r) => r.case).join(', ') || 'none'}\n`,
+        : `FAIL: ${failures.join('; ')}\n`,
     );
   }
   return ok ? EXIT.ok : EXIT.invalid;

@@ -60,7 +60,7 @@ export function remoteTarget(args: RemoteArgs, io: CliIo, role: Role): { url: st
   const url = args.url ?? pick(['WRIT_URL', 'WRIT']);
   // The generic WRIT_KEY wins over the per-role names: it is what a user sets on purpose.
   const key = args.key ?? pick(['WRIT_KEY', ...ROLE_ENV[role]]);
-  if (url === undefined) return 'no service URL: pass --url or set WRIT_URL';
+  if (url === undefined) return 'no service URL: pass --url or set WRIT_URL (or WRIT)';
   if (key === undefined) return `no key: pass --key or set WRIT_KEY (or ${ROLE_ENV[role].join(' / ')})`;
   return { url, key };
 }

@@ -58,8 +58,10 @@ export const COMMANDS: Readonly<Record<string, Command>> = {
 };
 
 export function usage(): string {
-  const rows = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(10)} ${c.summary}`);
-  return `usage: writ <command> [arguments]\n       writ help <command>   (or writ <command> --help)\n\ncommands:\n${rows.join('\n')}\n\nservice commands read WRIT_URL and WRIT_KEY (or --url, --key; per-role WRIT_APPROVER_KEY, WRIT_ADMIN_KEY, ...)\n`;
+  // One column for the summaries, however long the longest name (`conformance` ran into its own).
+  const width = Math.max(...Object.keys(COMMANDS).map((n) => n.length));
+  const rows = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`);
+  return `usage: writ <command> [arguments]\n       writ help <command>   (or writ <command> --help)\n\ncommands:\n${rows.join('\n')}\n\nservice commands read WRIT_URL (or WRIT) and WRIT_KEY (or --url, --key; per-role WRIT_APPROVER_KEY or APPROVER_KEY, WRIT_ADMIN_KEY or ADMIN_KEY, ...)\n`;
 }
 
 export async function main(argv: readonly string[], io: CliIo): Promise<ExitCode> {

@@ -68,7 +68,7 @@ mcpRoutes.post('/mcp/v1/authorize', async (c) => {
   });
   if (!t.ok) {
     await door.authenticate();
-    return c.json(deny(t.error), t.status);
+    return c.json(deny(t.error, undefined, t.revision), t.status);
   }
   try {
     const { decision, authorized, access_request } = await authorizeNamedToolByKey(door, key, t);
@@ -82,8 +82,13 @@ mcpRoutes.post('/mcp/v1/authorize', async (c) => {
         params: { _meta: { [WRIT_META.approval_id]: '<approval_id of the approved request>' } },
       });
     }
+    // The model reads the result's text: the violations, the receipt, and where an approval
+    // could lift the denial (the request itself is in `structuredContent.writ.access_request`).
+    const text =
+      `Denied by Writ: ${violations.join(', ')} (receipt ${receipt.sha256})` +
+      (access_request === null ? '' : '; an approver can lift it: see structuredContent.writ.access_request');
     return c.json({
-      ...deny(rpcError(t.id, RPC.denied, `denied by Writ: ${violations.join(', ')}`, data)),
+      ...deny(rpcError(t.id, RPC.denied, `denied by Writ: ${violations.join(', ')}`, data), text, t.revision),
       receipt,
     });
   } catch (err) {
@@ -96,7 +101,11 @@ mcpRoutes.post('/mcp/v1/authorize', async (c) => {
     const rpc =
       err.reason === 'not_found' || err.reason === 'invalid_request' ? RPC.invalidParams : RPC.denied;
     return c.json(
-      deny(rpcError(t.id, rpc, err.message, { writ_error: { status, code, message: err.message } })),
+      deny(
+        rpcError(t.id, rpc, err.message, { writ_error: { status, code, message: err.message } }),
+        undefined,
+        t.revision,
+      ),
     );
   }
 });
@@ -105,15 +114,17 @@ mcpRoutes.use('/mcp/*', authenticate);
 // Authorizations and after-call reports store receipts: the per-principal write limit applies.
 mcpRoutes.use('/mcp/*', rateLimitWrites);
 
-/** The denial in both forms: the JSON-RPC error (issue 12) and an `isError` tool result (MCP's preference). */
-function deny(error: JsonRpcError) {
+/**
+ * The denial in both forms: the JSON-RPC error (issue 12) and an `isError` tool result (MCP's
+ * preference). `text` is the result's text; by default the error's message after "Denied by Writ:".
+ * `revision`: the request's, when known (a 2026-07-28 result carries `resultType`).
+ */
+function deny(error: JsonRpcError, text = `Denied by Writ: ${error.error.message}`, revision?: string) {
   const data = (error.error.data ?? {}) as Record<string, unknown>;
   return {
     decision: 'deny' as const,
     jsonrpc_error: error,
-    deny_result: denyResult(`Denied by Writ: ${error.error.message}`, {
-      writ: { code: error.error.code, ...data },
-    }),
+    deny_result: denyResult(text, { writ: { code: error.error.code, ...data } }, revision),
   };
 }
 

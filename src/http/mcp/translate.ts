@@ -77,9 +77,14 @@ export function rpcError(id: RequestId | null, code: number, message: string, da
   return { jsonrpc: '2.0', id, error: data === undefined ? { code, message } : { code, message, data } };
 }
 
-/** A tool-execution error the proxy can return as the call's result (MCP's preferred deny form). */
-export function denyResult(text: string, structured: Record<string, unknown>) {
-  return { content: [{ type: 'text', text }], structuredContent: structured, isError: true };
+/**
+ * A tool-execution error the proxy can return as the call's result (MCP's preferred deny form).
+ * Under 2026-07-28 every result carries `resultType` ("complete" for a finished call), so a
+ * denial of a request in that revision does too; earlier revisions have no such member.
+ */
+export function denyResult(text: string, structured: Record<string, unknown>, revision?: string) {
+  const result = { content: [{ type: 'text', text }], structuredContent: structured, isError: true };
+  return revision === STATELESS_REVISION ? { resultType: 'complete' as const, ...result } : result;
 }
 
 // The envelope and params are checked by hand, member by member, rather than by zod object and
@@ -139,6 +144,8 @@ export type CallTranslation =
       /** 400 for a protocol failure (envelope, headers, version); 200 for a denial of the call. */
       readonly status: 200 | 400;
       readonly error: JsonRpcError;
+      /** The revision the request speaks, when it was settled before the refusal. */
+      readonly revision?: string;
     };
 
 // ---------------------------------------------------------------------------------------------
@@ -269,13 +276,14 @@ export function translateToolsCall(body: unknown, headers: McpHeaders): CallTran
       method,
       method === 'tools/call' ? (callName ?? '') : undefined,
     );
-    if (mismatch !== null) return { ok: false, status: 400, error: mismatch };
+    if (mismatch !== null) return { ok: false, status: 400, error: mismatch, revision: rev.revision };
   }
   // Only a tool call is ever authorized here: anything else is not a method this door maps.
   if (method !== 'tools/call') {
     return {
       ok: false,
       status: 200,
+      revision: rev.revision,
       error: rpcError(
         id,
         RPC.methodNotFound,
@@ -284,7 +292,7 @@ export function translateToolsCall(body: unknown, headers: McpHeaders): CallTran
     };
   }
   const call = callOf(id, params);
-  if (!call.ok) return call;
+  if (!call.ok) return { ...call, revision: rev.revision };
   return {
     ok: true,
     id,

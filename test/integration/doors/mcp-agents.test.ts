@@ -72,6 +72,20 @@ describe('withWrit: an agents-style MCP server guarded by Writ', { timeout: SLOW
     expect(ran).toEqual(['get_deployment']);
   });
 
+  it('a call that states its revision in _meta (2026-07-28) is asked with the matching MCP headers', async () => {
+    // Writ holds such a call to MCP-Protocol-Version, Mcp-Method and Mcp-Name (400 HeaderMismatch
+    // otherwise): the wrapper once forwarded the _meta without them, so every call was refused.
+    const s = await seedTenant('agents');
+    const { client, ran } = await guardedServer(base(s, await createRun(s)));
+    const read = await client.callTool({
+      name: 'get_deployment',
+      arguments: READ_INPUT,
+      _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' },
+    });
+    expect(read).toEqual({ content: [{ type: 'text', text: 'api@production: v42' }] });
+    expect(ran).toEqual(['get_deployment']);
+  });
+
   it('fails closed: Writ unreachable, a 5xx, or a body that does not parse never runs the handler', async () => {
     const s = await seedTenant('agents');
     const runId = await createRun(s);

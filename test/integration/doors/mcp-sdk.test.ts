@@ -132,6 +132,16 @@ describe('SDK client → Writ-guarded proxy → SDK server', { timeout: SLOW_MS 
     const listedCall = await client.callTool({ name: 'list_services', arguments: { ...READ_INPUT } });
     expect(listedCall.content).toEqual([{ type: 'text', text: '["api"]' }]);
     expect(calls).toEqual(['get_deployment', 'list_services']);
+    // A call that states its revision in _meta (2026-07-28) is asked with the MCP headers the
+    // door requires of it (without them: 400 HeaderMismatch, and the proxy refused every such call).
+    const stated = await client.callTool({
+      name: 'list_services',
+      arguments: { ...READ_INPUT },
+      _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' },
+    });
+    expect(stated.content).toEqual([{ type: 'text', text: '["api"]' }]);
+    expect(calls).toEqual(['get_deployment', 'list_services', 'list_services']);
+    calls.splice(2);
 
     // The upstream changes get_deployment's definition: hidden from the list, and refused by name
     // (Writ alone would authorize the name under its pinned contract; the proxy checks the listing).

@@ -167,6 +167,7 @@ describe('tools/call → /mcp/v1/authorize', { timeout: SLOW_MS }, () => {
     expect(r.body.decision).toBe('deny');
     expect(r.body.jsonrpc_error).toMatchObject({ id: 3, error: { code: -32602 } });
     expect(r.body.deny_result.isError).toBe(true);
+    expect(r.body.deny_result.content).toEqual([{ type: 'text', text: 'Denied by Writ: tool not found' }]);
     expect(r.body.receipt).toBeUndefined();
   });
 
@@ -185,6 +186,38 @@ describe('tools/call → /mcp/v1/authorize', { timeout: SLOW_MS }, () => {
     );
     expect(r.body.decision).toBe('deny');
     expect(r.body.jsonrpc_error.error.code).toBe(-32601);
+    // A 2026-07-28 result carries resultType; a 2025 one has no such member.
+    expect(r.body.deny_result.resultType).toBe('complete');
+    const r2025 = await post(s, '/mcp/v1/authorize', {
+      jsonrpc: '2.0',
+      id: 3,
+      method: 'prompts/get',
+      params: {},
+    });
+    expect(r2025.body.deny_result).not.toHaveProperty('resultType');
+  });
+
+  it('2026-07-28: a policy denial deny_result is a complete result (resultType), ready to wrap', async () => {
+    const s = await seedTenant('mcp');
+    const runId = await createRun(s);
+    const body = toolsCall(
+      'execute_rollback',
+      ROLLBACK_INPUT,
+      meta2026({ 'dev.writ/run_id': runId, 'dev.writ/idempotency_key': `rollback-${uniqueName('k')}` }),
+    );
+    const r = await post(s, '/mcp/v1/authorize', body, headers2026('tools/call', 'execute_rollback'));
+    expect(r.status).toBe(200);
+    expect(r.body.decision).toBe('deny');
+    expect(r.body.jsonrpc_error.error.data.violations).toEqual(['approval_missing']);
+    expect(r.body.deny_result).toMatchObject({ resultType: 'complete', isError: true });
+    const unknown = await post(
+      s,
+      '/mcp/v1/authorize',
+      toolsCall('no_such_tool', {}, meta2026({ 'dev.writ/run_id': runId })),
+      headers2026('tools/call', 'no_such_tool'),
+    );
+    expect(unknown.body.jsonrpc_error.error.code).toBe(-32602);
+    expect(unknown.body.deny_result.resultType).toBe('complete');
   });
 
   it('a malformed JSON-RPC request is 400 -32600; a missing Writ run id is denied -32602', async () => {
@@ -242,6 +275,13 @@ describe('tools/call → /mcp/v1/authorize', { timeout: SLOW_MS }, () => {
     // The alternative MCP prefers: an isError tool result naming the same facts.
     expect(denied.body.deny_result.isError).toBe(true);
     expect(denied.body.deny_result.structuredContent.writ.receipt_sha256).toBe(denied.body.receipt.sha256);
+    // Its text says "Denied by Writ" once (it once read "Denied by Writ: denied by Writ: ...").
+    expect(denied.body.deny_result.content).toEqual([
+      {
+        type: 'text',
+        text: `Denied by Writ: approval_missing (receipt ${denied.body.receipt.sha256}); an approver can lift it: see structuredContent.writ.access_request`,
+      },
+    ]);
     const ar = err.error.data.access_request;
     expect(ar.endpoint).toMatch(/\/v1\/approval-requests$/);
     expect(ar.evaluation_id).toBe(err.error.data.receipt_sha256);
@@ -263,6 +303,10 @@ describe('tools/call → /mcp/v1/authorize', { timeout: SLOW_MS }, () => {
     const again = await post(s, '/mcp/v1/authorize', retry);
     expect(again.body.decision).toBe('deny');
     expect(again.body.jsonrpc_error.error.data.violations).toContain('approval_unusable');
+    // Not requestable: the text names the violations and the receipt, and no approval route.
+    expect(again.body.deny_result.content[0].text).toBe(
+      `Denied by Writ: ${again.body.jsonrpc_error.error.data.violations.join(', ')} (receipt ${again.body.receipt.sha256})`,
+    );
   });
 
   it('a digest named in _meta that is not one of the tool contracts is denied', async () => {

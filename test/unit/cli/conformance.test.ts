@@ -164,6 +164,13 @@ describe('writ conformance executor', () => {
       verdict: 'wrongly_refused',
       reason: 'unknown_key',
     });
+    // The table's verdict names that failure (it once read "FAIL: wrongly accepted: none").
+    const table = io(t.cli.fetch);
+    Object.assign(table.files, t.files);
+    expect(
+      await main(['conformance', 'executor', URL, '--ring', 'ring.json', '--release', RELEASE], table.cli),
+    ).toBe(1);
+    expect(table.out()).toMatch(/\nFAIL: the valid request was refused\n$/);
   });
 
   it('an unreachable executor fails the run', async () => {

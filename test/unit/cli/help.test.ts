@@ -33,6 +33,20 @@ function io() {
 describe('writ help', () => {
   const names = Object.keys(COMMANDS);
 
+  it('lists every command with its summary in one column', async () => {
+    const t = io();
+    expect(await main(['help'], t.cli)).toBe(0);
+    const rows = t
+      .out()
+      .split('\n')
+      .filter((l) => /^ {2}\S/.test(l));
+    expect(rows.map((l) => l.trim().split(/\s+/)[0])).toEqual(names);
+    // Every summary starts at the same column, after at least two spaces.
+    const starts = names.map((n, i) => (rows[i] as string).indexOf(COMMANDS[n]?.summary as string));
+    expect(new Set(starts).size).toBe(1);
+    for (const [i, n] of names.entries()) expect(rows[i]).toContain(`${n}  `);
+  });
+
   it('has a usage for every command, naming the command', () => {
     expect(names.length).toBeGreaterThan(5);
     for (const name of names) expect(COMMANDS[name]?.usage).toContain(`writ ${name}`);
