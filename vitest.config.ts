@@ -1,3 +1,4 @@
+import fs from 'node:fs';
 import path from 'node:path';
 import { cloudflareTest, readD1Migrations } from '@cloudflare/vitest-plugin';
 import { defineConfig } from 'vitest/config';
@@ -32,6 +33,47 @@ process.env.WRIT_RECEIPT_KEYS ??= TEST_RECEIPT_KEYS;
 // loaded 2-core one: property tests run thousands of cases and integration tests seed tenants
 // over HTTP. Tests that set their own timeout keep it.
 const WATCHDOG_MS = 60_000;
+
+// Inside workerd, every module a test file imports is fetched from Vite one at a time over the
+// pool's socket and evaluated anew for each file (each file gets a fresh workerd). Loading the
+// Worker (src/worker.ts) that way was ~420 modules, half of them zod's and drizzle-orm's own files,
+// and most of each workers file's set-up time. Pre-bundled (Vite's dependency optimizer, built
+// once per run into node_modules/.vite), each package is a few modules; the code is the same.
+// Every entry point of these packages that the repository imports is bundled, found by scanning
+// the sources below, so a new import of one is picked up without editing this list: a package
+// loaded partly bundled and partly as its own files would run two copies of the same module
+// (two zods, two hono HTTPExceptions) where there was one.
+const PREBUNDLED_PACKAGES = new Set([
+  'zod',
+  'drizzle-orm',
+  'hono',
+  '@noble/curves',
+  '@noble/hashes',
+  'fast-check',
+  'standardwebhooks',
+  'openapi-fetch',
+  '@modelcontextprotocol/sdk',
+]);
+// The MCP SDK's own ways into zod, so that the SDK and Writ share one zod, as unbundled.
+const PREBUNDLED_TRANSITIVE = ['zod/v3', 'zod/v4', 'zod/v4-mini', 'zod/v4/core', 'zod-to-json-schema'];
+function prebundledEntries(): string[] {
+  const found = new Set(PREBUNDLED_TRANSITIVE);
+  const root = import.meta.dirname;
+  for (const dir of ['src', 'durable-objects', 'examples', 'scripts', 'test']) {
+    for (const file of fs.readdirSync(path.join(root, dir), { recursive: true, encoding: 'utf8' })) {
+      if (!file.endsWith('.ts')) continue;
+      const text = fs.readFileSync(path.join(root, dir, file), 'utf8');
+      for (const m of text.matchAll(/(?:from |import\()'([^'./][^']*)'/g)) {
+        const spec = m[1] as string;
+        const parts = spec.split('/');
+        const pkg = spec.startsWith('@') ? parts.slice(0, 2).join('/') : (parts[0] as string);
+        if (PREBUNDLED_PACKAGES.has(pkg)) found.add(spec);
+      }
+    }
+  }
+  return [...found].sort();
+}
+const workerdDeps = { optimizer: { ssr: { enabled: true, include: prebundledEntries() } } };
 
 export default defineConfig({
   test: {
@@ -76,6 +118,7 @@ export default defineConfig({
         ],
         test: {
           name: 'workers',
+          deps: workerdDeps,
           testTimeout: WATCHDOG_MS,
           hookTimeout: WATCHDOG_MS,
           include: ['test/integration/**/*.test.ts', 'test/conformance/**/*.test.ts'],
