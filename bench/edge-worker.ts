@@ -138,6 +138,13 @@ const serving: {
 /** When each round trip of an `inside` request started (the same trip object is passed to both hooks). */
 const started = new Map<RoundTrip, number>();
 
+/** After an `inside` round trip: sleep what remains of its latency `ms`, if anything. */
+async function padInside(trip: RoundTrip, ms: number): Promise<void> {
+  const t = started.get(trip);
+  started.delete(trip);
+  if (t !== undefined) await sleep(Math.max(0, ms - (performance.now() - t)));
+}
+
 /** The service's idempotency object with its shard bindings routed and delayed as above. */
 export class IdempotencyObject extends ServiceIdempotencyObject {
   constructor(ctx: DurableObjectState, env: Env) {
@@ -152,9 +159,7 @@ export class IdempotencyObject extends ServiceIdempotencyObject {
           if (serving.latency === 'inside') started.set(trip, performance.now());
         },
         afterRoundTrip: async (trip) => {
-          const t = started.get(trip);
-          started.delete(trip);
-          if (t !== undefined) await sleep(Math.max(0, serving.primaryMs - (performance.now() - t)));
+          await padInside(trip, serving.primaryMs);
           serving.mark?.(`do.${trip.where}${trip.write ? '.write' : ''}<`);
         },
       })),
@@ -190,10 +195,7 @@ export default {
         if (latency === 'inside') started.set(trip, performance.now());
       },
       afterRoundTrip: async (trip) => {
-        const t = started.get(trip);
-        started.delete(trip);
-        const ms = trip.where === 'primary' ? primaryMs : replicaMs;
-        if (t !== undefined) await sleep(Math.max(0, ms - (performance.now() - t)));
+        await padInside(trip, trip.where === 'primary' ? primaryMs : replicaMs);
         mark(`${trip.where}${trip.write ? '.write' : ''}<`);
       },
     }));

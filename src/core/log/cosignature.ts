@@ -15,10 +15,18 @@
  * Never: reads a clock (a timestamp is reported, never compared with now), does I/O, throws, or
  * decides by itself whether cosignatures are required: the caller's policy does.
  */
-import { sha256 } from '@noble/hashes/sha2.js';
-import { concatBytes, decodeBase64, encodeBase64, utf8 } from './encoding.js';
-import { isValidKeyName, MAX_KEY_NAME_LENGTH, parseNote, verifyEd25519, type NoteSignature } from './note.js';
-import { ed25519 } from '@noble/curves/ed25519.js';
+import { concatBytes, encodeBase64, utf8 } from './encoding.js';
+import {
+  hex8,
+  isStrictPublicKey,
+  isValidKeyName,
+  keyIdOf,
+  MAX_KEY_TEXT,
+  parseNote,
+  splitKeyText,
+  verifyEd25519,
+  type NoteSignature,
+} from './note.js';
 import { err, ok, type Result } from '../result.js';
 
 /** Signature type identifier of Ed25519 cosignature/v1 (C2SP signed-note "Signature types"). */
@@ -32,9 +40,6 @@ export const MAX_WITNESSES = 64;
 
 /** 8-byte big-endian timestamp, then the 64-byte Ed25519 signature. */
 const COSIGNATURE_SIZE = 8 + 64;
-
-/** Longest vkey text accepted (a name, 8 hex digits, 44 base64 characters, two `+`). */
-const MAX_VKEY_TEXT = MAX_KEY_NAME_LENGTH + 80;
 
 export type WitnessKeyErrorReason =
   | 'malformed_witness_key'
@@ -57,12 +62,9 @@ export interface WitnessKey {
   readonly vkey: string;
 }
 
-const hex8 = (n: number): string => n.toString(16).padStart(8, '0');
-
 /** key ID = SHA-256(name || 0x0A || 0x04 || 32-byte Ed25519 public key)[:4], big-endian. */
 export function cosignatureKeyId(name: string, publicKey: Uint8Array): number {
-  const h = sha256(concatBytes(utf8(name), Uint8Array.of(0x0a, COSIGNATURE_V1_TYPE), publicKey));
-  return ((h[0]! << 24) | (h[1]! << 16) | (h[2]! << 8) | h[3]!) >>> 0;
+  return keyIdOf(name, COSIGNATURE_V1_TYPE, publicKey);
 }
 
 /** The vkey text of a witness key: `<name>+<hex key ID>+<base64(0x04 || public key)>`. */
@@ -79,22 +81,20 @@ export function witnessVerifierKey(name: string, publicKey: Uint8Array): string 
 export function parseWitnessKey(vkey: string): Result<WitnessKey, WitnessKeyError> {
   const bad = (reason: WitnessKeyErrorReason, message: string): Result<never, WitnessKeyError> =>
     err({ reason, message });
-  if (typeof vkey !== 'string' || vkey.length === 0 || vkey.length > MAX_VKEY_TEXT) {
+  if (typeof vkey !== 'string' || vkey.length === 0 || vkey.length > MAX_KEY_TEXT) {
     return bad('malformed_witness_key', 'witness key is empty or too long');
   }
-  const i = vkey.indexOf('+');
-  const j = i < 0 ? -1 : vkey.indexOf('+', i + 1);
-  if (j < 0) return bad('malformed_witness_key', 'witness key must be <name>+<key id>+<base64 key>');
-  // The base64 part may itself contain '+': name and ID are the first two fields.
-  const name = vkey.slice(0, i);
-  const id = vkey.slice(i + 1, j);
+  const parts = splitKeyText(vkey);
+  if (parts === undefined) {
+    return bad('malformed_witness_key', 'witness key must be <name>+<key id>+<base64 key>');
+  }
+  const { name, id, key: raw } = parts;
   if (!isValidKeyName(name)) {
     return bad('invalid_witness_name', 'witness key name is empty, too long, or has a space or +');
   }
   if (!/^[0-9a-f]{8}$/.test(id)) {
     return bad('malformed_witness_key', 'witness key id must be 8 lowercase hex digits');
   }
-  const raw = decodeBase64(vkey.slice(j + 1));
   if (raw === undefined || raw.length === 0) {
     return bad('malformed_witness_key', 'witness key material must be canonical base64');
   }
@@ -117,14 +117,6 @@ export function parseWitnessKey(vkey: string): Result<WitnessKey, WitnessKeyErro
   // The ID must be the one the key gives: a mismatch means the text was altered or mixes two keys.
   if (hex8(keyId) !== id) return bad('witness_key_id_mismatch', 'witness key id does not match the key');
   return ok({ name, keyId, publicKey, vkey });
-}
-
-function isStrictPublicKey(publicKey: Uint8Array): boolean {
-  try {
-    return !ed25519.Point.fromBytes(publicKey, false).isSmallOrder();
-  } catch {
-    return false;
-  }
 }
 
 /** The bytes a cosigner signs: `cosignature/v1\ntime <t>\n` || the note text (its body). */
@@ -258,12 +250,18 @@ export function verifyCosignatures(
   return ok({ quorum: policy.quorum, witnesses: policy.witnesses.length, cosigned });
 }
 
+/** The timestamp a cosignature/v1 signature begins with (8 bytes, big-endian POSIX seconds). */
+export function cosignatureTimestamp(signature: Uint8Array): bigint {
+  let t = 0n;
+  for (let i = 0; i < 8; i++) t = (t << 8n) | BigInt(signature[i] ?? 0);
+  return t;
+}
+
 /** The timestamp of a valid cosignature, or why it is not one. */
 function verifyOne(body: string, line: NoteSignature, w: WitnessKey): number | string {
   const sig = line.signature;
   if (sig.length !== COSIGNATURE_SIZE) return 'is not a timestamp and an ed25519 signature (72 bytes)';
-  let t = 0n;
-  for (let i = 0; i < 8; i++) t = (t << 8n) | BigInt(sig[i]!);
+  const t = cosignatureTimestamp(sig);
   // The spec caps the timestamp at 2^63 - 1 and lets verifiers refuse future ones; beyond 2^53
   // seconds is hundreds of millions of years ahead, so refusing it keeps the value a safe number.
   if (t > BigInt(Number.MAX_SAFE_INTEGER)) return 'has a timestamp beyond range';

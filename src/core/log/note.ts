@@ -134,7 +134,15 @@ function hasControl(text: string): boolean {
  * (C2SP signed-note "Ed25519 signatures").
  */
 export function ed25519KeyId(name: string, publicKey: Uint8Array): number {
-  const h = sha256(concatBytes(utf8(name), Uint8Array.of(0x0a, ED25519_SIGNATURE_TYPE), publicKey));
+  return keyIdOf(name, ED25519_SIGNATURE_TYPE, publicKey);
+}
+
+/**
+ * A signed-note key ID of any signature type: SHA-256(key name || 0x0A || type || public key)[:4],
+ * big-endian (C2SP signed-note; `ed25519KeyId` for type 0x01, cosignature.ts for 0x04).
+ */
+export function keyIdOf(name: string, type: number, publicKey: Uint8Array): number {
+  const h = sha256(concatBytes(utf8(name), Uint8Array.of(0x0a, type), publicKey));
   return ((h[0]! << 24) | (h[1]! << 16) | (h[2]! << 8) | h[3]!) >>> 0;
 }
 
@@ -156,7 +164,7 @@ export function verifyEd25519(publicKey: Uint8Array, message: Uint8Array, signat
 }
 
 /** A public key usable for strict verification: a canonical encoding of a point of large order. */
-function isStrictPublicKey(publicKey: Uint8Array): boolean {
+export function isStrictPublicKey(publicKey: Uint8Array): boolean {
   try {
     return !ed25519.Point.fromBytes(publicKey, false).isSmallOrder();
   } catch {
@@ -197,7 +205,8 @@ export function ed25519Signer(name: string, seed: Uint8Array): Result<NoteSigner
   });
 }
 
-const hex8 = (n: number): string => n.toString(16).padStart(8, '0');
+/** A key ID as its text form: 8 lowercase hex digits. */
+export const hex8 = (n: number): string => n.toString(16).padStart(8, '0');
 
 /** The verifier key text `<name>+<hex key ID>+<base64(0x01 || public key)>`. */
 export function verifierKey(verifier: Pick<NoteVerifier, 'name' | 'publicKey'>): string {
@@ -207,9 +216,12 @@ export function verifierKey(verifier: Pick<NoteVerifier, 'name' | 'publicKey'>):
 }
 
 /** Longest verifier or signer key text accepted (a name, 8 hex digits, 44 base64 chars). */
-const MAX_KEY_TEXT = MAX_KEY_NAME_LENGTH + 80;
+export const MAX_KEY_TEXT = MAX_KEY_NAME_LENGTH + 80;
 
-function splitKeyText(text: string): { name: string; id: string; key: Uint8Array | undefined } | undefined {
+/** `<name>+<id>+<base64 key>` split into its fields (the key decoded), or undefined without two `+`. */
+export function splitKeyText(
+  text: string,
+): { name: string; id: string; key: Uint8Array | undefined } | undefined {
   const i = text.indexOf('+');
   if (i < 0) return undefined;
   const j = text.indexOf('+', i + 1);

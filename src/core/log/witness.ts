@@ -16,6 +16,7 @@
  */
 import {
   type Cosigned,
+  cosignatureTimestamp,
   parseWitnessKey,
   verifyCosignatures,
   type WitnessKey,
@@ -253,14 +254,8 @@ export function verifyWitnessAnswer(
   const v = verifyCosignatures(`${own.value.text}\n${mine.map(signatureLine).join('')}`, policy.value);
   if (!v.ok) return err({ reason: 'invalid_cosignature', message: v.error.message });
   const cosigned = v.value.cosigned[0]!;
-  const newest = mine.find((s) => timestampOf(s.signature) === cosigned.timestamp_unix_s)!;
+  const newest = mine.find((s) => Number(cosignatureTimestamp(s.signature)) === cosigned.timestamp_unix_s)!;
   return ok({ line: signatureLine(newest), cosigned });
-}
-
-function timestampOf(signature: Uint8Array): number {
-  let t = 0;
-  for (let i = 0; i < 8; i++) t = t * 256 + signature[i]!;
-  return t;
 }
 
 /**
