@@ -59,9 +59,18 @@ export async function call(method: string, path: string, o: CallOptions = {}): P
 }
 
 let counter = 0;
+/**
+ * A name unique within the run, of one length for one prefix: tests compare the stored sizes of two
+ * rows that carry such names (signature-quota.test.ts), so the counter and the random part are
+ * fixed-width (the random part was 1 to 4 characters, and two rows differed by a byte about one
+ * time in ten).
+ */
 export function uniqueName(prefix: string): string {
   counter += 1;
-  return `${prefix}-${Date.now().toString(36)}-${counter}-${Math.floor(Math.random() * 1e6).toString(36)}`;
+  const random = Math.floor(Math.random() * 36 ** 4)
+    .toString(36)
+    .padStart(4, '0');
+  return `${prefix}-${Date.now().toString(36)}-${String(counter).padStart(4, '0')}-${random}`;
 }
 
 /** A fresh demo tenant (admin, agent, approver, executor, policy, contracts, grant). */
